@@ -1,0 +1,42 @@
+// `roomkit keys create`: works directly on the data directory, also while `serve` runs
+// on it (the store allows a second writer).
+import { loadConfig } from '../config.ts';
+import { createLogger } from '../log.ts';
+import { createServices } from '../services.ts';
+import { NAME_PATTERN } from '../core/profile-schema.ts';
+import type { KeyEnv } from '../core/apikeys.ts';
+import { CliError } from './errors.ts';
+
+export async function keysCreate(options: {
+  org: string;
+  env: KeyEnv;
+  name?: string | undefined;
+  dataDir?: string | undefined;
+  json?: boolean | undefined;
+}): Promise<void> {
+  if (!new RegExp(NAME_PATTERN).test(options.org)) {
+    throw new CliError(`organization name "${options.org}" is not allowed: use 1-64 characters of A-Z a-z 0-9 . _ -`, 2);
+  }
+  const config = loadConfig({ dataDir: options.dataDir, runtime: 'none' });
+  // Logs go to stderr so that stdout carries only the result.
+  const log = createLogger('warn', process.stderr);
+  const services = await createServices(config, log);
+  try {
+    const { organization, created } = await services.organizations.ensure(options.org);
+    const { secret } = await services.organizations.createKey(organization.organization_id, {
+      env: options.env,
+      name: options.name,
+    });
+    if (options.json) {
+      process.stdout.write(`${JSON.stringify({ organization_id: organization.organization_id, api_key: secret })}\n`);
+    } else {
+      process.stdout.write(
+        `${created ? 'Created organization' : 'Organization'} ${organization.name} (${organization.organization_id})\n` +
+          `API key: ${secret}\n` +
+          'Store it now: it is not shown again.\n',
+      );
+    }
+  } finally {
+    await services.close();
+  }
+}

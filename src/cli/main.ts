@@ -1,0 +1,63 @@
+// The `roomkit` command line: runs the service and administers a data directory.
+// Errors are one line on stderr and a non-zero exit, never a stack trace.
+import { Command, CommanderError, Option } from 'commander';
+import { ConfigError, LOG_LEVELS } from '../config.ts';
+import { API_VERSION } from '../http/app.ts';
+import { CliError } from './errors.ts';
+import { keysCreate } from './keys.ts';
+import { serve } from './serve.ts';
+
+const program = new Command()
+  .name('roomkit')
+  .description('Isolated machines for AI agents: an HTTP API to create instances, run commands and read files.')
+  .version(API_VERSION)
+  .showHelpAfterError('(run with --help for usage)')
+  .exitOverride();
+
+const dataDirOption = () =>
+  new Option('--data-dir <dir>', 'where roomkit keeps its database and instances (env ROOMKIT_DATA_DIR; default .roomkit in the repository)');
+
+program
+  .command('serve')
+  .description('run the HTTP API')
+  .option('--host <host>', 'address to listen on (env ROOMKIT_HOST; default 127.0.0.1)')
+  .option('--port <port>', 'port to listen on, 0 for any free one (env ROOMKIT_PORT; default 8080)')
+  .addOption(dataDirOption())
+  .addOption(new Option('--log-level <level>', 'log level (env ROOMKIT_LOG_LEVEL; default info)').choices(LOG_LEVELS))
+  .action(async (options: { host?: string; port?: string; dataDir?: string; logLevel?: string }) => {
+    await serve({ host: options.host, port: options.port, dataDir: options.dataDir, logLevel: options.logLevel });
+  });
+
+const keys = program.command('keys').description('manage API keys');
+keys
+  .command('create')
+  .description('create an API key for an organization, creating the organization (with a "default" profile) if needed')
+  .requiredOption('--org <name>', 'organization name')
+  .addOption(new Option('--env <env>', 'key environment').choices(['live', 'test']).default('live'))
+  .option('--name <label>', 'a label for the key')
+  .addOption(dataDirOption())
+  .option('--json', 'print one JSON object {"organization_id", "api_key"} and nothing else')
+  .action(async (options: { org: string; env: 'live' | 'test'; name?: string; dataDir?: string; json?: boolean }) => {
+    await keysCreate(options);
+  });
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  process.exitCode = exitCodeFor(err);
+}
+
+function exitCodeFor(err: unknown): number {
+  if (err instanceof CommanderError) {
+    // Commander has printed its message (or the help) already.
+    return err.exitCode;
+  }
+  if (err instanceof CliError || err instanceof ConfigError) {
+    process.stderr.write(`roomkit: error: ${err.message}\n`);
+    return err instanceof CliError ? err.exitCode : 2;
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`roomkit: error: ${message}\n`);
+  if (process.env.ROOMKIT_DEBUG && err instanceof Error) process.stderr.write(`${err.stack}\n`);
+  return 1;
+}

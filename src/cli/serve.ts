@@ -1,0 +1,90 @@
+// `roomkit serve`: runs the HTTP API until SIGTERM or SIGINT, then shuts down in order:
+// stop accepting connections, let requests in flight finish, stop background work,
+// close the store.
+import { writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { type ConfigOverrides, loadConfig } from '../config.ts';
+import { buildApp } from '../http/app.ts';
+import { createLogger } from '../log.ts';
+import { createServices, type Services } from '../services.ts';
+
+export const INITIAL_KEY_FILE = 'initial-api-key';
+const SHUTDOWN_TIMEOUT_MS = 30_000;
+
+export async function serve(overrides: ConfigOverrides): Promise<void> {
+  const config = loadConfig(overrides);
+  const log = createLogger(config.logLevel);
+  const services = await createServices(config, log);
+  let app;
+  let initialKeyFile: string | null;
+  try {
+    initialKeyFile = await createFirstOrganization(services);
+    app = await buildApp(services);
+    await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    await app?.close();
+    await services.close();
+    throw err;
+  }
+  const address = app.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const base = `http://${host}:${address.port}`;
+  log.info({ url: base, dataDir: config.dataDir }, 'roomkit listening');
+  if (initialKeyFile) announce(log, initialKeyFile, base);
+  process.stderr.write(`roomkit listening on ${base} (API reference: ${base}/docs)\n`);
+
+  let stopping = false;
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal during shutdown; exiting at once');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const timer = setTimeout(() => {
+      log.error({ timeoutMs: SHUTDOWN_TIMEOUT_MS }, 'shutdown took too long; exiting');
+      process.exit(1);
+    }, SHUTDOWN_TIMEOUT_MS);
+    timer.unref();
+    void (async () => {
+      try {
+        await app.close();
+        await services.close();
+        log.info('shutdown complete');
+        process.exitCode = 0;
+      } catch (err) {
+        log.error({ err }, 'shutdown failed');
+        process.exitCode = 1;
+      } finally {
+        clearTimeout(timer);
+      }
+    })();
+  };
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+}
+
+/**
+ * On the first start of an empty data directory, makes an organization and a key so a
+ * newcomer can call the API at once. The key goes to a file only the owner can read.
+ */
+async function createFirstOrganization(services: Services): Promise<string | null> {
+  if ((await services.organizations.count()) > 0) return null;
+  const { organization } = await services.organizations.ensure('default');
+  const { secret } = await services.organizations.createKey(organization.organization_id, { env: 'live', name: 'initial' });
+  const file = join(services.config.dataDir, INITIAL_KEY_FILE);
+  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  return file;
+}
+
+function announce(log: Logger, file: string, base: string): void {
+  log.info({ file }, 'created organization "default" and its first API key');
+  process.stderr.write(
+    `\nFirst start: created organization "default" with an API key, saved in\n  ${file}\n` +
+      `(readable only by you). Use it like this:\n` +
+      `  export ROOMKIT_API_KEY=$(cat ${file})\n` +
+      `  curl -H "Authorization: Bearer $ROOMKIT_API_KEY" ${base}/api/profiles\n\n`,
+  );
+}

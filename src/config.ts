@@ -1,0 +1,96 @@
+// Service configuration: read once at start from flags and ROOMKIT_* environment
+// variables, validated, then frozen. Units are part of every numeric name.
+import { availableParallelism, homedir, totalmem } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export const RUNTIME_CHOICES = ['auto', 'none'] as const;
+export type RuntimeChoice = (typeof RUNTIME_CHOICES)[number];
+
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly dataDir: string;
+  readonly logLevel: LogLevel;
+  /** Largest accepted request body. */
+  readonly bodyLimitBytes: number;
+  /** Upper bounds a profile may ask for; default to what this host has. */
+  readonly maxMemoryMb: number;
+  readonly maxVcpus: number;
+  readonly maxDiskMb: number;
+  /** Which instance runtime to use: `auto` probes the ones this build has, in order. */
+  readonly runtime: RuntimeChoice;
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Settings given on the command line; they win over the environment. */
+export type ConfigOverrides = Partial<Record<keyof Config, string | number | undefined>>;
+
+const ENV_NAMES: Record<keyof Config, string> = {
+  host: 'ROOMKIT_HOST',
+  port: 'ROOMKIT_PORT',
+  dataDir: 'ROOMKIT_DATA_DIR',
+  logLevel: 'ROOMKIT_LOG_LEVEL',
+  bodyLimitBytes: 'ROOMKIT_BODY_LIMIT_BYTES',
+  maxMemoryMb: 'ROOMKIT_MAX_MEMORY_MB',
+  maxVcpus: 'ROOMKIT_MAX_VCPUS',
+  maxDiskMb: 'ROOMKIT_MAX_DISK_MB',
+  runtime: 'ROOMKIT_RUNTIME',
+};
+
+export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
+  const raw = (key: keyof Config): string | undefined => {
+    const fromFlag = overrides[key];
+    if (fromFlag !== undefined) return String(fromFlag);
+    const fromEnv = env[ENV_NAMES[key]];
+    return fromEnv === undefined || fromEnv === '' ? undefined : fromEnv;
+  };
+  const where = (key: keyof Config) =>
+    overrides[key] !== undefined ? `option ${key}` : `environment variable ${ENV_NAMES[key]}`;
+
+  const int = (key: keyof Config, fallback: number, min: number, max: number): number => {
+    const value = raw(key);
+    if (value === undefined) return fallback;
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new ConfigError(`${where(key)} must be a whole number from ${min} to ${max}, got "${value}"`);
+    }
+    return n;
+  };
+  const oneOf = <T extends string>(key: keyof Config, choices: readonly T[], fallback: T): T => {
+    const value = raw(key);
+    if (value === undefined) return fallback;
+    if (!(choices as readonly string[]).includes(value)) {
+      throw new ConfigError(`${where(key)} must be one of ${choices.join(', ')}, got "${value}"`);
+    }
+    return value as T;
+  };
+
+  const hostMemoryMb = Math.floor(totalmem() / (1024 * 1024));
+  const hostCpus = availableParallelism();
+  const dataDirRaw = raw('dataDir');
+
+  const config: Config = {
+    host: raw('host') ?? '127.0.0.1',
+    port: int('port', 8080, 0, 65535),
+    dataDir: dataDirRaw === undefined ? join(PACKAGE_ROOT, '.roomkit') : resolve(dataDirRaw.replace(/^~(?=\/|$)/, homedir())),
+    logLevel: oneOf('logLevel', LOG_LEVELS, 'info'),
+    bodyLimitBytes: int('bodyLimitBytes', 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    maxMemoryMb: int('maxMemoryMb', hostMemoryMb, 128, 1024 * 1024),
+    maxVcpus: int('maxVcpus', hostCpus, 1, 1024),
+    maxDiskMb: int('maxDiskMb', 64 * 1024, 256, 1024 * 1024 * 1024),
+    runtime: oneOf('runtime', RUNTIME_CHOICES, 'auto'),
+  };
+  return Object.freeze(config);
+}

@@ -1,0 +1,366 @@
+// Instances: one live instance per room of a profile. This service owns the record of
+// every instance and its state machine; the runtime does the machine work. Creation is
+// idempotent, provisioning runs in the background (callers may wait for it), and a
+// delete during provisioning cancels it and tears down what was made.
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { AppError } from '../errors.ts';
+import type { Runtime, RuntimeSelection } from '../runtimes/types.ts';
+import type { Db } from '../store/db.ts';
+import { isUniqueViolation } from '../store/errors.ts';
+import type { InstanceRow } from '../store/schema.ts';
+import {
+  assertTransition,
+  type InstanceState,
+  isState,
+  LIVE_STATES,
+  type ProvisionStep,
+} from './lifecycle.ts';
+import type { Profiles } from './profiles.ts';
+import { specOf } from './profiles.ts';
+import { nowIso } from './time.ts';
+
+export interface StateChange {
+  state: InstanceState;
+  at: string;
+  reason?: string;
+}
+
+export interface InstanceResources {
+  memory_mb: number;
+  vcpus: number;
+  disk_mb: number;
+}
+
+export interface Instance {
+  instance_id: string;
+  profile_id: string;
+  room_id: string;
+  state: InstanceState;
+  state_history: StateChange[];
+  failure_reason: string | null;
+  runtime: string;
+  resources: InstanceResources;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ListOptions {
+  profileId?: string;
+  state?: InstanceState;
+  limit: number;
+  cursor?: string;
+}
+
+export interface InstancePage {
+  instances: Instance[];
+  next_cursor: string | null;
+}
+
+interface Provisioning {
+  done: Promise<void>;
+  abort: AbortController;
+}
+
+export class Instances {
+  private readonly db: Db;
+  private readonly profiles: Profiles;
+  private readonly runtimeSelection: RuntimeSelection;
+  private readonly log: Logger;
+  private readonly provisioning = new Map<string, Provisioning>();
+
+  constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; log: Logger }) {
+    this.db = deps.db;
+    this.profiles = deps.profiles;
+    this.runtimeSelection = deps.runtime;
+    this.log = deps.log;
+  }
+
+  /**
+   * Creates the room's instance, or returns the live one it already has. With `wait`,
+   * answers once the instance is ready, and throws instance_start_failed if it failed.
+   */
+  async create(
+    organizationId: string,
+    profileId: string,
+    roomId: string,
+    options: { wait: boolean },
+  ): Promise<{ instance: Instance; created: boolean }> {
+    const profile = await this.profiles.get(organizationId, profileId);
+    const existing = await this.findLive(organizationId, profileId, roomId);
+    if (existing) return { instance: await this.settle(existing, options.wait), created: false };
+
+    const runtime = this.runtime();
+    const spec = specOf(profile);
+    const now = nowIso();
+    const row: InstanceRow = {
+      id: randomUUID(),
+      organization_id: organizationId,
+      profile_id: profileId,
+      room_id: roomId,
+      state: 'active',
+      failure_reason: null,
+      runtime: runtime.name,
+      resources: JSON.stringify({ memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb }),
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    };
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        await trx.insertInto('instances').values(row).execute();
+        await trx.insertInto('instance_events').values({ instance_id: row.id, seq: 1, state: 'active', at: now, reason: null }).execute();
+      });
+    } catch (err) {
+      // Another request created the room's instance between our look-up and insert.
+      if (!isUniqueViolation(err)) throw err;
+      const winner = await this.findLive(organizationId, profileId, roomId);
+      if (!winner) throw err;
+      return { instance: await this.settle(winner, options.wait), created: false };
+    }
+
+    const log = this.log.child({ instanceId: row.id, profileId, roomId });
+    log.info('instance provisioning started');
+    const abort = new AbortController();
+    const done = this.provision(runtime, row, spec, abort.signal, log).finally(() => this.provisioning.delete(row.id));
+    this.provisioning.set(row.id, { done, abort });
+    return { instance: await this.settle(row, options.wait), created: true };
+  }
+
+  /** The room's current instance: the live one, or the last one if it failed. */
+  async get(organizationId: string, profileId: string, roomId: string): Promise<Instance> {
+    await this.profiles.get(organizationId, profileId);
+    const row = await this.findCurrent(organizationId, profileId, roomId);
+    if (!row) throw instanceNotFound(profileId, roomId);
+    return this.view(row);
+  }
+
+  /** Stops the room's instance and removes everything it holds. */
+  async delete(organizationId: string, profileId: string, roomId: string): Promise<Instance> {
+    await this.profiles.get(organizationId, profileId);
+    const row = await this.findCurrent(organizationId, profileId, roomId);
+    if (!row) throw instanceNotFound(profileId, roomId);
+    const state = stateOf(row);
+    if (state === 'failed') {
+      // Its resources were released when it failed; only hide it from the room.
+      await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
+      return this.view(row);
+    }
+    const reason = 'deleted by the API';
+    // Cancel provisioning first, so the runtime reports no further step once stopping.
+    this.provisioning.get(row.id)?.abort.abort(new Error(reason));
+    if (state !== 'stopping') await this.transition(row.id, 'stopping', reason);
+    await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
+    await this.teardown(row.id, reason);
+    return this.view(await this.getRow(row.id));
+  }
+
+  async list(organizationId: string, options: ListOptions): Promise<InstancePage> {
+    let query = this.db
+      .selectFrom('instances')
+      .selectAll()
+      .where('organization_id', '=', organizationId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(options.limit + 1);
+    if (options.profileId !== undefined) query = query.where('profile_id', '=', options.profileId);
+    if (options.state !== undefined) query = query.where('state', '=', options.state);
+    if (options.cursor !== undefined) {
+      const [createdAt, id] = decodeCursor(options.cursor);
+      query = query.where((eb) =>
+        eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]),
+      );
+    }
+    const rows = await query.execute();
+    const page = rows.slice(0, options.limit);
+    const last = page.at(-1);
+    return {
+      instances: await Promise.all(page.map((r) => this.view(r))),
+      next_cursor: rows.length > options.limit && last ? encodeCursor(last.created_at, last.id) : null,
+    };
+  }
+
+  /** Cancels provisioning still under way and waits for it to wind down. */
+  async close(): Promise<void> {
+    const pending = [...this.provisioning.values()];
+    for (const p of pending) p.abort.abort(new Error('the service is shutting down'));
+    await Promise.allSettled(pending.map((p) => p.done));
+  }
+
+  private runtime(): Runtime {
+    const selection = this.runtimeSelection;
+    if ('unavailable' in selection) {
+      throw new AppError('runtime_unavailable', `cannot create instances: ${selection.unavailable.reason}`);
+    }
+    return selection.runtime;
+  }
+
+  private async provision(
+    runtime: Runtime,
+    row: InstanceRow,
+    spec: ReturnType<typeof specOf>,
+    signal: AbortSignal,
+    log: Logger,
+  ): Promise<void> {
+    const started = performance.now();
+    try {
+      await runtime.provision({
+        instanceId: row.id,
+        organizationId: row.organization_id,
+        profileId: row.profile_id,
+        roomId: row.room_id,
+        spec,
+        signal,
+        log,
+        onStep: async (step: ProvisionStep) => {
+          signal.throwIfAborted();
+          await this.transition(row.id, step);
+          log.info({ state: step, elapsedMs: Math.round(performance.now() - started) }, 'instance state');
+        },
+      });
+    } catch (err) {
+      if (signal.aborted) {
+        log.info('instance provisioning cancelled');
+        return;
+      }
+      const reason = err instanceof Error ? err.message : String(err);
+      log.warn({ reason }, 'instance failed to start');
+      await this.fail(row.id, reason);
+    }
+  }
+
+  /** Waits (when asked) for provisioning to end, then reports the instance as it is. */
+  private async settle(row: InstanceRow, wait: boolean): Promise<Instance> {
+    if (wait) await this.provisioning.get(row.id)?.done;
+    const instance = await this.view(await this.getRow(row.id));
+    if (wait && instance.state === 'failed') {
+      throw new AppError('instance_start_failed', `instance ${instance.instance_id} failed to start: ${instance.failure_reason}`, {
+        instance_id: instance.instance_id,
+        state_history: instance.state_history,
+      });
+    }
+    return instance;
+  }
+
+  private async teardown(instanceId: string, reason: string): Promise<void> {
+    await this.provisioning.get(instanceId)?.done;
+    const runtime = this.runtimeSelection;
+    try {
+      if ('runtime' in runtime) await runtime.runtime.destroy(instanceId);
+      await this.transition(instanceId, 'stopped', reason);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      this.log.error({ instanceId, err }, 'instance teardown failed');
+      await this.fail(instanceId, `teardown failed: ${message}`);
+    }
+  }
+
+  private async fail(instanceId: string, reason: string): Promise<void> {
+    await this.transition(instanceId, 'failed', reason);
+  }
+
+  /** Moves an instance to `to`, enforcing the state machine, and records the move. */
+  private async transition(instanceId: string, to: InstanceState, reason?: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      const row = await trx.selectFrom('instances').select(['state']).where('id', '=', instanceId).executeTakeFirstOrThrow();
+      const from = row.state as InstanceState;
+      assertTransition(from, to);
+      const at = nowIso();
+      const last = await trx
+        .selectFrom('instance_events')
+        .select(({ fn }) => fn.max('seq').as('seq'))
+        .where('instance_id', '=', instanceId)
+        .executeTakeFirst();
+      const result = await trx
+        .updateTable('instances')
+        .set({ state: to, updated_at: at, ...(to === 'failed' ? { failure_reason: reason ?? 'unknown' } : {}) })
+        .where('id', '=', instanceId)
+        .where('state', '=', from)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) !== 1) throw new Error(`instance ${instanceId} changed state during ${from} -> ${to}`);
+      await trx
+        .insertInto('instance_events')
+        .values({ instance_id: instanceId, seq: Number(last?.seq ?? 0) + 1, state: to, at, reason: reason ?? null })
+        .execute();
+    });
+  }
+
+  private async findLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
+    return this.db
+      .selectFrom('instances')
+      .selectAll()
+      .where('organization_id', '=', organizationId)
+      .where('profile_id', '=', profileId)
+      .where('room_id', '=', roomId)
+      .where('state', 'in', LIVE_STATES)
+      .executeTakeFirst();
+  }
+
+  private async findCurrent(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
+    return this.db
+      .selectFrom('instances')
+      .selectAll()
+      .where('organization_id', '=', organizationId)
+      .where('profile_id', '=', profileId)
+      .where('room_id', '=', roomId)
+      .where('deleted_at', 'is', null)
+      .where('state', '!=', 'stopped')
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .executeTakeFirst();
+  }
+
+  private async getRow(instanceId: string): Promise<InstanceRow> {
+    return this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirstOrThrow();
+  }
+
+  private async view(row: InstanceRow): Promise<Instance> {
+    const events = await this.db
+      .selectFrom('instance_events')
+      .selectAll()
+      .where('instance_id', '=', row.id)
+      .orderBy('seq')
+      .execute();
+    return {
+      instance_id: row.id,
+      profile_id: row.profile_id,
+      room_id: row.room_id,
+      state: stateOf(row),
+      state_history: events.map((e) => ({
+        state: e.state as InstanceState,
+        at: e.at,
+        ...(e.reason === null ? {} : { reason: e.reason }),
+      })),
+      failure_reason: row.failure_reason,
+      runtime: row.runtime,
+      resources: JSON.parse(row.resources) as InstanceResources,
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    };
+  }
+}
+
+export function instanceNotFound(profileId: string, roomId: string): AppError {
+  return new AppError('instance_not_found', `no instance in room "${roomId}" of profile ${profileId}; create one with POST /api/profile/${profileId}/room/${roomId}`);
+}
+
+function stateOf(row: InstanceRow): InstanceState {
+  if (!isState(row.state)) throw new Error(`instance ${row.id} has unknown state "${row.state}" in the store`);
+  return row.state;
+}
+
+function encodeCursor(createdAt: string, id: string): string {
+  return Buffer.from(JSON.stringify([createdAt, id])).toString('base64url');
+}
+
+function decodeCursor(cursor: string): [string, string] {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(value) && value.length === 2 && value.every((v) => typeof v === 'string')) {
+      return [value[0] as string, value[1] as string];
+    }
+  } catch {
+    // fall through to the error below
+  }
+  throw new AppError('invalid_cursor', 'cursor is not one this server gave out; start again without it');
+}

@@ -1,0 +1,72 @@
+// The instance lifecycle: every state an instance can be in and the only moves allowed
+// between them. All state changes go through assertTransition, so an illegal move is a
+// bug that throws instead of a silent write.
+
+/** The spec's creation progression, in order; each is a real provisioning step. */
+export const PROVISION_STATES = [
+  'active',
+  'network_allocated',
+  'ftap_created',
+  'image_generated',
+  'vm_started',
+  'vm_booted',
+  'ready',
+] as const;
+
+export const STATES = [...PROVISION_STATES, 'stopping', 'stopped', 'failed'] as const;
+
+export type InstanceState = (typeof STATES)[number];
+export type ProvisionState = (typeof PROVISION_STATES)[number];
+/** The states a runtime reports as it provisions: all but the first. */
+export type ProvisionStep = Exclude<ProvisionState, 'active'>;
+
+export const TERMINAL_STATES = ['stopped', 'failed'] as const satisfies readonly InstanceState[];
+/** States in which an instance holds resources and occupies its room. */
+export const LIVE_STATES: InstanceState[] = STATES.filter(
+  (s) => !(TERMINAL_STATES as readonly string[]).includes(s),
+);
+
+const NEXT: Record<InstanceState, readonly InstanceState[]> = {
+  active: ['network_allocated', 'stopping', 'failed'],
+  network_allocated: ['ftap_created', 'stopping', 'failed'],
+  ftap_created: ['image_generated', 'stopping', 'failed'],
+  image_generated: ['vm_started', 'stopping', 'failed'],
+  vm_started: ['vm_booted', 'stopping', 'failed'],
+  vm_booted: ['ready', 'stopping', 'failed'],
+  ready: ['stopping', 'failed'],
+  stopping: ['stopped', 'failed'],
+  stopped: [],
+  failed: [],
+};
+
+export class IllegalTransitionError extends Error {
+  readonly from: InstanceState;
+  readonly to: InstanceState;
+
+  constructor(from: InstanceState, to: InstanceState) {
+    super(`illegal instance state transition ${from} -> ${to}`);
+    this.name = 'IllegalTransitionError';
+    this.from = from;
+    this.to = to;
+  }
+}
+
+export function isState(value: string): value is InstanceState {
+  return (STATES as readonly string[]).includes(value);
+}
+
+export function canTransition(from: InstanceState, to: InstanceState): boolean {
+  return NEXT[from].includes(to);
+}
+
+export function assertTransition(from: InstanceState, to: InstanceState): void {
+  if (!canTransition(from, to)) throw new IllegalTransitionError(from, to);
+}
+
+export function isLive(state: InstanceState): boolean {
+  return LIVE_STATES.includes(state);
+}
+
+export function isProvisioning(state: InstanceState): boolean {
+  return (PROVISION_STATES as readonly string[]).includes(state) && state !== 'ready';
+}

@@ -1,0 +1,165 @@
+// The profile resource: a VM configuration template. These TypeBox schemas are the one
+// source of the profile's fields, their bounds and defaults, its TypeScript types and
+// its part of the OpenAPI document.
+import Type from 'typebox';
+
+export interface HostLimits {
+  maxMemoryMb: number;
+  maxVcpus: number;
+  maxDiskMb: number;
+}
+
+export const NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$';
+/** Debian package names (policy 5.6.7), optionally pinned: `name` or `name=version`. */
+const PACKAGE_PATTERN = '^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$';
+/** An unprivileged POSIX user name; `root` is refused. */
+const USER_PATTERN = '^(?!root$)[a-z_][a-z0-9_-]{0,31}$';
+/** An absolute, normalised path: no `.` or `..` segments, no doubled or trailing slash. */
+const ABS_PATH_PATTERN = '^(/(?!\\.\\.?(/|$))[A-Za-z0-9._+@-]+)+$';
+const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
+/** `debian:<suite>` for now; the image builder decides which suites it can build. */
+const IMAGE_PATTERN = '^[a-z0-9][a-z0-9._/-]{0,127}(:[A-Za-z0-9._-]{1,64})?$';
+
+export const PROFILE_DEFAULTS = {
+  image: 'debian:bookworm',
+  packages: [] as string[],
+  memory_mb: 1024,
+  vcpus: 1,
+  disk_mb: 2048,
+  user: 'user',
+  env: {} as Record<string, string>,
+  command_timeout_s: 120,
+  idle_timeout_s: 1800,
+  max_lifetime_s: 86400,
+  network: { egress: 'internet' as 'none' | 'internet', allow: [] as string[] },
+  settings: {} as Record<string, unknown>,
+};
+
+export const MAX_SETTINGS_BYTES = 16 * 1024;
+
+/** The fields of a profile a caller may set, each optional; bounds follow the host. */
+export function profileFieldSchemas(limits: HostLimits) {
+  return {
+    image: Type.String({
+      pattern: IMAGE_PATTERN,
+      description: 'Base image of the root filesystem, e.g. `debian:bookworm`.',
+      default: PROFILE_DEFAULTS.image,
+    }),
+    packages: Type.Array(Type.String({ pattern: PACKAGE_PATTERN, maxLength: 128 }), {
+      maxItems: 200,
+      uniqueItems: true,
+      description: 'Distribution packages installed into the image, e.g. `["nodejs", "jq"]`.',
+      default: PROFILE_DEFAULTS.packages,
+    }),
+    memory_mb: Type.Integer({
+      minimum: 128,
+      maximum: limits.maxMemoryMb,
+      description: 'Memory of each instance, MiB.',
+      default: PROFILE_DEFAULTS.memory_mb,
+    }),
+    vcpus: Type.Integer({
+      minimum: 1,
+      maximum: limits.maxVcpus,
+      description: 'CPUs each instance may use.',
+      default: PROFILE_DEFAULTS.vcpus,
+    }),
+    disk_mb: Type.Integer({
+      minimum: 256,
+      maximum: limits.maxDiskMb,
+      description: 'Size of the writable filesystem layer of each instance, MiB.',
+      default: PROFILE_DEFAULTS.disk_mb,
+    }),
+    user: Type.String({
+      pattern: USER_PATTERN,
+      description: 'Unprivileged user that commands run as (not `root`).',
+      default: PROFILE_DEFAULTS.user,
+    }),
+    home: Type.String({
+      pattern: ABS_PATH_PATTERN,
+      maxLength: 256,
+      description: "Home and working directory of the user; defaults to `/home/<user>`.",
+    }),
+    env: Type.Record(Type.String({ pattern: ENV_NAME_PATTERN, maxLength: 128 }), Type.String({ maxLength: 4096 }), {
+      maxProperties: 100,
+      description: 'Environment variables set for every command.',
+      default: PROFILE_DEFAULTS.env,
+    }),
+    command_timeout_s: Type.Integer({
+      minimum: 1,
+      maximum: 86400,
+      description: 'Time limit of a command, seconds: the default, and the most a command may ask for.',
+      default: PROFILE_DEFAULTS.command_timeout_s,
+    }),
+    idle_timeout_s: Type.Integer({
+      minimum: 0,
+      maximum: 30 * 86400,
+      description: 'Stop an instance after this long without a command or file request; 0 = never.',
+      default: PROFILE_DEFAULTS.idle_timeout_s,
+    }),
+    max_lifetime_s: Type.Integer({
+      minimum: 0,
+      maximum: 365 * 86400,
+      description: 'Stop an instance this long after it was created, whatever it is doing; 0 = never.',
+      default: PROFILE_DEFAULTS.max_lifetime_s,
+    }),
+    network: Type.Object(
+      {
+        egress: Type.Union([Type.Literal('none'), Type.Literal('internet')], {
+          description: '`internet`: outbound traffic to public addresses; `none`: no route out.',
+          default: PROFILE_DEFAULTS.network.egress,
+        }),
+        allow: Type.Array(Type.String({ maxLength: 253 }), {
+          maxItems: 100,
+          description: 'Reserved for a later version (an egress allowlist); must be empty.',
+          default: [],
+        }),
+      },
+      { additionalProperties: false, description: 'Egress policy of the instances.' },
+    ),
+    settings: Type.Record(Type.String(), Type.Unknown(), {
+      description: `Free-form organization-specific JSON, stored and returned as given (at most ${MAX_SETTINGS_BYTES} bytes).`,
+      default: PROFILE_DEFAULTS.settings,
+    }),
+  };
+}
+
+export function profileSchemas(limits: HostLimits) {
+  const fields = profileFieldSchemas(limits);
+  const name = Type.String({ pattern: NAME_PATTERN, description: 'Unique within the organization.' });
+  const optionalFields = {
+    image: Type.Optional(fields.image),
+    packages: Type.Optional(fields.packages),
+    memory_mb: Type.Optional(fields.memory_mb),
+    vcpus: Type.Optional(fields.vcpus),
+    disk_mb: Type.Optional(fields.disk_mb),
+    user: Type.Optional(fields.user),
+    home: Type.Optional(fields.home),
+    env: Type.Optional(fields.env),
+    command_timeout_s: Type.Optional(fields.command_timeout_s),
+    idle_timeout_s: Type.Optional(fields.idle_timeout_s),
+    max_lifetime_s: Type.Optional(fields.max_lifetime_s),
+    network: Type.Optional(Type.Object(
+      { egress: Type.Optional(fields.network.properties.egress), allow: Type.Optional(fields.network.properties.allow) },
+      { additionalProperties: false },
+    )),
+    settings: Type.Optional(fields.settings),
+  };
+  return {
+    create: Type.Object({ name, ...optionalFields }, { additionalProperties: false }),
+    patch: Type.Object({ name: Type.Optional(name), ...optionalFields }, { additionalProperties: false }),
+    profile: Type.Object({
+      profile_id: Type.String({ format: 'uuid' }),
+      name,
+      ...fields,
+      created_at: Type.String({ format: 'date-time' }),
+      updated_at: Type.String({ format: 'date-time' }),
+    }),
+  };
+}
+
+type Schemas = ReturnType<typeof profileSchemas>;
+export type ProfileCreate = Type.Static<Schemas['create']>;
+export type ProfilePatch = Type.Static<Schemas['patch']>;
+export type Profile = Type.Static<Schemas['profile']>;
+/** Everything a profile configures, with defaults applied: what runtimes consume. */
+export type ProfileSpec = Omit<Profile, 'profile_id' | 'name' | 'created_at' | 'updated_at'>;

@@ -1,0 +1,177 @@
+// Profiles: create, read, change and delete an organization's VM configuration
+// templates. Input has been validated against the schemas in profile-schema.ts; this
+// module applies defaults and the rules a schema cannot express.
+import { randomUUID } from 'node:crypto';
+import { AppError } from '../errors.ts';
+import type { Db } from '../store/db.ts';
+import { isUniqueViolation } from '../store/errors.ts';
+import type { ProfileRow } from '../store/schema.ts';
+import {
+  MAX_SETTINGS_BYTES,
+  PROFILE_DEFAULTS,
+  type Profile,
+  type ProfileCreate,
+  type ProfilePatch,
+  type ProfileSpec,
+} from './profile-schema.ts';
+import { LIVE_STATES } from './lifecycle.ts';
+import { nowIso } from './time.ts';
+
+export const DEFAULT_PROFILE_NAME = 'default';
+
+export class Profiles {
+  private readonly db: Db;
+
+  constructor(db: Db) {
+    this.db = db;
+  }
+
+  async create(organizationId: string, input: ProfileCreate): Promise<Profile> {
+    const { name, ...fields } = input;
+    const spec = applyChanges(defaultSpec(), fields);
+    const now = nowIso();
+    const row: ProfileRow = {
+      id: randomUUID(),
+      organization_id: organizationId,
+      name,
+      spec: JSON.stringify(spec),
+      created_at: now,
+      updated_at: now,
+      deleted_at: null,
+    };
+    try {
+      await this.db.insertInto('profiles').values(row).execute();
+    } catch (err) {
+      if (isUniqueViolation(err)) throw nameTaken(name);
+      throw err;
+    }
+    return toProfile(row);
+  }
+
+  async list(organizationId: string): Promise<Profile[]> {
+    const rows = await this.db
+      .selectFrom('profiles')
+      .selectAll()
+      .where('organization_id', '=', organizationId)
+      .where('deleted_at', 'is', null)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map(toProfile);
+  }
+
+  async get(organizationId: string, profileId: string): Promise<Profile> {
+    return toProfile(await this.getRow(organizationId, profileId));
+  }
+
+  async update(organizationId: string, profileId: string, patch: ProfilePatch): Promise<Profile> {
+    const row = await this.getRow(organizationId, profileId);
+    const { name, ...fields } = patch;
+    const spec = applyChanges(specOf(toProfile(row)), fields);
+    const updated: ProfileRow = {
+      ...row,
+      name: name ?? row.name,
+      spec: JSON.stringify(spec),
+      updated_at: nowIso(),
+    };
+    try {
+      await this.db
+        .updateTable('profiles')
+        .set({ name: updated.name, spec: updated.spec, updated_at: updated.updated_at })
+        .where('id', '=', row.id)
+        .execute();
+    } catch (err) {
+      if (isUniqueViolation(err)) throw nameTaken(updated.name);
+      throw err;
+    }
+    return toProfile(updated);
+  }
+
+  async delete(organizationId: string, profileId: string): Promise<void> {
+    const row = await this.getRow(organizationId, profileId);
+    await this.db.transaction().execute(async (trx) => {
+      const live = await trx
+        .selectFrom('instances')
+        .select(({ fn }) => fn.countAll<number>().as('n'))
+        .where('profile_id', '=', row.id)
+        .where('state', 'in', LIVE_STATES)
+        .executeTakeFirstOrThrow();
+      if (Number(live.n) > 0) {
+        throw new AppError(
+          'profile_in_use',
+          `profile ${row.id} has ${live.n} live instance(s); delete them first (DELETE /api/profile/${row.id}/room/{room_id})`,
+          { live_instances: Number(live.n) },
+        );
+      }
+      await trx.updateTable('profiles').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
+    });
+  }
+
+  private async getRow(organizationId: string, profileId: string): Promise<ProfileRow> {
+    const row = await this.db
+      .selectFrom('profiles')
+      .selectAll()
+      .where('id', '=', profileId)
+      .where('organization_id', '=', organizationId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    if (!row) throw profileNotFound(profileId);
+    return row;
+  }
+}
+
+export function profileNotFound(profileId: string): AppError {
+  return new AppError('profile_not_found', `no profile ${profileId} in this organization`);
+}
+
+function nameTaken(name: string): AppError {
+  return new AppError('profile_name_taken', `a profile named "${name}" already exists in this organization`);
+}
+
+function defaultSpec(): ProfileSpec {
+  return structuredClone({ ...PROFILE_DEFAULTS, home: `/home/${PROFILE_DEFAULTS.user}` });
+}
+
+/** The spec that results from setting `changes` on `base`; `network` merges by field. */
+function applyChanges(base: ProfileSpec, changes: Omit<ProfilePatch, 'name'>): ProfileSpec {
+  const { network, home, user, ...rest } = changes;
+  const next: ProfileSpec = {
+    ...base,
+    ...rest,
+    network: { ...base.network, ...network },
+  };
+  if (user !== undefined) {
+    next.user = user;
+    // A home that followed the old user's name follows the new one.
+    if (home === undefined && base.home === `/home/${base.user}`) next.home = `/home/${user}`;
+  }
+  if (home !== undefined) next.home = home;
+  if (next.network.allow.length > 0) {
+    throw new AppError('validation_error', 'network.allow is reserved for a later version; leave it empty', {
+      field: 'network.allow',
+    });
+  }
+  const settingsBytes = Buffer.byteLength(JSON.stringify(next.settings));
+  if (settingsBytes > MAX_SETTINGS_BYTES) {
+    throw new AppError('validation_error', `settings is ${settingsBytes} bytes of JSON; the most is ${MAX_SETTINGS_BYTES}`, {
+      field: 'settings',
+    });
+  }
+  return next;
+}
+
+function toProfile(row: ProfileRow): Profile {
+  const spec = JSON.parse(row.spec) as ProfileSpec;
+  return {
+    profile_id: row.id,
+    name: row.name,
+    ...spec,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}
+
+export function specOf(profile: Profile): ProfileSpec {
+  const { profile_id: _id, name: _name, created_at: _c, updated_at: _u, ...spec } = profile;
+  return spec;
+}

@@ -1,0 +1,70 @@
+// The one registry of error codes roomkit answers with. Each code has exactly one HTTP
+// status; the Record type makes a code without a status a compile error. Every error
+// response body is the spec's Error shape: {error, message} (plus optional details).
+
+export const ERROR_STATUS = {
+  // 400
+  validation_error: 400,
+  invalid_json: 400,
+  invalid_room_id: 400,
+  invalid_cursor: 400,
+  // 401
+  missing_api_key: 401,
+  invalid_api_key: 401,
+  // 404
+  not_found: 404,
+  profile_not_found: 404,
+  instance_not_found: 404,
+  key_not_found: 404,
+  file_not_found: 404,
+  // 405
+  method_not_allowed: 405,
+  // 409
+  profile_in_use: 409,
+  profile_name_taken: 409,
+  // 413
+  body_too_large: 413,
+  // 415
+  unsupported_media_type: 415,
+  // 500
+  instance_start_failed: 500,
+  internal_error: 500,
+  // 503
+  runtime_unavailable: 503,
+  shutting_down: 503,
+} as const satisfies Record<string, number>;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export interface ErrorBody {
+  error: ErrorCode;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+/** An expected failure with a stable code; safe to show to the caller as it is. */
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
+    super(message);
+    this.name = 'AppError';
+    this.code = code;
+    this.details = details;
+  }
+
+  get status(): number {
+    return ERROR_STATUS[this.code];
+  }
+
+  toBody(): ErrorBody {
+    return this.details === undefined
+      ? { error: this.code, message: this.message }
+      : { error: this.code, message: this.message, details: this.details };
+  }
+}
+
+export function isAppError(err: unknown): err is AppError {
+  return err instanceof AppError;
+}

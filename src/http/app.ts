@@ -1,0 +1,164 @@
+// Builds the HTTP API without listening, so tests can call it in-process with
+// inject() and `roomkit serve` can listen on it. Routes stay thin: authenticate,
+// validate (by their schemas), call a service, shape the response.
+import { randomUUID } from 'node:crypto';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyServerOptions, LogController } from 'fastify';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import Type from 'typebox';
+import type { Services } from '../services.ts';
+import { authenticate, requiresAuth } from './auth.ts';
+import { installErrorHandling } from './errors.ts';
+import { keyRoutes } from './routes/keys.ts';
+import { profileRoutes } from './routes/profiles.ts';
+import { roomRoutes } from './routes/rooms.ts';
+import { ErrorBody } from './schemas.ts';
+import type { App } from './types.ts';
+
+export const API_VERSION = '1.0.0';
+
+export interface RouteEntry {
+  method: string;
+  url: string;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route registered (HEAD aside): what tests walk to check auth and scoping. */
+    routeTable: readonly RouteEntry[];
+  }
+}
+
+export interface AppOptions {
+  /** Fastify's logger option; defaults to the services' logger. */
+  logger?: FastifyServerOptions['loggerInstance'];
+}
+
+export async function buildApp(services: Services, options: AppOptions = {}): Promise<App> {
+  const app = Fastify({
+    loggerInstance: options.logger ?? services.log,
+    bodyLimit: services.config.bodyLimitBytes,
+    genReqId: () => randomUUID(),
+    logController: new LogController({ requestIdLogLabel: 'requestId' }),
+    routerOptions: { ignoreTrailingSlash: true },
+    ajv: {
+      customOptions: {
+        // Unknown fields are an error naming the field, never silently dropped; no
+        // value is coerced to another type; defaults are applied by the services.
+        removeAdditional: false,
+        coerceTypes: false,
+        useDefaults: false,
+        allErrors: true,
+      },
+    },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.decorateRequest('caller', null);
+
+  // Every route under /api/ authenticates; attached here, as routes register, so no
+  // route can be added without it. Also keeps a router of all routes to tell a wrong
+  // method (405) from an unknown path (404).
+  const auth = authenticate(services.organizations);
+  const known = FindMyWay({ ignoreTrailingSlash: true, defaultRoute: () => {} });
+  const routes: RouteEntry[] = [];
+  app.decorate('routeTable', routes);
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      if (method !== 'HEAD') routes.push({ method, url: route.url });
+      if (method !== 'HEAD' && !known.hasRoute(method as HTTPMethod, route.url)) known.on(method as HTTPMethod, route.url, () => {});
+    }
+    if (requiresAuth(route.url)) {
+      const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
+      route.onRequest = [auth, ...existing];
+    }
+  });
+  const allowedMethods = (method: string, path: string) =>
+    (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((m) => m !== method && known.find(m, path) !== null);
+  installErrorHandling(app, allowedMethods);
+
+  // JSON only. An empty body counts as {} so `curl -X POST -H 'Content-Type:
+  // application/json'` works for endpoints whose fields are all optional.
+  app.removeAllContentTypeParsers();
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body as string;
+    if (text.trim() === '') return done(null, {});
+    return parseJson(request, text, done);
+  });
+  app.addHook('preValidation', async (request) => {
+    if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};
+  });
+
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('X-Request-Id', request.id);
+    reply.header('X-Content-Type-Options', 'nosniff');
+    if (requiresAuth(request.url)) reply.header('Cache-Control', 'no-store');
+  });
+
+  app.addSchema(ErrorBody);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'roomkit',
+        version: API_VERSION,
+        description: 'Isolated machines for AI agents. All /api/ endpoints need `Authorization: Bearer <API key>`.',
+      },
+      components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'rk_live_... or rk_test_...' } } },
+      tags: [
+        { name: 'instances', description: 'A room\'s instance' },
+        { name: 'profiles', description: 'VM configuration templates' },
+        { name: 'keys', description: 'API keys of the organization' },
+        { name: 'meta', description: 'Service health and this document' },
+      ],
+    },
+    transform: ({ schema, url }) => ({
+      schema: requiresAuth(url) ? { ...schema, security: [{ apiKey: [] }] } : schema,
+      url,
+    }),
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
+
+  keyRoutes(app, services);
+  profileRoutes(app, services);
+  roomRoutes(app, services);
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        summary: 'Health of the service',
+        description: 'Answers 200 while the service runs; says whether instances can be created and, if not, why.',
+        tags: ['meta'],
+        response: {
+          200: Type.Object({
+            status: Type.Literal('ok'),
+            version: Type.String(),
+            runtime: Type.Object({
+              available: Type.Boolean(),
+              name: Type.Optional(Type.String()),
+              reason: Type.Optional(Type.String()),
+            }),
+          }),
+        },
+      },
+    },
+    async () => {
+      const selection = services.runtime;
+      return {
+        status: 'ok' as const,
+        version: API_VERSION,
+        runtime:
+          'runtime' in selection
+            ? { available: true, name: selection.runtime.name }
+            : { available: false, reason: selection.unavailable.reason },
+      };
+    },
+  );
+
+  return app;
+}

@@ -1,0 +1,119 @@
+// Turns every failure into the spec's Error body with the status from the error
+// registry: validation, body parsing, unknown routes and methods, and bugs. A caller
+// never sees a stack trace or an HTML page.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, ERROR_STATUS, type ErrorBody, type ErrorCode } from '../errors.ts';
+
+interface ValidationIssue {
+  instancePath?: string;
+  keyword?: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+export function sendError(reply: FastifyReply, body: ErrorBody): FastifyReply {
+  if (body.error === 'missing_api_key' || body.error === 'invalid_api_key') {
+    const detail = body.error === 'invalid_api_key' ? ', error="invalid_token"' : '';
+    reply.header('WWW-Authenticate', `Bearer realm="roomkit"${detail}`);
+  }
+  return reply.code(ERROR_STATUS[body.error]).type('application/json; charset=utf-8').send(body);
+}
+
+export function installErrorHandling(app: FastifyInstance, allowedMethods: (method: string, url: string) => string[]): void {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const body = toErrorBody(err, request);
+    if (ERROR_STATUS[body.error] >= 500) {
+      request.log.error({ err }, 'request failed');
+    }
+    return sendError(reply, body);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? request.url;
+    const allowed = allowedMethods(request.method, path);
+    if (allowed.length > 0) {
+      reply.header('Allow', allowed.join(', '));
+      return sendError(reply, {
+        error: 'method_not_allowed',
+        message: `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`,
+      });
+    }
+    return sendError(reply, { error: 'not_found', message: `no route ${request.method} ${path}; see /openapi.json` });
+  });
+}
+
+function toErrorBody(err: FastifyError, request: FastifyRequest): ErrorBody {
+  if (err instanceof AppError) return err.toBody();
+  if (err.validation) return validationBody(err.validation as ValidationIssue[], err.validationContext ?? 'body');
+
+  const fromFastify = FASTIFY_CODES[err.code];
+  if (fromFastify) return { error: fromFastify.error, message: fromFastify.message(err) };
+  if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+    return { error: 'invalid_json', message: `the request body is not valid JSON: ${err.message}` };
+  }
+  // A 4xx raised by Fastify or a plugin that we do not map one by one.
+  if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+    const code = err.statusCode === 404 ? 'not_found' : 'validation_error';
+    return { error: code, message: err.message };
+  }
+  return {
+    error: 'internal_error',
+    message: `an internal error occurred; the server log has the details under request id ${request.id}`,
+  };
+}
+
+const FASTIFY_CODES: Record<string, { error: ErrorCode; message(err: FastifyError): string }> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    error: 'unsupported_media_type',
+    message: () => 'send the request body as JSON with the header Content-Type: application/json',
+  },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
+    error: 'validation_error',
+    message: () => 'the Content-Length header does not match the body',
+  },
+  FST_ERR_CTP_BODY_TOO_LARGE: {
+    error: 'body_too_large',
+    message: () => 'the request body is larger than this server accepts (ROOMKIT_BODY_LIMIT_BYTES)',
+  },
+  FST_ERR_CTP_INVALID_JSON_BODY: {
+    error: 'invalid_json',
+    message: (err) => `the request body is not valid JSON: ${err.message}`,
+  },
+  FST_ERR_CTP_EMPTY_JSON_BODY: {
+    error: 'invalid_json',
+    message: () => 'the request has Content-Type: application/json but an empty body',
+  },
+};
+
+/** One clear sentence for the first problem, every problem in details. */
+function validationBody(issues: ValidationIssue[], context: string): ErrorBody {
+  const described = issues.map((issue) => describeIssue(issue, context));
+  const first = described[0] ?? { field: context, message: `${context} is not valid` };
+  return {
+    error: 'validation_error',
+    message: described.length > 1 ? `${first.message} (and ${described.length - 1} more problem(s), see details)` : first.message,
+    details: { errors: described },
+  };
+}
+
+function describeIssue(issue: ValidationIssue, context: string): { field: string; message: string } {
+  const base = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.');
+  const params = issue.params ?? {};
+  const where = (field: string) => (context === 'body' ? field || 'body' : field ? `${context} ${field}` : context);
+  switch (issue.keyword) {
+    case 'additionalProperties': {
+      const field = [base, String(params.additionalProperty)].filter(Boolean).join('.');
+      return { field, message: `unknown field "${field}"${context === 'body' ? '' : ` in ${context}`}` };
+    }
+    case 'required': {
+      const field = [base, String(params.missingProperty)].filter(Boolean).join('.');
+      return { field, message: `${where(field)} is required` };
+    }
+    case 'pattern':
+      return { field: base, message: `${where(base)} has a form that is not allowed (must match ${String(params.pattern)})` };
+    case 'format':
+      return { field: base, message: `${where(base)} must be a valid ${String(params.format)}` };
+    default:
+      return { field: base, message: `${where(base)} ${issue.message ?? 'is not valid'}` };
+  }
+}

@@ -1,0 +1,115 @@
+// A room's instance: create it, look at it, delete it; and the organization's list of
+// instances.
+import Type from 'typebox';
+import type { Services } from '../../services.ts';
+import { callerOf } from '../auth.ts';
+import { errorResponses, Instance, RoomParams, State } from '../schemas.ts';
+import type { App } from '../types.ts';
+
+const ROOM_PATH = '/api/profile/:profile_id/room/:room_id';
+
+export function roomRoutes(app: App, { instances }: Services): void {
+  app.post(
+    ROOM_PATH,
+    {
+      schema: {
+        summary: 'Create the room\'s instance',
+        description:
+          'Starts an instance from the profile in this room. By default answers when it is `ready` (201), or with ' +
+          '`instance_start_failed` if it failed. With `"wait": false` answers 202 at once; poll GET for its state. ' +
+          'If the room already has a live instance, answers 200 with it: a retry never makes a second machine.',
+        tags: ['instances'],
+        params: RoomParams,
+        body: Type.Object(
+          {
+            wait: Type.Optional(Type.Boolean({ default: true, description: 'Wait until the instance is ready (default true)' })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Instance,
+          201: Instance,
+          202: Instance,
+          ...errorResponses(400, 401, 404, 500, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { profile_id, room_id } = request.params;
+      const wait = request.body.wait ?? true;
+      const { instance, created } = await instances.create(callerOf(request).organizationId, profile_id, room_id, { wait });
+      const status = !created ? 200 : wait ? 201 : 202;
+      return reply.code(status).send(instance);
+    },
+  );
+
+  app.get(
+    ROOM_PATH,
+    {
+      schema: {
+        summary: 'Get the room\'s instance',
+        description: 'The live instance of the room, or the last one if it failed and was not deleted.',
+        tags: ['instances'],
+        params: RoomParams,
+        response: { 200: Instance, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id } = request.params;
+      return instances.get(callerOf(request).organizationId, profile_id, room_id);
+    },
+  );
+
+  app.delete(
+    ROOM_PATH,
+    {
+      schema: {
+        summary: 'Delete the room\'s instance',
+        description: 'Stops the instance and removes everything it holds, then answers with its final state. Afterwards GET answers 404.',
+        tags: ['instances'],
+        params: RoomParams,
+        response: { 200: Instance, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id } = request.params;
+      return instances.delete(callerOf(request).organizationId, profile_id, room_id);
+    },
+  );
+
+  app.get(
+    '/api/instances',
+    {
+      schema: {
+        summary: 'List instances',
+        description: 'The organization\'s instances, newest first, including stopped and failed ones. Pass `next_cursor` back as `cursor` for the next page.',
+        tags: ['instances'],
+        querystring: Type.Object(
+          {
+            profile_id: Type.Optional(Type.String({ format: 'uuid' })),
+            state: Type.Optional(State),
+            limit: Type.Optional(Type.String({ pattern: '^(200|1[0-9]{2}|[1-9][0-9]?)$', description: '1-200, default 50' })),
+            cursor: Type.Optional(Type.String({ maxLength: 512 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({
+            instances: Type.Array(Instance),
+            next_cursor: Type.Union([Type.String(), Type.Null()]),
+          }),
+          ...errorResponses(400, 401),
+        },
+      },
+    },
+    async (request) => {
+      const { profile_id, state, limit, cursor } = request.query;
+      return instances.list(callerOf(request).organizationId, {
+        limit: limit === undefined ? 50 : Number(limit),
+        ...(profile_id === undefined ? {} : { profileId: profile_id }),
+        ...(state === undefined ? {} : { state }),
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+    },
+  );
+}

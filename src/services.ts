@@ -1,0 +1,60 @@
+// Composition root: builds roomkit's services and their dependencies in one place, in
+// plain code. The HTTP API, the CLI and tests all start from here.
+import type { Logger } from 'pino';
+import type { Config } from './config.ts';
+import { Instances } from './core/instances.ts';
+import { Organizations } from './core/orgs.ts';
+import { Profiles } from './core/profiles.ts';
+import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
+import type { RuntimeSelection } from './runtimes/types.ts';
+import { type Db, openSqliteStore } from './store/db.ts';
+
+export interface Services {
+  config: Config;
+  log: Logger;
+  db: Db;
+  organizations: Organizations;
+  profiles: Profiles;
+  instances: Instances;
+  runtime: RuntimeSelection;
+  close(): Promise<void>;
+}
+
+/** Runtimes this build can use, in the order `auto` tries them. */
+export const RUNTIME_CANDIDATES: RuntimeCandidate[] = [];
+
+export interface ServiceOptions {
+  /** Replaces runtime probing (tests use this to supply a test double). */
+  runtime?: RuntimeSelection;
+}
+
+export async function createServices(config: Config, log: Logger, options: ServiceOptions = {}): Promise<Services> {
+  const db = await openSqliteStore(config.dataDir);
+  try {
+    const runtime = options.runtime ?? (await selectRuntime(config.runtime, RUNTIME_CANDIDATES, log));
+    const profiles = new Profiles(db);
+    const organizations = new Organizations(db);
+    const instances = new Instances({ db, profiles, runtime, log });
+    let closed: Promise<void> | undefined;
+    return {
+      config,
+      log,
+      db,
+      organizations,
+      profiles,
+      instances,
+      runtime,
+      close() {
+        closed ??= (async () => {
+          await instances.close();
+          if ('runtime' in runtime) await runtime.runtime.close();
+          await db.destroy();
+        })();
+        return closed;
+      },
+    };
+  } catch (err) {
+    await db.destroy();
+    throw err;
+  }
+}

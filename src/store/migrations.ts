@@ -1,0 +1,102 @@
+// Schema migrations, applied in name order at every start (already applied ones are
+// skipped). Only portable SQL: the same migrations must run on SQLite and PostgreSQL.
+import { type Kysely, sql } from 'kysely';
+import type { Migration, MigrationProvider } from 'kysely/migration';
+
+const migrations: Record<string, Migration> = {
+  '0001_initial': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('organizations')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('name', 'text', (c) => c.notNull().unique())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .execute();
+
+      await db.schema
+        .createTable('api_keys')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('organization_id', 'text', (c) => c.notNull().references('organizations.id'))
+        .addColumn('env', 'text', (c) => c.notNull())
+        .addColumn('name', 'text')
+        .addColumn('prefix', 'text', (c) => c.notNull())
+        .addColumn('hash', 'text', (c) => c.notNull().unique())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('last_used_at', 'text')
+        .addColumn('revoked_at', 'text')
+        .execute();
+      await db.schema.createIndex('api_keys_prefix').on('api_keys').column('prefix').execute();
+      await db.schema.createIndex('api_keys_org').on('api_keys').column('organization_id').execute();
+
+      await db.schema
+        .createTable('profiles')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('organization_id', 'text', (c) => c.notNull().references('organizations.id'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('spec', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('deleted_at', 'text')
+        .execute();
+      // Profiles are deleted softly (instances keep pointing at theirs), so a name is
+      // unique only among the ones not deleted.
+      await db.schema
+        .createIndex('profiles_org_name')
+        .on('profiles')
+        .columns(['organization_id', 'name'])
+        .unique()
+        .where(sql.ref('deleted_at'), 'is', null)
+        .execute();
+
+      await db.schema
+        .createTable('instances')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('organization_id', 'text', (c) => c.notNull().references('organizations.id'))
+        .addColumn('profile_id', 'text', (c) => c.notNull().references('profiles.id'))
+        .addColumn('room_id', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('failure_reason', 'text')
+        .addColumn('runtime', 'text', (c) => c.notNull())
+        .addColumn('resources', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('deleted_at', 'text')
+        .execute();
+      // The database itself guarantees one live instance per room, whatever races the
+      // service has: a second insert for the same room fails on this index.
+      await db.schema
+        .createIndex('instances_one_live_per_room')
+        .on('instances')
+        .columns(['organization_id', 'profile_id', 'room_id'])
+        .unique()
+        .where(sql.ref('state'), 'not in', ['stopped', 'failed'])
+        .execute();
+      await db.schema
+        .createIndex('instances_room')
+        .on('instances')
+        .columns(['organization_id', 'profile_id', 'room_id', 'created_at'])
+        .execute();
+      await db.schema
+        .createIndex('instances_org_created')
+        .on('instances')
+        .columns(['organization_id', 'created_at', 'id'])
+        .execute();
+
+      await db.schema
+        .createTable('instance_events')
+        .addColumn('instance_id', 'text', (c) => c.notNull().references('instances.id'))
+        .addColumn('seq', 'integer', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('at', 'text', (c) => c.notNull())
+        .addColumn('reason', 'text')
+        .addPrimaryKeyConstraint('instance_events_pk', ['instance_id', 'seq'])
+        .execute();
+    },
+  },
+};
+
+export const migrationProvider: MigrationProvider = {
+  async getMigrations() {
+    return migrations;
+  },
+};

@@ -1,0 +1,76 @@
+// Table types of roomkit's store, as Kysely sees them. Timestamps are ISO-8601 UTC
+// strings and structured values are JSON text, so the same schema works on SQLite and
+// PostgreSQL.
+import type { Insertable, Selectable, Updateable } from 'kysely';
+
+export interface OrganizationsTable {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  organization_id: string;
+  env: 'live' | 'test';
+  name: string | null;
+  /** The first characters of the key, shown in listings and used to find the row. */
+  prefix: string;
+  /** SHA-256 of the whole key, hex. The key itself is never stored. */
+  hash: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+export interface ProfilesTable {
+  id: string;
+  organization_id: string;
+  name: string;
+  /** JSON of ProfileSpec (everything but id, name and timestamps). */
+  spec: string;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+}
+
+export interface InstancesTable {
+  id: string;
+  organization_id: string;
+  profile_id: string;
+  room_id: string;
+  state: string;
+  failure_reason: string | null;
+  runtime: string;
+  /** JSON of the resources granted at creation (a later profile change does not alter them). */
+  resources: string;
+  created_at: string;
+  updated_at: string;
+  /** Set when the caller deleted the instance; it then no longer answers for its room. */
+  deleted_at: string | null;
+}
+
+export interface InstanceEventsTable {
+  instance_id: string;
+  /** 1, 2, 3... within one instance: the order of its transitions. */
+  seq: number;
+  state: string;
+  at: string;
+  reason: string | null;
+}
+
+export interface Database {
+  organizations: OrganizationsTable;
+  api_keys: ApiKeysTable;
+  profiles: ProfilesTable;
+  instances: InstancesTable;
+  instance_events: InstanceEventsTable;
+}
+
+export type OrganizationRow = Selectable<OrganizationsTable>;
+export type ApiKeyRow = Selectable<ApiKeysTable>;
+export type ProfileRow = Selectable<ProfilesTable>;
+export type InstanceRow = Selectable<InstancesTable>;
+export type NewInstanceRow = Insertable<InstancesTable>;
+export type InstanceUpdate = Updateable<InstancesTable>;
+export type InstanceEventRow = Selectable<InstanceEventsTable>;

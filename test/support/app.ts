@@ -1,0 +1,67 @@
+// Builds a real roomkit app (real SQLite store in a temporary data directory) for
+// in-process tests, with a test double as the runtime unless one is given.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../../src/config.ts';
+import { buildApp } from '../../src/http/app.ts';
+import type { App } from '../../src/http/types.ts';
+import { createLogger } from '../../src/log.ts';
+import type { RuntimeSelection } from '../../src/runtimes/types.ts';
+import { createServices, type Services } from '../../src/services.ts';
+import { FakeRuntime } from './fake-runtime.ts';
+
+export interface TestOrg {
+  organizationId: string;
+  apiKey: string;
+  /** The id of the organization's `default` profile. */
+  defaultProfileId: string;
+  headers: Record<string, string>;
+}
+
+export interface TestApp {
+  app: App;
+  services: Services;
+  /** The runtime test double (unused when a runtime selection was given). */
+  runtime: FakeRuntime;
+  dataDir: string;
+  /** A new organization with a key; each call makes another. */
+  newOrg(name?: string): Promise<TestOrg>;
+  close(): Promise<void>;
+}
+
+let orgCounter = 0;
+
+export async function startTestApp(options: { selection?: RuntimeSelection; fake?: FakeRuntime } = {}): Promise<TestApp> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-test-'));
+  const config = loadConfig({ dataDir, logLevel: 'silent' }, {});
+  const log = createLogger('silent');
+  const runtime = options.fake ?? new FakeRuntime();
+  const services = await createServices(config, log, { runtime: options.selection ?? { runtime } });
+  const app = await buildApp(services);
+  await app.ready();
+  return {
+    app,
+    services,
+    runtime,
+    dataDir,
+    async newOrg(name = `org-${process.pid}-${++orgCounter}`) {
+      const { organization } = await services.organizations.ensure(name);
+      const { secret } = await services.organizations.createKey(organization.organization_id, { env: 'test' });
+      const profiles = await services.profiles.list(organization.organization_id);
+      const defaultProfile = profiles.find((p) => p.name === 'default');
+      if (!defaultProfile) throw new Error('new organization has no default profile');
+      return {
+        organizationId: organization.organization_id,
+        apiKey: secret,
+        defaultProfileId: defaultProfile.profile_id,
+        headers: { authorization: `Bearer ${secret}` },
+      };
+    },
+    async close() {
+      await app.close();
+      await services.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
