@@ -6,8 +6,8 @@ export const ERROR_STATUS = {
   // 400
   validation_error: 400,
   invalid_json: 400,
-  invalid_room_id: 400,
   invalid_cursor: 400,
+  invalid_url: 400,
   // 401
   missing_api_key: 401,
   invalid_api_key: 401,
@@ -24,6 +24,8 @@ export const ERROR_STATUS = {
   profile_name_taken: 409,
   // 413
   body_too_large: 413,
+  // 414
+  uri_too_long: 414,
   // 415
   unsupported_media_type: 415,
   // 500

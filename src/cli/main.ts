@@ -2,6 +2,7 @@
 // Errors are one line on stderr and a non-zero exit, never a stack trace.
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, LOG_LEVELS } from '../config.ts';
+import pkg from '../../package.json' with { type: 'json' };
 import { API_VERSION } from '../http/app.ts';
 import { CliError } from './errors.ts';
 import { keysCreate } from './keys.ts';
@@ -10,7 +11,7 @@ import { serve } from './serve.ts';
 const program = new Command()
   .name('roomkit')
   .description('Isolated machines for AI agents: an HTTP API to create instances, run commands and read files.')
-  .version(API_VERSION)
+  .version(`${pkg.version} (API ${API_VERSION})`)
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride();
 

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { type ConfigOverrides, loadConfig } from '../config.ts';
 import { buildApp } from '../http/app.ts';
+import type { App } from '../http/types.ts';
 import { createLogger } from '../log.ts';
 import { createServices, type Services } from '../services.ts';
 
@@ -17,40 +18,24 @@ export async function serve(overrides: ConfigOverrides): Promise<void> {
   const config = loadConfig(overrides);
   const log = createLogger(config.logLevel);
   const services = await createServices(config, log);
-  let app;
-  let initialKeyFile: string | null;
-  try {
-    initialKeyFile = await createFirstOrganization(services);
-    app = await buildApp(services);
-    await app.listen({ host: config.host, port: config.port });
-  } catch (err) {
-    await app?.close();
-    await services.close();
-    throw err;
-  }
-  const address = app.server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  const base = `http://${host}:${address.port}`;
-  log.info({ url: base, dataDir: config.dataDir }, 'roomkit listening');
-  if (initialKeyFile) announce(log, initialKeyFile, base);
-  process.stderr.write(`roomkit listening on ${base} (API reference: ${base}/docs)\n`);
+  let app: App | undefined;
 
-  let stopping = false;
+  // Installed before anything listens, so a signal at any point shuts down cleanly.
+  let stopping: Promise<void> | undefined;
   const shutdown = (signal: NodeJS.Signals) => {
     if (stopping) {
       log.warn({ signal }, 'second signal during shutdown; exiting at once');
       process.exit(1);
     }
-    stopping = true;
     log.info({ signal }, 'shutting down');
     const timer = setTimeout(() => {
       log.error({ timeoutMs: SHUTDOWN_TIMEOUT_MS }, 'shutdown took too long; exiting');
       process.exit(1);
     }, SHUTDOWN_TIMEOUT_MS);
     timer.unref();
-    void (async () => {
+    stopping = (async () => {
       try {
-        await app.close();
+        await app?.close();
         await services.close();
         log.info('shutdown complete');
         process.exitCode = 0;
@@ -64,6 +49,26 @@ export async function serve(overrides: ConfigOverrides): Promise<void> {
   };
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
+
+  let initialKeyFile: string | null;
+  try {
+    initialKeyFile = await createFirstOrganization(services);
+    app = await buildApp(services);
+    await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    process.off('SIGTERM', shutdown);
+    process.off('SIGINT', shutdown);
+    await app?.close();
+    await services.close();
+    throw err;
+  }
+  if (stopping) return;
+  const address = app.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const base = `http://${host}:${address.port}`;
+  log.info({ url: base, dataDir: config.dataDir }, 'roomkit listening');
+  if (initialKeyFile) announce(log, initialKeyFile, base);
+  process.stderr.write(`roomkit listening on ${base} (API reference: ${base}/docs)\n`);
 }
 
 /**

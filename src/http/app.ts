@@ -10,7 +10,7 @@ import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import Type from 'typebox';
 import type { Services } from '../services.ts';
 import { authenticate, requiresAuth } from './auth.ts';
-import { installErrorHandling } from './errors.ts';
+import { installErrorHandling, sendError } from './errors.ts';
 import { keyRoutes } from './routes/keys.ts';
 import { profileRoutes } from './routes/profiles.ts';
 import { roomRoutes } from './routes/rooms.ts';
@@ -18,6 +18,8 @@ import { ErrorBody } from './schemas.ts';
 import type { App } from './types.ts';
 
 export const API_VERSION = '1.0.0';
+/** Longest path parameter the router accepts (file paths come through one). */
+const MAX_PARAM_LENGTH = 4096;
 
 export interface RouteEntry {
   method: string;
@@ -42,7 +44,15 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     bodyLimit: services.config.bodyLimitBytes,
     genReqId: () => randomUUID(),
     logController: new LogController({ requestIdLogLabel: 'requestId' }),
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    // Errors the router raises before any route runs, in the same Error body.
+    frameworkErrors: (err, _request, reply) =>
+      sendError(
+        reply,
+        err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? { error: 'uri_too_long', message: `a path segment is longer than ${MAX_PARAM_LENGTH} characters` }
+          : { error: 'invalid_url', message: 'the request URL is not valid (check its percent-encoding)' },
+      ),
     ajv: {
       customOptions: {
         // Unknown fields are an error naming the field, never silently dropped; no

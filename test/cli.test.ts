@@ -1,0 +1,170 @@
+// The `roomkit` command as a user runs it: key creation (also while the service runs on
+// the same data directory), the first start of an empty data directory, graceful
+// shutdown, the Node version hand-over and error output.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { API_KEY_PATTERN } from '../src/core/apikeys.ts';
+import { BIN, run, startServer, type Server } from './support/cli.ts';
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'roomkit-cli-'));
+  dirs.push(dir);
+  return dir;
+}
+after(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+describe('roomkit keys create', () => {
+  it('--json prints exactly one JSON object {organization_id, api_key}', async () => {
+    const dataDir = tempDir();
+    const res = await run(['keys', 'create', '--org', 'acme', '--json', '--data-dir', dataDir]);
+    assert.equal(res.code, 0, res.stderr);
+    const lines = res.stdout.split('\n').filter(Boolean);
+    assert.equal(lines.length, 1, res.stdout);
+    const body = JSON.parse(lines[0]!);
+    assert.deepEqual(Object.keys(body).sort(), ['api_key', 'organization_id']);
+    assert.match(body.organization_id, UUID);
+    assert.match(body.api_key, API_KEY_PATTERN);
+    assert.match(body.api_key, /^rk_live_/);
+
+    // The same organization again: same id, a new key of the asked environment.
+    const again = await run(['keys', 'create', '--org', 'acme', '--env', 'test', '--json', '--data-dir', dataDir]);
+    const second = JSON.parse(again.stdout);
+    assert.equal(second.organization_id, body.organization_id);
+    assert.match(second.api_key, /^rk_test_/);
+    assert.notEqual(second.api_key, body.api_key);
+  });
+
+  it('without --json says the key is shown once', async () => {
+    const res = await run(['keys', 'create', '--org', 'plain', '--data-dir', tempDir()]);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /API key: rk_live_[0-9a-f]{32}\n/);
+    assert.match(res.stdout, /not shown again/);
+  });
+
+  it('refuses a bad organization name or environment with a one-line error', async () => {
+    const bad = await run(['keys', 'create', '--org', 'no spaces', '--data-dir', tempDir()]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /^roomkit: error: organization name "no spaces" is not allowed/);
+    assert.equal(bad.stderr.trim().split('\n').length, 1);
+    const env = await run(['keys', 'create', '--org', 'x', '--env', 'prod', '--data-dir', tempDir()]);
+    assert.notEqual(env.code, 0);
+    assert.match(env.stderr, /prod/);
+    assert.doesNotMatch(env.stderr, /\n\s+at /);
+  });
+});
+
+describe('roomkit serve', () => {
+  let dataDir: string;
+  let server: Server;
+  before(async () => {
+    dataDir = tempDir();
+    server = await startServer(dataDir);
+  });
+  after(async () => {
+    if (server.child.exitCode === null) await server.stop();
+  });
+
+  it('creates a first organization and key on an empty data directory, readable only by the owner', async () => {
+    const file = join(dataDir, 'initial-api-key');
+    assert.ok(existsSync(file));
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    const key = readFileSync(file, 'utf8').trim();
+    assert.match(key, API_KEY_PATTERN);
+    assert.match(server.output().stderr, /initial-api-key/);
+    const res = await fetch(`${server.url}/api/profiles`, { headers: { authorization: `Bearer ${key}` } });
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as { profiles: { name: string }[] };
+    assert.deepEqual(body.profiles.map((p) => p.name), ['default']);
+  });
+
+  it('accepts a key that `keys create` makes while it runs on the same data directory', async () => {
+    const res = await run(['keys', 'create', '--org', 'second', '--json', '--data-dir', dataDir]);
+    assert.equal(res.code, 0, res.stderr);
+    const { api_key, organization_id } = JSON.parse(res.stdout);
+    const profiles = await fetch(`${server.url}/api/profiles`, { headers: { authorization: `Bearer ${api_key}` } });
+    assert.equal(profiles.status, 200);
+    const body = (await profiles.json()) as { profiles: { name: string; profile_id: string }[] };
+    assert.equal(body.profiles.length, 1);
+    assert.equal(body.profiles[0]!.name, 'default');
+    const row = await fetch(`${server.url}/api/profiles/${body.profiles[0]!.profile_id}`, {
+      headers: { authorization: `Bearer ${api_key}` },
+    });
+    assert.equal(row.status, 200);
+    assert.match(organization_id, UUID);
+  });
+
+  it('does not create another first key on the next start', async () => {
+    const before = readFileSync(join(dataDir, 'initial-api-key'), 'utf8');
+    const second = await startServer(dataDir);
+    const stopped = await second.stop();
+    assert.equal(stopped.code, 0);
+    assert.equal(readFileSync(join(dataDir, 'initial-api-key'), 'utf8'), before);
+    assert.doesNotMatch(second.output().stderr, /First start/);
+  });
+
+  it('shuts down gracefully on SIGTERM: exit 0, logs it, frees the port', async () => {
+    // An idle keep-alive connection must not hold the shutdown up.
+    const keepAlive = await fetch(`${server.url}/healthz`, { headers: { connection: 'keep-alive' } });
+    assert.equal(keepAlive.status, 200);
+    const started = Date.now();
+    const res = await server.stop();
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(res.signal, null);
+    assert.ok(Date.now() - started < 10_000, 'shutdown took too long');
+    const logs = res.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { msg: string });
+    const messages = logs.map((l) => l.msg);
+    assert.ok(messages.includes('shutting down'));
+    assert.equal(messages.at(-1), 'shutdown complete');
+    await assert.rejects(fetch(`${server.url}/healthz`));
+  });
+
+  it('never writes the API key into its logs', () => {
+    const key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
+    assert.ok(!server.output().stdout.includes(key));
+  });
+
+  it('reports a bad option in one line and exits 2', async () => {
+    const res = await run(['serve', '--port', '99999', '--data-dir', tempDir()]);
+    assert.equal(res.code, 2);
+    assert.equal(res.stderr, 'roomkit: error: option port must be a whole number from 0 to 65535, got "99999"\n');
+  });
+
+  it('reports a port in use without a stack trace', async () => {
+    const first = await startServer(tempDir());
+    try {
+      const port = new URL(first.url).port;
+      const res = await run(['serve', '--port', port, '--data-dir', tempDir()]);
+      assert.equal(res.code, 1);
+      assert.match(res.stderr, /roomkit: error: .*EADDRINUSE|address already in use/);
+      assert.doesNotMatch(res.stderr, /\n\s+at /);
+    } finally {
+      await first.stop();
+    }
+  });
+});
+
+describe('the roomkit bin', () => {
+  // The machine's own Node may be older than 24; the bin must hand over to Node 24.
+  const systemNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => existsSync(p));
+
+  it('runs under an older system Node by handing over to Node 24', { skip: !systemNode && 'no system node' }, async () => {
+    const version = execFileSync(systemNode!, ['--version'], { encoding: 'utf8' }).trim();
+    const res = await run(['--version'], { node: systemNode!, script: BIN });
+    assert.equal(res.code, 0, `${version}: ${res.stderr}`);
+    assert.match(res.stdout, /^\d+\.\d+\.\d+ \(API 1\.0\.0\)\n$/);
+  });
+
+  it('passes the exit code of the command through', async () => {
+    const res = await run(['keys', 'create', '--org', 'bad name'], { node: systemNode ?? process.execPath, script: BIN });
+    assert.equal(res.code, 2);
+  });
+});

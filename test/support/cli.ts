@@ -1,0 +1,80 @@
+// Runs the real `roomkit` command as a child process, as a user would.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { PACKAGE_ROOT } from '../../src/config.ts';
+
+export const MAIN = join(PACKAGE_ROOT, 'src', 'cli', 'main.ts');
+export const BIN = join(PACKAGE_ROOT, 'bin', 'roomkit.mjs');
+
+export interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `node <script> args...` to completion. */
+export async function run(args: string[], options: { node?: string; script?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
+  const child = spawn(options.node ?? process.execPath, [options.script ?? MAIN, ...args], {
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return collect(child);
+}
+
+export async function collect(child: ChildProcess): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const [code, signal] = (await once(child, 'close')) as [number | null, NodeJS.Signals | null];
+  return { code, signal, stdout, stderr };
+}
+
+export interface Server {
+  child: ChildProcess;
+  url: string;
+  /** Output so far. */
+  output(): { stdout: string; stderr: string };
+  /** Sends SIGTERM and waits for the exit; kills it if it takes longer than 20 s. */
+  stop(): Promise<Run>;
+}
+
+/** Starts `roomkit serve` on a free port and waits until it listens. */
+export async function startServer(dataDir: string, extraArgs: string[] = []): Promise<Server> {
+  const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...extraArgs], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start in 20 s:\n${stdout}\n${stderr}`)), 20_000);
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+      const match = /listening on (http:\/\/\S+) /.exec(stderr);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code} before listening:\n${stdout}\n${stderr}`));
+    });
+  });
+  const exited = once(child, 'close') as Promise<[number | null, NodeJS.Signals | null]>;
+  return {
+    child,
+    url,
+    output: () => ({ stdout, stderr }),
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      const [code, signal] = await exited;
+      clearTimeout(timer);
+      return { code, signal, stdout, stderr };
+    },
+  };
+}
