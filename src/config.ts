@@ -3,13 +3,16 @@
 import { availableParallelism, homedir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseCidr } from './network/pool.ts';
 
 export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const RUNTIME_CHOICES = ['auto', 'none'] as const;
+export const RUNTIME_CHOICES = ['auto', 'gvisor', 'none'] as const;
+export const SHUTDOWN_POLICIES = ['keep', 'stop'] as const;
+export type ShutdownPolicy = (typeof SHUTDOWN_POLICIES)[number];
 export type RuntimeChoice = (typeof RUNTIME_CHOICES)[number];
 
 export interface Config {
@@ -25,6 +28,12 @@ export interface Config {
   readonly maxDiskMb: number;
   /** Which instance runtime to use: `auto` probes the ones this build has, in order. */
   readonly runtime: RuntimeChoice;
+  /** Where built images are cached; several data directories may share one. */
+  readonly imagesDir: string;
+  /** IPv4 range split into one /30 per instance. */
+  readonly networkPool: string;
+  /** On SIGTERM: `keep` instances running for the next start to adopt, or `stop` them. */
+  readonly onShutdown: ShutdownPolicy;
 }
 
 export class ConfigError extends Error {
@@ -47,6 +56,9 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxVcpus: 'ROOMKIT_MAX_VCPUS',
   maxDiskMb: 'ROOMKIT_MAX_DISK_MB',
   runtime: 'ROOMKIT_RUNTIME',
+  imagesDir: 'ROOMKIT_IMAGES_DIR',
+  networkPool: 'ROOMKIT_NETWORK_POOL',
+  onShutdown: 'ROOMKIT_ON_SHUTDOWN',
 };
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -77,20 +89,38 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     return value as T;
   };
 
+  const cidr = (key: keyof Config, fallback: string): string => {
+    const value = raw(key) ?? fallback;
+    try {
+      const { prefixLength } = parseCidr(value);
+      if (prefixLength > 28) throw new Error('it must be a /28 or larger');
+    } catch (err) {
+      throw new ConfigError(`${where(key)} must be an IPv4 range such as 10.213.0.0/16: ${(err as Error).message}`);
+    }
+    return value;
+  };
+
   const hostMemoryMb = Math.floor(totalmem() / (1024 * 1024));
   const hostCpus = availableParallelism();
-  const dataDirRaw = raw('dataDir');
+  const path = (key: keyof Config): string | undefined => {
+    const value = raw(key);
+    return value === undefined ? undefined : resolve(value.replace(/^~(?=\/|$)/, homedir()));
+  };
+  const dataDir = path('dataDir') ?? join(PACKAGE_ROOT, '.roomkit');
 
   const config: Config = {
     host: raw('host') ?? '127.0.0.1',
     port: int('port', 8080, 0, 65535),
-    dataDir: dataDirRaw === undefined ? join(PACKAGE_ROOT, '.roomkit') : resolve(dataDirRaw.replace(/^~(?=\/|$)/, homedir())),
+    dataDir,
     logLevel: oneOf('logLevel', LOG_LEVELS, 'info'),
     bodyLimitBytes: int('bodyLimitBytes', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     maxMemoryMb: int('maxMemoryMb', hostMemoryMb, 128, 1024 * 1024),
     maxVcpus: int('maxVcpus', hostCpus, 1, 1024),
     maxDiskMb: int('maxDiskMb', 64 * 1024, 256, 1024 * 1024 * 1024),
     runtime: oneOf('runtime', RUNTIME_CHOICES, 'auto'),
+    imagesDir: path('imagesDir') ?? join(dataDir, 'images'),
+    networkPool: cidr('networkPool', '10.213.0.0/16'),
+    onShutdown: oneOf('onShutdown', SHUTDOWN_POLICIES, 'keep'),
   };
   return Object.freeze(config);
 }

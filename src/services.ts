@@ -6,6 +6,7 @@ import { Instances } from './core/instances.ts';
 import { Organizations } from './core/orgs.ts';
 import { Profiles } from './core/profiles.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
+import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
 import { type Db, openSqliteStore } from './store/db.ts';
 
@@ -21,7 +22,7 @@ export interface Services {
 }
 
 /** Runtimes this build can use, in the order `auto` tries them. */
-export const RUNTIME_CANDIDATES: RuntimeCandidate[] = [];
+export const RUNTIME_CANDIDATES: RuntimeCandidate[] = [gvisorCandidate];
 
 export interface ServiceOptions {
   /** Replaces runtime probing (tests use this to supply a test double). */
@@ -31,10 +32,12 @@ export interface ServiceOptions {
 export async function createServices(config: Config, log: Logger, options: ServiceOptions = {}): Promise<Services> {
   const db = await openSqliteStore(config.dataDir);
   try {
-    const runtime = options.runtime ?? (await selectRuntime(config.runtime, RUNTIME_CANDIDATES, log));
-    const profiles = new Profiles(db);
-    const organizations = new Organizations(db);
+    const runtime = options.runtime ?? (await selectRuntime({ config, db, log }, RUNTIME_CANDIDATES));
+    const profiles = new Profiles(db, config);
+    const organizations = new Organizations({ db, profiles });
     const instances = new Instances({ db, profiles, runtime, log });
+    // The store is the record; make what exists on the host agree with it.
+    await instances.reconcile();
     let closed: Promise<void> | undefined;
     return {
       config,
@@ -46,7 +49,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       runtime,
       close() {
         closed ??= (async () => {
-          await instances.close();
+          await instances.close(config.onShutdown);
           if ('runtime' in runtime) await runtime.runtime.close();
           await db.destroy();
         })();

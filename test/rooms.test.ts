@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { PROVISION_STATES } from '../src/core/lifecycle.ts';
+import { ROOM_ID_PATTERN } from '../src/http/schemas.ts';
 import { FakeRuntime } from './support/fake-runtime.ts';
 import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
 
@@ -139,6 +140,15 @@ describe('room ids', () => {
       assert.equal(res.json().error, 'instance_not_found');
     });
   }
+  it('never lets "." or ".." name a room', async () => {
+    for (const name of ['.', '..', '%2E', '%2E%2E']) {
+      const res = await t.app.inject({ method: 'POST', url: roomUrl(name), headers: org.headers });
+      assert.ok([400, 404].includes(res.statusCode), `${name}: ${res.statusCode}`);
+    }
+    assert.ok(!new RegExp(ROOM_ID_PATTERN).test('..'));
+    assert.ok(!new RegExp(ROOM_ID_PATTERN).test('.'));
+    assert.ok(new RegExp(ROOM_ID_PATTERN).test('...'));
+  });
   for (const bad of ['x'.repeat(129), 'has space', 'slash%2Fin', 'ünï', 'semi;colon', '%00']) {
     it(`refuses "${bad.length > 20 ? `${bad.slice(0, 5)}...(${bad.length})` : bad}" with 400`, async () => {
       const res = await t.app.inject({ method: 'POST', url: roomUrl(encodeURIComponent(bad).replace(/%25/g, '%')), headers: org.headers });
@@ -282,8 +292,14 @@ describe('shutting down', () => {
     const res = await own.app.inject({ method: 'POST', url: `/api/profile/${o.defaultProfileId}/room/r`, headers: o.headers, payload: { wait: false } });
     assert.equal(res.statusCode, 202);
     await until('provisioning to be held', async () => (fake.live.size === 1 ? true : undefined));
-    await own.close();
+    const db = own.services.db;
+    await own.app.close();
+    await own.services.instances.close();
     assert.equal(fake.live.size, 0);
     assert.deepEqual(fake.destroyed, [res.json().instance_id]);
+    const row = await db.selectFrom('instances').selectAll().where('id', '=', res.json().instance_id).executeTakeFirstOrThrow();
+    assert.equal(row.state, 'failed');
+    assert.equal(row.failure_reason, 'the service shut down while the instance was starting');
+    await own.close();
   });
 });

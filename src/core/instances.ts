@@ -68,6 +68,7 @@ export class Instances {
   private readonly runtimeSelection: RuntimeSelection;
   private readonly log: Logger;
   private readonly provisioning = new Map<string, Provisioning>();
+  private closing = false;
 
   constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; log: Logger }) {
     this.db = deps.db;
@@ -180,11 +181,58 @@ export class Instances {
     };
   }
 
-  /** Cancels provisioning still under way and waits for it to wind down. */
-  async close(): Promise<void> {
+  /**
+   * Makes the host agree with the store after a start: ready instances that still run
+   * are adopted; every other live instance (half-made, or dead) is torn down and marked
+   * failed; whatever the runtime holds for no live instance is removed.
+   */
+  async reconcile(): Promise<{ adopted: string[]; failed: string[]; swept: string[] }> {
+    const selection = this.runtimeSelection;
+    if (!('runtime' in selection)) return { adopted: [], failed: [], swept: [] };
+    const runtime = selection.runtime;
+    const rows = await this.db.selectFrom('instances').selectAll().where('state', 'in', LIVE_STATES).execute();
+    const adopted: string[] = [];
+    const failed: string[] = [];
+    for (const row of rows) {
+      const log = this.log.child({ instanceId: row.id });
+      if (row.state === 'ready' && row.runtime === runtime.name) {
+        const health = await runtime.health(row.id);
+        if (health.healthy) {
+          await runtime.adopt(row.id);
+          adopted.push(row.id);
+          log.info('instance adopted at start');
+          continue;
+        }
+        await this.fail(row.id, `found unhealthy at service start: ${health.reason}`);
+      } else {
+        await this.fail(row.id, `the service stopped while the instance was ${row.state}`);
+      }
+      failed.push(row.id);
+      log.warn('instance marked failed at start');
+    }
+    const swept = await runtime.sweep(new Set(adopted));
+    if (adopted.length + failed.length + swept.length > 0) {
+      this.log.info({ adopted: adopted.length, failed: failed.length, swept }, 'reconciled instances with the host');
+    }
+    return { adopted, failed, swept };
+  }
+
+  /**
+   * Cancels provisioning under way and waits for it to be undone; with `stop`, also
+   * stops every ready instance (with `keep` they stay up, to be adopted next start).
+   */
+  async close(policy: 'keep' | 'stop' = 'keep'): Promise<void> {
+    this.closing = true;
     const pending = [...this.provisioning.values()];
     for (const p of pending) p.abort.abort(new Error('the service is shutting down'));
     await Promise.allSettled(pending.map((p) => p.done));
+    if (policy === 'stop') {
+      const rows = await this.db.selectFrom('instances').select(['id', 'state']).where('state', 'in', LIVE_STATES).execute();
+      for (const row of rows) {
+        if (row.state !== 'stopping') await this.transition(row.id, 'stopping', 'the service shut down');
+        await this.teardown(row.id, 'the service shut down');
+      }
+    }
   }
 
   private runtime(): Runtime {
@@ -219,11 +267,16 @@ export class Instances {
         },
       });
     } catch (err) {
-      if (signal.aborted) {
+      if (signal.aborted && !this.closing) {
+        // Deleted while starting: the delete records the state from here on.
         log.info('instance provisioning cancelled');
         return;
       }
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = this.closing
+        ? 'the service shut down while the instance was starting'
+        : err instanceof Error
+          ? err.message
+          : String(err);
       log.warn({ reason }, 'instance failed to start');
       await this.fail(row.id, reason);
     }

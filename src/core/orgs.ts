@@ -6,7 +6,7 @@ import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { ApiKeyRow, OrganizationRow } from '../store/schema.ts';
 import { generateApiKey, hashApiKey, type KeyEnv, keyPrefix, parseApiKey, sameHash } from './apikeys.ts';
-import { DEFAULT_PROFILE_NAME, Profiles } from './profiles.ts';
+import { DEFAULT_PROFILE_NAME, type Profiles } from './profiles.ts';
 import { nowIso } from './time.ts';
 
 /** Who is calling: the result of a successful authentication. */
@@ -36,9 +36,11 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 
 export class Organizations {
   private readonly db: Db;
+  private readonly profiles: Profiles;
 
-  constructor(db: Db) {
-    this.db = db;
+  constructor(deps: { db: Db; profiles: Profiles }) {
+    this.db = deps.db;
+    this.profiles = deps.profiles;
   }
 
   /** The organization with this name, created (with its `default` profile) if missing. */
@@ -49,7 +51,7 @@ export class Organizations {
     try {
       await this.db.transaction().execute(async (trx) => {
         await trx.insertInto('organizations').values(row).execute();
-        await new Profiles(trx).create(row.id, { name: DEFAULT_PROFILE_NAME });
+        await this.profiles.withDb(trx).create(row.id, { name: DEFAULT_PROFILE_NAME });
       });
     } catch (err) {
       // Created by a concurrent caller (another process on the same data directory).

@@ -79,7 +79,10 @@ export function profileFieldSchemas(limits: HostLimits) {
       maxLength: 256,
       description: "Home and working directory of the user; defaults to `/home/<user>`.",
     }),
-    env: Type.Record(Type.String({ pattern: ENV_NAME_PATTERN, maxLength: 128 }), Type.String({ maxLength: 4096 }), {
+    // TypeBox turns a key schema into patternProperties, which leave a key that does not
+    // match unchecked (and its maxLength is dropped), so the names are checked here.
+    env: Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
+      propertyNames: { pattern: ENV_NAME_PATTERN, maxLength: 128 },
       maxProperties: 100,
       description: 'Environment variables set for every command.',
       default: PROFILE_DEFAULTS.env,
@@ -104,7 +107,7 @@ export function profileFieldSchemas(limits: HostLimits) {
     }),
     network: Type.Object(
       {
-        egress: Type.Union([Type.Literal('none'), Type.Literal('internet')], {
+        egress: Type.Enum(['none', 'internet'], {
           description: '`internet`: outbound traffic to public addresses; `none`: no route out.',
           default: PROFILE_DEFAULTS.network.egress,
         }),

@@ -7,6 +7,7 @@ import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { ProfileRow } from '../store/schema.ts';
 import {
+  type HostLimits,
   MAX_SETTINGS_BYTES,
   PROFILE_DEFAULTS,
   type Profile,
@@ -21,14 +22,21 @@ export const DEFAULT_PROFILE_NAME = 'default';
 
 export class Profiles {
   private readonly db: Db;
+  private readonly limits: HostLimits;
 
-  constructor(db: Db) {
+  constructor(db: Db, limits: HostLimits) {
     this.db = db;
+    this.limits = limits;
+  }
+
+  /** A service bound to a transaction, for work that must commit together. */
+  withDb(db: Db): Profiles {
+    return new Profiles(db, this.limits);
   }
 
   async create(organizationId: string, input: ProfileCreate): Promise<Profile> {
     const { name, ...fields } = input;
-    const spec = applyChanges(defaultSpec(), fields);
+    const spec = applyChanges(defaultSpec(this.limits), fields);
     const now = nowIso();
     const row: ProfileRow = {
       id: randomUUID(),
@@ -128,8 +136,15 @@ function nameTaken(name: string): AppError {
   return new AppError('profile_name_taken', `a profile named "${name}" already exists in this organization`);
 }
 
-function defaultSpec(): ProfileSpec {
-  return structuredClone({ ...PROFILE_DEFAULTS, home: `/home/${PROFILE_DEFAULTS.user}` });
+/** The defaults, lowered where this server allows less (e.g. a host with little memory). */
+function defaultSpec(limits: HostLimits): ProfileSpec {
+  return structuredClone({
+    ...PROFILE_DEFAULTS,
+    memory_mb: Math.min(PROFILE_DEFAULTS.memory_mb, limits.maxMemoryMb),
+    vcpus: Math.min(PROFILE_DEFAULTS.vcpus, limits.maxVcpus),
+    disk_mb: Math.min(PROFILE_DEFAULTS.disk_mb, limits.maxDiskMb),
+    home: `/home/${PROFILE_DEFAULTS.user}`,
+  });
 }
 
 /** The spec that results from setting `changes` on `base`; `network` merges by field. */
@@ -147,17 +162,18 @@ function applyChanges(base: ProfileSpec, changes: Omit<ProfilePatch, 'name'>): P
   }
   if (home !== undefined) next.home = home;
   if (next.network.allow.length > 0) {
-    throw new AppError('validation_error', 'network.allow is reserved for a later version; leave it empty', {
-      field: 'network.allow',
-    });
+    throw fieldError('network.allow', 'network.allow is reserved for a later version; leave it empty');
   }
   const settingsBytes = Buffer.byteLength(JSON.stringify(next.settings));
   if (settingsBytes > MAX_SETTINGS_BYTES) {
-    throw new AppError('validation_error', `settings is ${settingsBytes} bytes of JSON; the most is ${MAX_SETTINGS_BYTES}`, {
-      field: 'settings',
-    });
+    throw fieldError('settings', `settings is ${settingsBytes} bytes of JSON; the most is ${MAX_SETTINGS_BYTES}`);
   }
   return next;
+}
+
+/** A validation error in the same shape as the schema validator's. */
+function fieldError(field: string, message: string): AppError {
+  return new AppError('validation_error', message, { errors: [{ field, message }] });
 }
 
 function toProfile(row: ProfileRow): Profile {

@@ -8,6 +8,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyServerOptions, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import Type from 'typebox';
+import { AppError } from '../errors.ts';
 import type { Services } from '../services.ts';
 import { authenticate, requiresAuth } from './auth.ts';
 import { installErrorHandling, sendError } from './errors.ts';
@@ -45,6 +46,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     genReqId: () => randomUUID(),
     logController: new LogController({ requestIdLogLabel: 'requestId' }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    // While closing, requests on open connections get our own 503 (hook below).
+    return503OnClosing: false,
     // Errors the router raises before any route runs, in the same Error body.
     frameworkErrors: (err, _request, reply) =>
       sendError(
@@ -102,6 +105,14 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};
   });
 
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async () => {
+    if (closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
+  });
+
   app.addHook('onSend', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
     reply.header('X-Content-Type-Options', 'nosniff');
@@ -124,6 +135,10 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
         { name: 'keys', description: 'API keys of the organization' },
         { name: 'meta', description: 'Service health and this document' },
       ],
+    },
+    // Shared schemas appear under their $id (`Error`), not as def-0, def-1, ...
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },
     transform: ({ schema, url }) => ({
       schema: requiresAuth(url) ? { ...schema, security: [{ apiKey: [] }] } : schema,

@@ -9,6 +9,8 @@ interface ValidationIssue {
   keyword?: string;
   message?: string;
   params?: Record<string, unknown>;
+  /** Set on the issues of a `propertyNames` schema: the key that failed it. */
+  propertyName?: string;
 }
 
 export function sendError(reply: FastifyReply, body: ErrorBody): FastifyReply {
@@ -16,6 +18,10 @@ export function sendError(reply: FastifyReply, body: ErrorBody): FastifyReply {
     const detail = body.error === 'invalid_api_key' ? ', error="invalid_token"' : '';
     reply.header('WWW-Authenticate', `Bearer realm="roomkit"${detail}`);
   }
+  // Router errors (frameworkErrors) are answered before any hook runs, so the headers
+  // the app's onSend hook adds to every response are set here too.
+  reply.header('X-Request-Id', reply.request.id);
+  reply.header('X-Content-Type-Options', 'nosniff');
   return reply.code(ERROR_STATUS[body.error]).type('application/json; charset=utf-8').send(body);
 }
 
@@ -87,7 +93,9 @@ const FASTIFY_CODES: Record<string, { error: ErrorCode; message(err: FastifyErro
 
 /** One clear sentence for the first problem, every problem in details. */
 function validationBody(issues: ValidationIssue[], context: string): ErrorBody {
-  const described = issues.map((issue) => describeIssue(issue, context));
+  // A key refused by `propertyNames` comes as the specific issue (naming the key) plus a
+  // generic "property name must be valid" one; the specific one says it all.
+  const described = issues.filter((issue) => issue.keyword !== 'propertyNames').map((issue) => describeIssue(issue, context));
   const first = described[0] ?? { field: context, message: `${context} is not valid` };
   return {
     error: 'validation_error',
@@ -100,6 +108,10 @@ function describeIssue(issue: ValidationIssue, context: string): { field: string
   const base = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.');
   const params = issue.params ?? {};
   const where = (field: string) => (context === 'body' ? field || 'body' : field ? `${context} ${field}` : context);
+  if (issue.propertyName !== undefined) {
+    const field = [base, issue.propertyName].filter(Boolean).join('.');
+    return { field, message: `"${issue.propertyName}" is not an allowed name in ${where(base)}: it ${issue.message ?? 'is not valid'}` };
+  }
   switch (issue.keyword) {
     case 'additionalProperties': {
       const field = [base, String(params.additionalProperty)].filter(Boolean).join('.');

@@ -5,7 +5,8 @@ import { ERROR_STATUS } from '../errors.ts';
 import { KEY_ENVS } from '../core/apikeys.ts';
 import { STATES } from '../core/lifecycle.ts';
 
-export const ROOM_ID_PATTERN = '^[A-Za-z0-9._-]{1,128}$';
+/** 1-128 of A-Z a-z 0-9 . _ -, but not `.` or `..`, which paths and URLs treat specially. */
+export const ROOM_ID_PATTERN = '^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,128}$';
 
 export const ErrorBody = Type.Object(
   {
@@ -24,7 +25,7 @@ export const RoomParams = Type.Object({
   profile_id: Type.String({ format: 'uuid', description: 'Profile id (UUID)' }),
   room_id: Type.String({
     pattern: ROOM_ID_PATTERN,
-    description: 'Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ -',
+    description: 'Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`)',
   }),
 });
 

@@ -2,26 +2,33 @@
 // probed in order and the first that works here wins; why each was skipped is logged
 // and kept, so an API caller gets the reason in the 503 instead of a guess.
 import type { Logger } from 'pino';
-import type { RuntimeChoice } from '../config.ts';
+import type { Config } from '../config.ts';
+import type { Db } from '../store/db.ts';
 import type { Runtime, RuntimeSelection } from './types.ts';
+
+/** What a runtime may need to start: the configuration, the store, a logger. */
+export interface RuntimeContext {
+  config: Config;
+  db: Db;
+  log: Logger;
+}
 
 export interface RuntimeCandidate {
   name: string;
-  /** The runtime when it can run here, or why not. */
-  probe(): Promise<{ runtime: Runtime } | { skipped: string }>;
+  /** The runtime, started, when it can run here; or why not. */
+  probe(context: RuntimeContext): Promise<{ runtime: Runtime } | { skipped: string }>;
 }
 
-export async function selectRuntime(
-  choice: RuntimeChoice,
-  candidates: RuntimeCandidate[],
-  log: Logger,
-): Promise<RuntimeSelection> {
+export async function selectRuntime(context: RuntimeContext, candidates: RuntimeCandidate[]): Promise<RuntimeSelection> {
+  const { config, log } = context;
+  const choice = config.runtime;
   if (choice === 'none') {
     return { unavailable: { reason: 'instances are disabled on this server (ROOMKIT_RUNTIME=none)' } };
   }
   const skipped: string[] = [];
   for (const candidate of candidates) {
-    const result = await candidate.probe();
+    if (choice !== 'auto' && choice !== candidate.name) continue;
+    const result = await candidate.probe(context);
     if ('runtime' in result) {
       log.info({ runtime: candidate.name }, 'instance runtime selected');
       return result;

@@ -30,9 +30,13 @@ export interface ProvisionRequest {
   log: Logger;
 }
 
+export type RuntimeHealth = { healthy: true } | { healthy: false; reason: string };
+
 export interface Runtime {
   readonly name: string;
   readonly capabilities: RuntimeCapabilities;
+  /** Prepares the host (e.g. firewall tables) before instances are provisioned or adopted. */
+  start(): Promise<void>;
   /**
    * Runs every provisioning step. On failure it undoes the steps already done, so
    * nothing is left behind, and rejects with an error whose message says what failed.
@@ -42,6 +46,15 @@ export interface Runtime {
   destroy(instanceId: string): Promise<void>;
   /** Ids of the instances this runtime holds resources for (for reconciliation). */
   list(): Promise<string[]>;
+  /** Whether an instance that should be running still is and answers. */
+  health(instanceId: string): Promise<RuntimeHealth>;
+  /** Takes over a healthy instance found running at start (re-applies per-instance rules). */
+  adopt(instanceId: string): Promise<void>;
+  /**
+   * Removes everything the runtime holds that does not belong to an instance in `keep`,
+   * including leftovers it cannot attribute to an instance; returns what it removed.
+   */
+  sweep(keep: ReadonlySet<string>): Promise<string[]>;
   /** Releases what the runtime itself holds; instances are left as they are. */
   close(): Promise<void>;
 }

@@ -93,6 +93,18 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0002_network_leases': {
+    async up(db: Kysely<any>) {
+      // One row per address block handed to an instance; the primary key makes a
+      // block impossible to hand out twice.
+      await db.schema
+        .createTable('network_leases')
+        .addColumn('slot', 'integer', (c) => c.primaryKey())
+        .addColumn('instance_id', 'text', (c) => c.notNull().unique())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

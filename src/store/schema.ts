@@ -59,12 +59,20 @@ export interface InstanceEventsTable {
   reason: string | null;
 }
 
+export interface NetworkLeasesTable {
+  /** Index of the instance's /30 block within the address pool. */
+  slot: number;
+  instance_id: string;
+  created_at: string;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   api_keys: ApiKeysTable;
   profiles: ProfilesTable;
   instances: InstancesTable;
   instance_events: InstanceEventsTable;
+  network_leases: NetworkLeasesTable;
 }
 
 export type OrganizationRow = Selectable<OrganizationsTable>;

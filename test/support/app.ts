@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../../src/config.ts';
+import { loadConfig, PACKAGE_ROOT } from '../../src/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import type { App } from '../../src/http/types.ts';
 import { createLogger } from '../../src/log.ts';
@@ -32,12 +32,32 @@ export interface TestApp {
 
 let orgCounter = 0;
 
-export async function startTestApp(options: { selection?: RuntimeSelection; fake?: FakeRuntime } = {}): Promise<TestApp> {
+/** Images built by tests are cached here across test files and runs. */
+export const TEST_IMAGES_DIR = join(PACKAGE_ROOT, '.roomkit-test', 'images');
+
+export interface TestAppOptions {
+  selection?: RuntimeSelection;
+  fake?: FakeRuntime;
+  /** Use the real gVisor runtime, with instances in this address pool. */
+  gvisorPool?: string;
+  onShutdown?: 'keep' | 'stop';
+}
+
+export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-test-'));
-  const config = loadConfig({ dataDir, logLevel: 'silent' }, {});
-  const log = createLogger('silent');
+  const real = options.gvisorPool !== undefined;
+  const config = loadConfig(
+    {
+      dataDir,
+      logLevel: 'silent',
+      ...(real ? { runtime: 'gvisor', networkPool: options.gvisorPool, imagesDir: TEST_IMAGES_DIR } : {}),
+      onShutdown: options.onShutdown ?? 'stop',
+    },
+    {},
+  );
+  const log = createLogger(process.env.ROOMKIT_TEST_LOG_LEVEL === undefined ? 'silent' : (process.env.ROOMKIT_TEST_LOG_LEVEL as 'info'));
   const runtime = options.fake ?? new FakeRuntime();
-  const services = await createServices(config, log, { runtime: options.selection ?? { runtime } });
+  const services = await createServices(config, log, real ? {} : { runtime: options.selection ?? { runtime } });
   const app = await buildApp(services);
   await app.ready();
   return {

@@ -17,7 +17,7 @@ export interface Run {
 /** Runs `node <script> args...` to completion. */
 export async function run(args: string[], options: { node?: string; script?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
   const child = spawn(options.node ?? process.execPath, [options.script ?? MAIN, ...args], {
-    env: { ...process.env, ...options.env },
+    env: { ...process.env, ROOMKIT_RUNTIME: 'none', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return collect(child);
@@ -42,9 +42,11 @@ export interface Server {
 }
 
 /** Starts `roomkit serve` on a free port and waits until it listens. */
-export async function startServer(dataDir: string, extraArgs: string[] = []): Promise<Server> {
+export async function startServer(dataDir: string, extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<Server> {
+  // The CLI tests are about the command, not instances: no runtime, no host changes.
   const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ROOMKIT_RUNTIME: 'none', ...env },
   });
   let stdout = '';
   let stderr = '';

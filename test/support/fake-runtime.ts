@@ -1,7 +1,7 @@
 // A test double of the instance runtime for HTTP- and core-layer tests: it walks the
 // lifecycle steps without making a machine. Never the runtime of `roomkit serve`.
 import { PROVISION_STATES, type ProvisionStep } from '../../src/core/lifecycle.ts';
-import type { ProvisionRequest, Runtime } from '../../src/runtimes/types.ts';
+import type { ProvisionRequest, Runtime, RuntimeHealth } from '../../src/runtimes/types.ts';
 
 export interface FakeRuntimeOptions {
   /** Fail when this step is reached, with this message. */
@@ -56,6 +56,20 @@ export class FakeRuntime implements Runtime {
 
   async list(): Promise<string[]> {
     return [...this.live];
+  }
+
+  async start(): Promise<void> {}
+
+  async health(instanceId: string): Promise<RuntimeHealth> {
+    return this.live.has(instanceId) ? { healthy: true } : { healthy: false, reason: 'not running' };
+  }
+
+  async adopt(): Promise<void> {}
+
+  async sweep(keep: ReadonlySet<string>): Promise<string[]> {
+    const removed = [...this.live].filter((id) => !keep.has(id));
+    for (const id of removed) await this.destroy(id);
+    return removed;
   }
 
   async close(): Promise<void> {}

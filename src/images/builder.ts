@@ -1,0 +1,258 @@
+// Root filesystems for instances. A profile's image, packages and VM user resolve to a
+// root filesystem built once with mmdebstrap from Debian's packages and cached under a
+// key that hashes everything that went into it. Instances use it as the read-only lower
+// layer of their overlay, so one copy serves every instance of the profile.
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+
+/** Bumped whenever the way images are built changes, so old cache entries are not reused. */
+const BUILD_FORMAT = 1;
+
+/** What an agent's first commands expect to find, on top of Debian's minimal base. */
+export const BASE_PACKAGES = [
+  'bash', 'ca-certificates', 'coreutils', 'curl', 'file', 'findutils', 'git', 'grep', 'iproute2', 'jq', 'less',
+  'netbase', 'procps', 'python3', 'python3-pip', 'python3-venv', 'sed', 'tini', 'unzip', 'wget', 'xz-utils', 'zip',
+];
+
+export const SUPPORTED_SUITES = ['bookworm', 'trixie'];
+/** The uid and gid of the VM user in every image. */
+export const VM_UID = 1000;
+
+const BUILD_TIMEOUT_MS = 20 * 60_000;
+
+export interface ImageRequest {
+  image: string;
+  packages: string[];
+  user: string;
+  home: string;
+}
+
+export interface ImageInfo {
+  key: string;
+  image: string;
+  packages: string[];
+  user: string;
+  home: string;
+  uid: number;
+  built_at: string;
+  build_ms: number;
+  /** The root filesystem directory. */
+  rootfs: string;
+}
+
+export class ImageBuildError extends Error {}
+
+export class ImageStore {
+  private readonly dir: string;
+  private readonly log: Logger;
+  private readonly building = new Map<string, Promise<ImageInfo>>();
+
+  constructor(options: { dir: string; log: Logger }) {
+    this.dir = options.dir;
+    this.log = options.log;
+    mkdirSync(this.dir, { recursive: true });
+    this.removeAbandonedBuilds();
+  }
+
+  /**
+   * Removes what builds of a process that died left behind: its partial directory and
+   * its mmdebstrap process group, which outlives a killed parent.
+   */
+  private removeAbandonedBuilds(): void {
+    for (const name of readdirSync(this.dir)) {
+      if (!name.startsWith('.build-')) continue;
+      const dir = join(this.dir, name);
+      let owner: { ownerPid?: number; pgid?: number } = {};
+      try {
+        owner = JSON.parse(readFileSync(join(dir, 'build.json'), 'utf8')) as typeof owner;
+      } catch {
+        // No record yet: the build died before it began.
+      }
+      if (owner.ownerPid !== undefined && isAlive(owner.ownerPid)) continue;
+      if (owner.pgid !== undefined) {
+        try {
+          process.kill(-owner.pgid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      rmSync(dir, { recursive: true, force: true });
+      this.log.info({ dir: name }, 'removed an abandoned image build');
+    }
+  }
+
+  /** The cache key of the root filesystem a request resolves to. */
+  static keyOf(request: ImageRequest): string {
+    const canonical = JSON.stringify({
+      format: BUILD_FORMAT,
+      image: request.image,
+      base: BASE_PACKAGES,
+      packages: [...request.packages].sort(),
+      user: request.user,
+      home: request.home,
+      uid: VM_UID,
+    });
+    return createHash('sha256').update(canonical).digest('hex').slice(0, 20);
+  }
+
+  /** The cached image, built first if there is none; concurrent callers share one build. */
+  async ensure(request: ImageRequest, log: Logger = this.log): Promise<ImageInfo> {
+    const key = ImageStore.keyOf(request);
+    const cached = this.read(key);
+    if (cached) return cached;
+    let pending = this.building.get(key);
+    if (!pending) {
+      pending = this.build(key, request, log).finally(() => this.building.delete(key));
+      this.building.set(key, pending);
+    } else {
+      log.info({ imageKey: key }, 'waiting for an image build already under way');
+    }
+    return pending;
+  }
+
+  list(): ImageInfo[] {
+    if (!existsSync(this.dir)) return [];
+    return readdirSync(this.dir)
+      .map((key) => this.read(key))
+      .filter((info): info is ImageInfo => info !== undefined);
+  }
+
+  /** Removes cached images whose key is not in `keep`, and leftovers of interrupted builds. */
+  prune(keep: ReadonlySet<string>): string[] {
+    const removed: string[] = [];
+    for (const name of readdirSync(this.dir)) {
+      if (keep.has(name) || this.building.has(name)) continue;
+      if (name.startsWith('.build-') && [...this.building.keys()].some((k) => name.startsWith(`.build-${k}`))) continue;
+      rmSync(join(this.dir, name), { recursive: true, force: true });
+      removed.push(name);
+    }
+    return removed;
+  }
+
+  private read(key: string): ImageInfo | undefined {
+    const meta = join(this.dir, key, 'image.json');
+    if (!existsSync(meta)) return undefined;
+    try {
+      return { ...(JSON.parse(readFileSync(meta, 'utf8')) as Omit<ImageInfo, 'rootfs'>), rootfs: join(this.dir, key, 'rootfs') };
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async build(key: string, request: ImageRequest, log: Logger): Promise<ImageInfo> {
+    const suite = suiteOf(request.image);
+    const started = Date.now();
+    const tmp = join(this.dir, `.build-${key}-${randomBytes(4).toString('hex')}`);
+    mkdirSync(tmp);
+    const packages = [...new Set([...BASE_PACKAGES, ...request.packages])].sort();
+    log.info({ imageKey: key, image: request.image, packages: request.packages }, 'building image (minutes on a cold cache)');
+    const hooks = [
+      `chroot "$1" useradd --create-home --home-dir ${request.home} --uid ${VM_UID} --user-group --shell /bin/bash ${request.user}`,
+      // Instances get their resolv.conf and hostname when they start.
+      'rm -f "$1/etc/resolv.conf" "$1/etc/hostname"',
+    ];
+    try {
+      await runMmdebstrap(
+        tmp,
+        [
+          '--variant=minbase',
+          '--mode=root',
+          `--include=${packages.join(',')}`,
+          ...hooks.map((h) => `--customize-hook=${h}`),
+          suite,
+          join(tmp, 'rootfs'),
+        ],
+        (line) => log.info({ imageKey: key, step: line }, 'image build'),
+      );
+      const info: Omit<ImageInfo, 'rootfs'> = {
+        key,
+        image: request.image,
+        packages: [...request.packages].sort(),
+        user: request.user,
+        home: request.home,
+        uid: VM_UID,
+        built_at: new Date().toISOString(),
+        build_ms: Date.now() - started,
+      };
+      rmSync(join(tmp, 'build.json'), { force: true });
+      writeFileSync(join(tmp, 'image.json'), `${JSON.stringify(info, null, 2)}\n`);
+      // The rename is the commit: a cache entry is complete or absent.
+      renameSync(tmp, join(this.dir, key));
+      log.info({ imageKey: key, buildMs: info.build_ms }, 'image built');
+      return { ...info, rootfs: join(this.dir, key, 'rootfs') };
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      throw err;
+    }
+  }
+}
+
+export function suiteOf(image: string): string {
+  const match = /^debian:([a-z]+)$/.exec(image);
+  if (!match?.[1] || !SUPPORTED_SUITES.includes(match[1])) {
+    throw new ImageBuildError(
+      `image "${image}" cannot be built here: this version builds ${SUPPORTED_SUITES.map((s) => `debian:${s}`).join(' and ')}`,
+    );
+  }
+  return match[1];
+}
+
+/** Runs mmdebstrap, reporting its progress lines; rejects with its error lines. */
+function runMmdebstrap(buildDir: string, args: string[], onProgress: (line: string) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    // Its own process group, recorded, so that the whole build can be killed even after
+    // this process died.
+    const child = spawn('mmdebstrap', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    if (child.pid !== undefined) {
+      writeFileSync(join(buildDir, 'build.json'), JSON.stringify({ ownerPid: process.pid, pgid: child.pid }));
+    }
+    const errors: string[] = [];
+    const tail: string[] = [];
+    let partial = '';
+    const onData = (chunk: string) => {
+      const lines = (partial + chunk).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        tail.push(line);
+        if (tail.length > 20) tail.shift();
+        if (/^E: /.test(line)) errors.push(line.slice(3));
+        else if (/^I: /.test(line)) onProgress(line.slice(3));
+      }
+    };
+    child.stdout.setEncoding('utf8').on('data', onData);
+    child.stderr.setEncoding('utf8').on('data', onData);
+    const timer = setTimeout(() => killGroup(child.pid), BUILD_TIMEOUT_MS);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(new ImageBuildError(`cannot run mmdebstrap: ${err.message} (install it: apt-get install mmdebstrap)`));
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) return resolve();
+      const why = signal ? `was killed (${signal})` : `failed (exit ${code})`;
+      const detail = errors.length > 0 ? errors.join('; ') : tail.filter(Boolean).slice(-5).join(' | ');
+      reject(new ImageBuildError(`image build ${why}: ${detail}`));
+    });
+  });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function killGroup(pgid: number | undefined): void {
+  if (pgid === undefined) return;
+  try {
+    process.kill(-pgid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}

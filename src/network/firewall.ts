@@ -1,0 +1,118 @@
+// The nftables rules that fence instances in. One table per data directory,
+// `inet roomkit_<tag>`, replaced as a whole when the runtime starts; instances are added to and removed from its sets.
+//
+// From an instance (traffic entering on a host veth end `rk<tag>*`):
+// - to the host itself (any of its addresses, over IPv4 or IPv6): dropped, except
+//   replies to connections the host opened;
+// - to another instance: dropped;
+// - to loopback, link-local (incl. 169.254.169.254), private, shared (100.64/10),
+//   multicast and reserved IPv4 ranges, and any IPv6: dropped;
+// - to the host's DNS servers on port 53, for instances with egress: allowed, before
+//   the private-range drop, since a resolver usually sits in a private range;
+// - to anywhere else: allowed (and masqueraded) only when the instance's profile has
+//   `network.egress = "internet"`; otherwise dropped.
+import { runChecked } from '../host/run.ts';
+import { namePrefixes } from './netns.ts';
+
+const NFT_TIMEOUT_MS = 10_000;
+
+export const BLOCKED_IPV4 = [
+  '0.0.0.0/8',
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+  '172.16.0.0/12',
+  '192.0.0.0/24',
+  '192.168.0.0/16',
+  '198.18.0.0/15',
+  '224.0.0.0/4',
+  '240.0.0.0/4',
+];
+
+export interface FirewallOptions {
+  /** The data directory's host tag: names the table and the instances' interfaces. */
+  tag: string;
+  /** The instances' address pool, e.g. 10.213.0.0/16. */
+  poolCidr: string;
+  /** IPv4 resolvers instances with egress may query on port 53. */
+  dnsServers: string[];
+}
+
+export function tableName(tag: string): string {
+  return `roomkit_${tag}`;
+}
+
+export function rulesetText(options: FirewallOptions): string {
+  const TABLE = tableName(options.tag);
+  const instances = `"${namePrefixes(options.tag).hostIf}*"`;
+  const dns = options.dnsServers.length > 0 ? `{ ${options.dnsServers.join(', ')} }` : undefined;
+  return `
+add table inet ${TABLE}
+delete table inet ${TABLE}
+table inet ${TABLE} {
+  set egress {
+    type ifname
+    comment "host veth ends of instances whose profile allows internet egress"
+  }
+  chain input {
+    type filter hook input priority filter; policy accept;
+    iifname ${instances} ct state established,related accept
+    iifname ${instances} drop
+  }
+  chain forward {
+    type filter hook forward priority filter; policy accept;
+    oifname ${instances} ct state established,related accept
+    oifname ${instances} drop
+    iifname ${instances} meta nfproto ipv6 drop
+    ${dns ? `iifname @egress ip daddr ${dns} meta l4proto { tcp, udp } th dport 53 accept` : ''}
+    iifname ${instances} ip daddr { ${BLOCKED_IPV4.join(', ')} } drop
+    iifname @egress accept
+    iifname ${instances} drop
+  }
+  chain postrouting {
+    type nat hook postrouting priority srcnat; policy accept;
+    ip saddr ${options.poolCidr} oifname != ${instances} masquerade
+  }
+}
+`;
+}
+
+export async function installRuleset(options: FirewallOptions): Promise<void> {
+  await runChecked('nft', ['-f', '-'], { timeoutMs: NFT_TIMEOUT_MS, input: rulesetText(options) });
+}
+
+export async function removeRuleset(tag: string): Promise<void> {
+  const table = tableName(tag);
+  await runChecked('nft', ['-f', '-'], {
+    timeoutMs: NFT_TIMEOUT_MS,
+    input: `add table inet ${table}\ndelete table inet ${table}\n`,
+  });
+}
+
+export async function allowEgress(tag: string, hostIf: string): Promise<void> {
+  await runChecked('nft', ['add', 'element', 'inet', tableName(tag), 'egress', `{ ${hostIf} }`], { timeoutMs: NFT_TIMEOUT_MS });
+}
+
+/** Removes the interface from the egress set; nothing to do when it is not there. */
+export async function revokeEgress(tag: string, hostIf: string): Promise<void> {
+  const present = await egressInterfaces(tag);
+  if (!present.includes(hostIf)) return;
+  await runChecked('nft', ['delete', 'element', 'inet', tableName(tag), 'egress', `{ ${hostIf} }`], {
+    timeoutMs: NFT_TIMEOUT_MS,
+  });
+}
+
+export async function egressInterfaces(tag: string): Promise<string[]> {
+  const result = await runChecked('nft', ['-j', 'list', 'set', 'inet', tableName(tag), 'egress'], { timeoutMs: NFT_TIMEOUT_MS });
+  const parsed = JSON.parse(result.stdout) as { nftables: { set?: { elem?: unknown[] } }[] };
+  const elems = parsed.nftables.find((e) => e.set)?.set?.elem ?? [];
+  return elems.filter((e): e is string => typeof e === 'string');
+}
+
+/** The host's IPv4 resolvers from resolv.conf, loopback ones left out. */
+export function hostDnsServers(resolvConf: string): string[] {
+  return [...resolvConf.matchAll(/^\s*nameserver\s+(\d+\.\d+\.\d+\.\d+)\s*$/gm)]
+    .map((m) => m[1] ?? '')
+    .filter((ip) => ip !== '' && !ip.startsWith('127.'));
+}

@@ -1,0 +1,93 @@
+// The address pool: an IPv4 range split into /30 blocks, one per instance (the host end
+// of its veth takes .1, the instance .2). Leases live in the store, so an address is
+// never handed out twice, also across restarts.
+import type { Db } from '../store/db.ts';
+import { isUniqueViolation } from '../store/errors.ts';
+import { nowIso } from '../core/time.ts';
+
+export interface Lease {
+  slot: number;
+  /** Address of the host end of the veth: the instance's gateway. */
+  hostAddress: string;
+  /** Address of the instance. */
+  guestAddress: string;
+  prefixLength: 30;
+}
+
+export class PoolExhaustedError extends Error {}
+
+export class AddressPool {
+  private readonly db: Db;
+  private readonly base: number;
+  readonly cidr: string;
+  readonly size: number;
+
+  constructor(db: Db, cidr: string) {
+    const { base, prefixLength } = parseCidr(cidr);
+    if (prefixLength > 28) throw new Error(`address pool ${cidr} is too small: use a /28 or larger`);
+    this.db = db;
+    this.base = base;
+    this.cidr = cidr;
+    this.size = 2 ** (32 - prefixLength) / 4;
+  }
+
+  /** Hands the lowest free block to the instance; the same one if it already has one. */
+  async allocate(instanceId: string): Promise<Lease> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const existing = await this.db.selectFrom('network_leases').select('slot').where('instance_id', '=', instanceId).executeTakeFirst();
+      if (existing) return this.lease(existing.slot);
+      const used = await this.db.selectFrom('network_leases').select('slot').orderBy('slot').execute();
+      let slot = 0;
+      for (const row of used) {
+        if (row.slot !== slot) break;
+        slot++;
+      }
+      if (slot >= this.size) {
+        throw new PoolExhaustedError(`the address pool ${this.cidr} has no free block left (${this.size} instances); set ROOMKIT_NETWORK_POOL to a larger range`);
+      }
+      try {
+        await this.db.insertInto('network_leases').values({ slot, instance_id: instanceId, created_at: nowIso() }).execute();
+        return this.lease(slot);
+      } catch (err) {
+        // Another allocation took the same block; look again.
+        if (!isUniqueViolation(err)) throw err;
+      }
+    }
+    throw new Error('could not allocate an address block after 5 attempts');
+  }
+
+  async release(instanceId: string): Promise<void> {
+    await this.db.deleteFrom('network_leases').where('instance_id', '=', instanceId).execute();
+  }
+
+  async leaseOf(instanceId: string): Promise<Lease | undefined> {
+    const row = await this.db.selectFrom('network_leases').select('slot').where('instance_id', '=', instanceId).executeTakeFirst();
+    return row ? this.lease(row.slot) : undefined;
+  }
+
+  async leasedInstances(): Promise<string[]> {
+    const rows = await this.db.selectFrom('network_leases').select('instance_id').execute();
+    return rows.map((r) => r.instance_id);
+  }
+
+  private lease(slot: number): Lease {
+    const block = this.base + slot * 4;
+    return { slot, hostAddress: formatIp(block + 1), guestAddress: formatIp(block + 2), prefixLength: 30 };
+  }
+}
+
+export function parseCidr(cidr: string): { base: number; prefixLength: number } {
+  const match = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\/(\d{1,2})$/.exec(cidr);
+  if (!match) throw new Error(`"${cidr}" is not an IPv4 range like 10.213.0.0/16`);
+  const octets = match.slice(1, 5).map(Number);
+  const prefixLength = Number(match[5]);
+  if (octets.some((o) => o > 255) || prefixLength > 32) throw new Error(`"${cidr}" is not an IPv4 range`);
+  const address = octets.reduce((acc, o) => acc * 256 + o, 0);
+  const blockSize = 2 ** (32 - prefixLength);
+  if (address % blockSize !== 0) throw new Error(`"${cidr}" has host bits set; the range starts at ${formatIp(address - (address % blockSize))}`);
+  return { base: address, prefixLength };
+}
+
+export function formatIp(value: number): string {
+  return [24, 16, 8, 0].map((shift) => Math.floor(value / 2 ** shift) % 256).join('.');
+}

@@ -1,0 +1,88 @@
+// The OCI runtime spec (config.json) of an instance's sandbox: what runs as its init,
+// which namespaces it gets, and the limits the kernel and gVisor enforce.
+import type { ProfileSpec } from '../../core/profile-schema.ts';
+
+/**
+ * The host cgroup limits the whole sandbox: gVisor's own kernel and file server as well
+ * as the instance's processes. It gets this much memory above the profile's, so that
+ * the limit the instance feels is the profile's and the host limit stays a backstop.
+ */
+export const SANDBOX_MEMORY_OVERHEAD_MB = 256;
+/** Processes (and threads) the VM user may have at once inside the instance. */
+export const INSTANCE_NPROC = 256;
+/** Open files per process inside the instance. */
+export const INSTANCE_NOFILE = 8192;
+/**
+ * Host tasks the whole sandbox may have: a backstop. Under the ptrace platform each
+ * guest process costs several host tasks, and a fork bomb at INSTANCE_NPROC was seen to
+ * peak at about 12,000; a sandbox that cannot make a host thread dies.
+ */
+export const SANDBOX_PIDS_LIMIT = 32768;
+const CPU_PERIOD_US = 100_000;
+
+const CAPABILITIES = [
+  'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID',
+  'CAP_SETPCAP', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT', 'CAP_MKNOD', 'CAP_AUDIT_WRITE', 'CAP_SETFCAP',
+];
+
+export interface BundleOptions {
+  instanceId: string;
+  rootfs: string;
+  hostname: string;
+  spec: ProfileSpec;
+}
+
+export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+export function ociSpec(options: BundleOptions): object {
+  const { spec } = options;
+  return {
+    ociVersion: '1.0.2',
+    process: {
+      terminal: false,
+      // The init runs as root, so the VM user cannot kill it (which would end the
+      // sandbox); the limits below still bind every process of the VM user.
+      user: { uid: 0, gid: 0 },
+      // tini reaps orphans, so background processes that exit leave no zombies.
+      args: ['/usr/bin/tini', '-s', '--', 'sleep', 'infinity'],
+      env: [PATH_ENV, 'HOME=/root', 'LANG=C.UTF-8'],
+      cwd: '/',
+      capabilities: {
+        bounding: CAPABILITIES,
+        effective: CAPABILITIES,
+        permitted: CAPABILITIES,
+        inheritable: [],
+        ambient: [],
+      },
+      rlimits: [
+        { type: 'RLIMIT_NOFILE', hard: INSTANCE_NOFILE, soft: INSTANCE_NOFILE },
+        { type: 'RLIMIT_NPROC', hard: INSTANCE_NPROC, soft: INSTANCE_NPROC },
+      ],
+      // sudo (setuid) must work for the VM user: the instance is the isolation boundary.
+      noNewPrivileges: false,
+    },
+    root: { path: options.rootfs, readonly: false },
+    hostname: options.hostname,
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc' },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+      { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      // /tmp is the root filesystem's own directory (runsc would otherwise put a tmpfs
+      // there), so files written to /tmp count against disk_mb and show up as changes.
+      { destination: '/tmp', type: 'bind', source: `${options.rootfs}/tmp`, options: ['rbind', 'rw'] },
+    ],
+    linux: {
+      // No network namespace here: the sandbox lives in the instance's namespace,
+      // which the runtime enters before calling runsc.
+      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      cgroupsPath: `/roomkit/${options.instanceId}`,
+      resources: {
+        memory: { limit: (spec.memory_mb + SANDBOX_MEMORY_OVERHEAD_MB) * 1024 * 1024 },
+        cpu: { quota: spec.vcpus * CPU_PERIOD_US, period: CPU_PERIOD_US },
+        pids: { limit: SANDBOX_PIDS_LIMIT },
+      },
+    },
+  };
+}

@@ -1,0 +1,270 @@
+// The gVisor runtime: each instance is a runsc sandbox (ptrace platform) in its own
+// network namespace, on an overlay of the profile's cached image and a writable layer
+// capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
+// any step fails, undoes everything before rejecting.
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { run, type RunResult } from '../../host/run.ts';
+import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
+import { ImageStore, VM_UID } from '../../images/builder.ts';
+import { allowEgress, egressInterfaces, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
+import {
+  createNetns,
+  hostTag,
+  createVethPair,
+  listHostInterfaces,
+  listNetns,
+  networkNames,
+  removeNetwork,
+} from '../../network/netns.ts';
+import type { AddressPool } from '../../network/pool.ts';
+import type { ProvisionRequest, Runtime, RuntimeHealth } from '../types.ts';
+import { ociSpec, PATH_ENV } from './bundle.ts';
+import { Runsc } from './runsc.ts';
+
+const BOOT_TIMEOUT_MS = 15_000;
+const CGROUP_ROOT = '/sys/fs/cgroup';
+
+export interface GvisorOptions {
+  dataDir: string;
+  pool: AddressPool;
+  images: ImageStore;
+  log: Logger;
+  dnsServers: string[];
+}
+
+export interface ExecOptions {
+  /** `vm`: the profile's unprivileged user in its home; `root`: root in /. */
+  as: 'vm' | 'root';
+  home?: string;
+  env?: string[];
+  timeoutMs: number;
+}
+
+export class GvisorRuntime implements Runtime {
+  readonly name = 'gvisor';
+  readonly capabilities = { network: true, diskLimit: true };
+  private readonly runsc: Runsc;
+  private readonly instancesDir: string;
+  private readonly pool: AddressPool;
+  private readonly images: ImageStore;
+  private readonly log: Logger;
+  private readonly dnsServers: string[];
+  /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
+  readonly tag: string;
+
+  constructor(options: GvisorOptions) {
+    this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
+    this.instancesDir = join(options.dataDir, 'instances');
+    this.pool = options.pool;
+    this.images = options.images;
+    this.log = options.log;
+    this.dnsServers = options.dnsServers;
+    mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
+    mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
+    this.tag = hostTag(options.dataDir);
+  }
+
+  /** Installs the firewall table; instances already running get their egress back from adopt(). */
+  async start(): Promise<void> {
+    await installRuleset({ tag: this.tag, poolCidr: this.pool.cidr, dnsServers: this.dnsServers });
+  }
+
+  async provision(request: ProvisionRequest): Promise<void> {
+    const { instanceId, spec, signal, log, onStep } = request;
+    const names = networkNames(this.tag, instanceId);
+    const dir = join(this.instancesDir, instanceId);
+    try {
+      // Still `active`: the image is built once per profile and cached.
+      const image = await this.images.ensure({ image: spec.image, packages: spec.packages, user: spec.user, home: spec.home }, log);
+      signal.throwIfAborted();
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      writeFileSync(join(dir, 'instance.json'), `${JSON.stringify({ instanceId, imageKey: image.key, ...names, home: spec.home, egress: spec.network.egress })}\n`);
+
+      const lease = await this.pool.allocate(instanceId);
+      await createNetns(names.netns);
+      await onStep('network_allocated');
+
+      await createVethPair(names, lease);
+      if (spec.network.egress === 'internet') await allowEgress(this.tag, names.hostIf);
+      await onStep('ftap_created');
+
+      const layer = join(dir, 'layer');
+      const rootfs = join(dir, 'rootfs');
+      mkdirSync(layer, { recursive: true });
+      mkdirSync(rootfs, { recursive: true });
+      await mountDiskImage(join(dir, 'disk.img'), layer, spec.disk_mb);
+      mkdirSync(join(layer, 'upper'), { recursive: true });
+      mkdirSync(join(layer, 'work'), { recursive: true });
+      await mountOverlay({ lower: image.rootfs, upper: join(layer, 'upper'), work: join(layer, 'work'), target: rootfs });
+      // No guest code has run yet, so writing into its root from the host is safe.
+      this.writeGuestConfig(rootfs, instanceId, spec.network.egress === 'internet');
+      const bundle = join(dir, 'bundle');
+      mkdirSync(bundle, { recursive: true });
+      writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ instanceId, rootfs, hostname: 'roomkit', spec })));
+      await onStep('image_generated');
+
+      await this.runsc.create(names.netns, instanceId, bundle, join(dir, 'console.log'));
+      await this.runsc.start(names.netns, instanceId);
+      await onStep('vm_started');
+
+      await this.waitForInit(instanceId, signal);
+      await onStep('vm_booted');
+
+      const check = await this.exec(instanceId, ['sh', '-c', 'cd "$HOME" && test -w . && id -u'], {
+        as: 'vm',
+        home: spec.home,
+        timeoutMs: BOOT_TIMEOUT_MS,
+      });
+      if (check.code !== 0 || check.stdout.trim() !== String(VM_UID)) {
+        throw new Error(`readiness check failed: a command as ${spec.user} in ${spec.home} answered ${check.code}: ${(check.stderr || check.stdout).trim()}`);
+      }
+      await onStep('ready');
+    } catch (err) {
+      try {
+        await this.destroy(instanceId);
+      } catch (cleanupErr) {
+        log.error({ err: cleanupErr }, 'cleanup after a failed start failed');
+      }
+      throw err;
+    }
+  }
+
+  /** Runs a program in the instance (no shell unless asked for), bounded by a deadline. */
+  async exec(instanceId: string, argv: string[], options: ExecOptions): Promise<RunResult> {
+    const names = networkNames(this.tag, instanceId);
+    const identity =
+      options.as === 'vm'
+        ? [`--user=${VM_UID}:${VM_UID}`, `--cwd=${options.home ?? '/'}`, `--env=HOME=${options.home ?? '/'}`]
+        : ['--user=0:0', '--cwd=/', '--env=HOME=/root'];
+    const env = [PATH_ENV, ...(options.env ?? [])].map((e) => `--env=${e}`);
+    return this.runsc.call(names.netns, ['exec', ...identity, ...env, instanceId, ...argv], { timeoutMs: options.timeoutMs });
+  }
+
+  async destroy(instanceId: string): Promise<void> {
+    const names = networkNames(this.tag, instanceId);
+    const dir = join(this.instancesDir, instanceId);
+    const netnsExists = existsSync(`/var/run/netns/${names.netns}`);
+    // In reverse order of provisioning: sandbox, mounts, writable layer, rules, veth and
+    // namespace, address.
+    await this.runsc.destroy(netnsExists ? names.netns : null, instanceId);
+    await unmountAll(dir);
+    rmSync(dir, { recursive: true, force: true });
+    await revokeEgress(this.tag, names.hostIf);
+    await removeNetwork(names);
+    await this.pool.release(instanceId);
+    removeCgroups(instanceId);
+  }
+
+  async health(instanceId: string): Promise<RuntimeHealth> {
+    const names = networkNames(this.tag, instanceId);
+    if (!existsSync(`/var/run/netns/${names.netns}`)) return { healthy: false, reason: 'its network namespace is gone' };
+    const state = await this.runsc.state(names.netns, instanceId);
+    if (!state) return { healthy: false, reason: 'runsc does not know its sandbox' };
+    if (state.status !== 'running') return { healthy: false, reason: `its sandbox is ${state.status}` };
+    const probe = await this.exec(instanceId, ['/bin/true'], { as: 'root', timeoutMs: 10_000 });
+    if (probe.code !== 0) return { healthy: false, reason: `its init does not answer (exit ${probe.code})` };
+    return { healthy: true };
+  }
+
+  async adopt(instanceId: string): Promise<void> {
+    const meta = this.readMeta(instanceId);
+    if (meta?.egress === 'internet') await allowEgress(this.tag, networkNames(this.tag, instanceId).hostIf);
+  }
+
+  async list(): Promise<string[]> {
+    const ids = new Set<string>([...(await this.runsc.list()), ...(await this.pool.leasedInstances())]);
+    for (const name of existsSync(this.instancesDir) ? readdirSync(this.instancesDir) : []) ids.add(name);
+    return [...ids];
+  }
+
+  async sweep(keep: ReadonlySet<string>): Promise<string[]> {
+    const removed: string[] = [];
+    for (const id of await this.list()) {
+      if (keep.has(id)) continue;
+      await this.destroy(id);
+      removed.push(`instance ${id}`);
+    }
+    // Namespaces, veths and rules whose instance is unknown (e.g. lost with its directory).
+    const kept = new Set([...keep].map((id) => networkNames(this.tag, id)));
+    const keptNetns = new Set([...kept].map((n) => n.netns));
+    const keptIfs = new Set([...kept].map((n) => n.hostIf));
+    for (const netns of listNetns(this.tag)) {
+      if (keptNetns.has(netns)) continue;
+      await run('ip', ['netns', 'del', netns], { timeoutMs: 10_000 });
+      removed.push(`netns ${netns}`);
+    }
+    for (const hostIf of await listHostInterfaces(this.tag)) {
+      if (keptIfs.has(hostIf)) continue;
+      await run('ip', ['link', 'del', hostIf], { timeoutMs: 10_000 });
+      removed.push(`veth ${hostIf}`);
+    }
+    for (const hostIf of await egressInterfaces(this.tag)) {
+      if (keptIfs.has(hostIf)) continue;
+      await revokeEgress(this.tag, hostIf);
+      removed.push(`egress rule ${hostIf}`);
+    }
+    for (const point of mountsUnder(this.instancesDir)) {
+      const id = point.slice(this.instancesDir.length + 1).split('/')[0] ?? '';
+      if (keep.has(id)) continue;
+      await unmountAll(point);
+      removed.push(`mount ${point}`);
+    }
+    return removed;
+  }
+
+  /** Removes the firewall table when no instance is left that it protects. */
+  async close(): Promise<void> {
+    if ((await this.list()).length === 0) await removeRuleset(this.tag);
+  }
+
+  private async waitForInit(instanceId: string, signal: AbortSignal): Promise<void> {
+    const deadline = Date.now() + BOOT_TIMEOUT_MS;
+    let last = '';
+    while (Date.now() < deadline) {
+      signal.throwIfAborted();
+      const result = await this.exec(instanceId, ['/bin/true'], { as: 'root', timeoutMs: BOOT_TIMEOUT_MS });
+      if (result.code === 0) return;
+      last = result.stderr.trim();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`the sandbox's init did not answer within ${BOOT_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`);
+  }
+
+  private writeGuestConfig(rootfs: string, instanceId: string, egress: boolean): void {
+    const nameservers = egress ? this.dnsServers : [];
+    writeFileSync(join(rootfs, 'etc', 'resolv.conf'), nameservers.map((ns) => `nameserver ${ns}\n`).join(''));
+    writeFileSync(join(rootfs, 'etc', 'hostname'), 'roomkit\n');
+    writeFileSync(join(rootfs, 'etc', 'hosts'), '127.0.0.1\tlocalhost roomkit\n::1\tlocalhost ip6-localhost ip6-loopback\n');
+    const tmp = join(rootfs, 'tmp');
+    mkdirSync(tmp, { recursive: true });
+    chmodSync(tmp, 0o1777);
+    this.log.debug({ instanceId }, 'guest configuration written');
+  }
+
+  private readMeta(instanceId: string): { egress?: string } | undefined {
+    try {
+      return JSON.parse(readFileSync(join(this.instancesDir, instanceId, 'instance.json'), 'utf8')) as { egress?: string };
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** Removes the instance's cgroup directories that runsc left in any hierarchy. */
+function removeCgroups(instanceId: string): void {
+  if (!existsSync(CGROUP_ROOT)) return;
+  for (const hierarchy of readdirSync(CGROUP_ROOT)) {
+    const dir = join(CGROUP_ROOT, hierarchy, 'roomkit', instanceId);
+    if (existsSync(dir)) {
+      try {
+        rmdirSync(dir);
+      } catch {
+        // rmdir on cgroupfs fails while tasks remain; runsc delete has killed them, so
+        // this only happens in a race the next sweep settles.
+      }
+    }
+  }
+}
+

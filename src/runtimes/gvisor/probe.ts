@@ -1,0 +1,76 @@
+// Decides whether the gVisor runtime can run on this host, and says exactly what is
+// missing when it cannot.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { run } from '../../host/run.ts';
+import { which } from '../../host/which.ts';
+import { ImageStore } from '../../images/builder.ts';
+import { hostDnsServers } from '../../network/firewall.ts';
+import { AddressPool } from '../../network/pool.ts';
+import type { RuntimeCandidate } from '../select.ts';
+import { GvisorRuntime } from './index.ts';
+import { runscVersion } from './runsc.ts';
+
+const HOST_PID_MAX = 4_194_304;
+
+/** Programs the runtime calls, with the Debian package that has each. */
+export const REQUIRED_PROGRAMS: Record<string, string> = {
+  runsc: 'runsc',
+  mmdebstrap: 'mmdebstrap',
+  nft: 'nftables',
+  ip: 'iproute2',
+  nsenter: 'util-linux',
+  mount: 'mount',
+  'mkfs.ext4': 'e2fsprogs',
+};
+
+export const gvisorCandidate: RuntimeCandidate = {
+  name: 'gvisor',
+  async probe({ config, db, log }) {
+    if (process.platform !== 'linux') return { skipped: 'gVisor runs on Linux only' };
+    if (process.getuid?.() !== 0) {
+      return { skipped: 'roomkit must run as root to make sandboxes, network namespaces and mounts' };
+    }
+    const missing = Object.entries(REQUIRED_PROGRAMS).filter(([program]) => which(program) === null);
+    if (missing.length > 0) {
+      const packages = [...new Set(missing.map(([, pkg]) => pkg))].join(' ');
+      return {
+        skipped: `${missing.map(([p]) => p).join(', ')} not installed (scripts/start installs them; or run: apt-get install ${packages})`,
+      };
+    }
+    if (!readFileSync('/proc/filesystems', 'utf8').includes('overlay')) {
+      const loaded = await run('modprobe', ['overlay'], { timeoutMs: 10_000 });
+      if (loaded.code !== 0) return { skipped: 'the kernel has no overlayfs (modprobe overlay failed)' };
+    }
+    let version: string;
+    try {
+      version = await runscVersion();
+    } catch (err) {
+      return { skipped: `runsc does not run: ${(err as Error).message}` };
+    }
+    const pool = new AddressPool(db, config.networkPool);
+    const images = new ImageStore({ dir: config.imagesDir, log });
+    const runtime = new GvisorRuntime({
+      dataDir: config.dataDir,
+      pool,
+      images,
+      log,
+      dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
+    });
+    try {
+      // Instances with internet egress are routed through the host.
+      writeFileSync('/proc/sys/net/ipv4/ip_forward', '1\n');
+      // Sandboxes take many host tasks each (see SANDBOX_PIDS_LIMIT); a small pid_max
+      // would let one instance's fork bomb use up the host's.
+      const pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
+      if (pidMax < HOST_PID_MAX) {
+        writeFileSync('/proc/sys/kernel/pid_max', `${HOST_PID_MAX}\n`);
+        log.info({ from: pidMax, to: HOST_PID_MAX }, 'raised kernel.pid_max');
+      }
+      await runtime.start();
+    } catch (err) {
+      return { skipped: `cannot set up the host network: ${(err as Error).message}` };
+    }
+    log.info({ runsc: version }, 'gVisor runtime ready');
+    return { runtime };
+  },
+};

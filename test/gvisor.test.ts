@@ -1,0 +1,231 @@
+// The gVisor runtime on the real host: real runsc sandboxes, network namespaces,
+// nftables rules, overlay and loop mounts. Instances are shared across tests where
+// isolation allows, because each takes real time to make.
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { PROVISION_STATES } from '../src/core/lifecycle.ts';
+import type { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
+import { networkNames } from '../src/network/netns.ts';
+import { run } from '../src/host/run.ts';
+import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
+import { hostObjects, NOTHING } from './support/host.ts';
+
+let t: TestApp;
+let org: TestOrg;
+let runtime: GvisorRuntime;
+let profileId: string;
+
+before(async () => {
+  t = await startTestApp({ gvisorPool: '10.214.0.0/24' });
+  const selection = t.services.runtime;
+  assert.ok('runtime' in selection, `the gVisor runtime is not available: ${'unavailable' in selection ? selection.unavailable.reason : ''}`);
+  runtime = selection.runtime as GvisorRuntime;
+  org = await t.newOrg();
+  const profile = await t.app.inject({
+    method: 'POST',
+    url: '/api/profiles',
+    headers: org.headers,
+    payload: { name: 'small', memory_mb: 512, disk_mb: 256, network: { egress: 'none' } },
+  });
+  assert.equal(profile.statusCode, 201, profile.body);
+  profileId = profile.json().profile_id;
+});
+
+after(async () => {
+  const dataDir = t.dataDir;
+  const tag = runtime.tag;
+  // Closing stops every instance (the tests' shutdown policy) and must leave nothing.
+  await t.services.close();
+  const left = await hostObjects(dataDir);
+  assert.deepEqual({ ...left, egressRules: [] }, NOTHING);
+  const tables = await run('nft', ['list', 'tables'], { timeoutMs: 10_000 });
+  assert.doesNotMatch(tables.stdout, new RegExp(`roomkit_${tag}`));
+  await t.close();
+});
+
+const room = (name: string, profile = profileId) => `/api/profile/${profile}/room/${name}`;
+
+async function createInstance(name: string, profile = profileId): Promise<{ instance_id: string; state: string }> {
+  const res = await t.app.inject({ method: 'POST', url: room(name, profile), headers: org.headers });
+  assert.equal(res.statusCode, 201, res.body);
+  return res.json();
+}
+
+async function sh(instanceId: string, script: string, timeoutMs = 60_000) {
+  return runtime.exec(instanceId, ['sh', '-c', script], { as: 'vm', home: '/home/user', timeoutMs });
+}
+
+describe('an instance on gVisor', () => {
+  let id: string;
+  before(async () => {
+    id = (await createInstance('main')).instance_id;
+  });
+
+  it('went through all seven states, each with its time, and shows its resources', async () => {
+    const res = await t.app.inject({ method: 'GET', url: room('main'), headers: org.headers });
+    assert.equal(res.statusCode, 200);
+    const instance = res.json();
+    assert.equal(instance.state, 'ready');
+    assert.equal(instance.runtime, 'gvisor');
+    assert.deepEqual(instance.state_history.map((s: { state: string }) => s.state), PROVISION_STATES);
+    const times = instance.state_history.map((s: { at: string }) => Date.parse(s.at));
+    assert.ok(times.every((time: number, i: number) => Number.isFinite(time) && (i === 0 || time >= times[i - 1])));
+    assert.deepEqual(instance.resources, { memory_mb: 512, vcpus: 1, disk_mb: 256 });
+  });
+
+  it('runs commands as the unprivileged VM user in its home directory', async () => {
+    const res = await sh(id, 'id -u; id -un; pwd; echo "$HOME"');
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(res.stdout, '1000\nuser\n/home/user\n/home/user\n');
+  });
+
+  it('is a real Debian system with the tools agents expect', async () => {
+    const res = await sh(id, '. /etc/os-release && echo "$ID $VERSION_CODENAME"; for p in bash python3 git curl jq file; do command -v $p >/dev/null || echo "missing $p"; done');
+    assert.equal(res.stdout, 'debian bookworm\n');
+  });
+
+  it('writes /tmp into its own writable layer, not a separate memory filesystem', async () => {
+    const res = await sh(id, 'echo hello > /tmp/probe.txt && df --output=target /tmp | tail -1');
+    assert.equal(res.code, 0, res.stderr);
+    assert.ok(existsSync(join(t.dataDir, 'instances', id, 'layer', 'upper', 'tmp', 'probe.txt')));
+  });
+
+  it('is limited to its disk_mb: writing past it fails inside with ENOSPC', async () => {
+    const res = await sh(id, 'dd if=/dev/zero of=$HOME/fill bs=1M count=400 2>&1; echo "exit=$?"; rm -f $HOME/fill', 120_000);
+    assert.match(res.stdout, /No space left on device/);
+    assert.match(res.stdout, /exit=1/);
+    const image = statSync(join(t.dataDir, 'instances', id, 'disk.img'));
+    assert.ok(image.size <= 256 * 1024 * 1024, 'the disk image grew past disk_mb');
+    const after = await sh(id, 'echo still-here');
+    assert.equal(after.stdout, 'still-here\n');
+  });
+
+  it('stops a fork bomb inside: fork fails, and the instance keeps answering', async () => {
+    // The classic shell fork bomb, left to run for a while in the background.
+    const launch = await sh(id, 'sh -c "b() { b | b & }; b" >/dev/null 2>/tmp/bomb.err; echo launched');
+    assert.equal(launch.stdout, 'launched\n');
+    await new Promise((r) => setTimeout(r, 8000));
+    // Root inside still gets in (the VM user is at its limit), finds the failed forks,
+    // counts the user's processes and cleans up.
+    const root = await runtime.exec(
+      id,
+      ['sh', '-c', 'echo "failed forks: $(grep -c "Cannot fork" /tmp/bomb.err)"; echo "user processes: $(ps -u user --no-headers | wc -l)"; pkill -KILL -u 1000; echo cleaned'],
+      { as: 'root', timeoutMs: 60_000 },
+    );
+    assert.ok(Number(/failed forks: (\d+)/.exec(root.stdout)?.[1]) > 0, root.stdout);
+    const count = Number(/user processes: (\d+)/.exec(root.stdout)?.[1]);
+    assert.ok(count <= 256, `the VM user had ${count} processes; the limit is 256`);
+    assert.match(root.stdout, /cleaned\n$/);
+    const after = await sh(id, 'echo alive');
+    assert.equal(after.stdout, 'alive\n');
+  });
+
+  it('limits open files per process', async () => {
+    const res = await sh(id, 'ulimit -n; python3 -c "\nimport os\nfds=[]\ntry:\n    while True: fds.append(os.open(\'/dev/null\', os.O_RDONLY))\nexcept OSError as e: print(e.errno == 24, len(fds) < 8200)"');
+    assert.equal(res.stdout, '8192\nTrue True\n');
+  });
+
+  it('has its CPU limited to the profile\'s vcpus by a CFS quota', async () => {
+    const quota = await import('node:fs').then((fs) => fs.readFileSync(`/sys/fs/cgroup/cpu/roomkit/${id}/cpu.cfs_quota_us`, 'utf8').trim());
+    assert.equal(quota, '100000');
+  });
+
+  it('has a host memory limit of memory_mb plus the sandbox overhead', async () => {
+    const limit = await import('node:fs').then((fs) => fs.readFileSync(`/sys/fs/cgroup/memory/roomkit/${id}/memory.limit_in_bytes`, 'utf8').trim());
+    assert.equal(Number(limit), (512 + 256) * 1024 * 1024);
+  });
+});
+
+describe('deleting', () => {
+  it('removes the sandbox, mounts, writable layer, veth, namespace, rules and address', async () => {
+    const id = (await createInstance('to-delete')).instance_id;
+    const during = await hostObjects(t.dataDir, [id]);
+    assert.ok(during.netns.includes(networkNames(runtime.tag, id).netns));
+    assert.ok(during.containers.includes(id));
+    const res = await t.app.inject({ method: 'DELETE', url: room('to-delete'), headers: org.headers });
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.json().state, 'stopped');
+    const left = await hostObjects(t.dataDir, [id]);
+    assert.ok(!left.netns.includes(networkNames(runtime.tag, id).netns));
+    assert.ok(!left.interfaces.includes(networkNames(runtime.tag, id).hostIf));
+    assert.ok(!left.containers.includes(id));
+    assert.deepEqual(left.cgroups, []);
+    assert.ok(!left.mounts.some((m) => m.includes(id)));
+    assert.ok(!existsSync(join(t.dataDir, 'instances', id)));
+    const lease = await t.services.db.selectFrom('network_leases').selectAll().where('instance_id', '=', id).execute();
+    assert.deepEqual(lease, []);
+  });
+
+  it('undoes every step when provisioning fails half-way', async () => {
+    const id = '00000000-0000-4000-8000-00000000f417';
+    const profile = await t.services.profiles.get(org.organizationId, profileId);
+    const { specOf } = await import('../src/core/profiles.ts');
+    const seen: string[] = [];
+    await assert.rejects(
+      runtime.provision({
+        instanceId: id,
+        organizationId: org.organizationId,
+        profileId,
+        roomId: 'half',
+        spec: specOf(profile),
+        signal: new AbortController().signal,
+        log: t.services.log,
+        onStep: async (step) => {
+          seen.push(step);
+          if (step === 'vm_booted') throw new Error('stop here');
+        },
+      }),
+      /stop here/,
+    );
+    assert.deepEqual(seen, ['network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted']);
+    const left = await hostObjects(t.dataDir, [id]);
+    assert.ok(!left.containers.includes(id));
+    assert.ok(!left.netns.includes(networkNames(runtime.tag, id).netns));
+    assert.deepEqual(left.cgroups, []);
+    assert.ok(!existsSync(join(t.dataDir, 'instances', id)));
+  });
+});
+
+describe('network isolation', () => {
+  let a: string;
+  let b: string;
+  let bAddress: string;
+  let hostListener: Server;
+  let hostPort: number;
+
+  before(async () => {
+    a = (await createInstance('net-a')).instance_id;
+    b = (await createInstance('net-b')).instance_id;
+    const lease = await t.services.db.selectFrom('network_leases').select('slot').where('instance_id', '=', b).executeTakeFirstOrThrow();
+    bAddress = `10.214.0.${lease.slot * 4 + 2}`;
+    // A listener in instance b, and one on the host on every address.
+    const started = await sh(b, 'nohup python3 -m http.server 8000 >/dev/null 2>&1 & sleep 1; echo ok');
+    assert.equal(started.stdout, 'ok\n');
+    hostListener = createServer((s) => s.end('host\n'));
+    await new Promise<void>((resolve) => hostListener.listen(0, '0.0.0.0', resolve));
+    hostPort = (hostListener.address() as { port: number }).port;
+  });
+  after(() => new Promise<void>((resolve) => hostListener.close(() => resolve())));
+
+  const connect = (from: string, host: string, port: number) =>
+    sh(from, `python3 -c "import socket; socket.create_connection(('${host}', ${port}), timeout=2); print('connected')" 2>&1 | tail -1`);
+
+  it('lets an instance reach its own listener (the check below can succeed)', async () => {
+    const res = await connect(b, '127.0.0.1', 8000);
+    assert.equal(res.stdout.trim(), 'connected');
+  });
+
+  it('keeps an instance from reaching another instance', async () => {
+    const res = await connect(a, bAddress, 8000);
+    assert.notEqual(res.stdout.trim(), 'connected');
+  });
+
+  it('keeps an instance from reaching the host through its gateway', async () => {
+    const gateway = bAddress.replace(/\.(\d+)$/, (_, last: string) => `.${Number(last) - 1}`);
+    const res = await connect(b, gateway, hostPort);
+    assert.notEqual(res.stdout.trim(), 'connected');
+  });
+});
