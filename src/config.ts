@@ -34,6 +34,8 @@ export interface Config {
   readonly networkPool: string;
   /** On SIGTERM: `keep` instances running for the next start to adopt, or `stop` them. */
   readonly onShutdown: ShutdownPolicy;
+  /** How often idle and lifetime limits are checked. */
+  readonly expiryCheckIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -59,6 +61,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   imagesDir: 'ROOMKIT_IMAGES_DIR',
   networkPool: 'ROOMKIT_NETWORK_POOL',
   onShutdown: 'ROOMKIT_ON_SHUTDOWN',
+  expiryCheckIntervalMs: 'ROOMKIT_EXPIRY_CHECK_INTERVAL_MS',
 };
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -121,6 +124,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     imagesDir: path('imagesDir') ?? join(dataDir, 'images'),
     networkPool: cidr('networkPool', '10.213.0.0/16'),
     onShutdown: oneOf('onShutdown', SHUTDOWN_POLICIES, 'keep'),
+    expiryCheckIntervalMs: int('expiryCheckIntervalMs', 5000, 100, 3_600_000),
   };
   return Object.freeze(config);
 }

@@ -38,6 +38,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const instances = new Instances({ db, profiles, runtime, log });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
+    instances.startExpiryChecks(config.expiryCheckIntervalMs);
     let closed: Promise<void> | undefined;
     return {
       config,

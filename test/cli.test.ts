@@ -168,3 +168,49 @@ describe('the roomkit bin', () => {
     assert.equal(res.code, 2);
   });
 });
+
+describe('roomkit doctor', () => {
+  it('checks the host and says it can run instances (the test set-up installs everything)', async () => {
+    const res = await run(['doctor', '--json', '--data-dir', tempDir()]);
+    const report = JSON.parse(res.stdout) as { ok: boolean; checks: { name: string; ok: boolean; optional?: boolean; fix?: string }[] };
+    const failed = report.checks.filter((c) => !c.ok && !c.optional);
+    assert.deepEqual(failed, []);
+    assert.equal(report.ok, true);
+    assert.equal(res.code, 0);
+    for (const name of ['root', 'runsc', 'runsc runs a sandbox', 'mmdebstrap', 'nftables', 'overlayfs', 'network namespaces', 'cgroups', 'free disk']) {
+      assert.ok(report.checks.some((c) => c.name === name), `no check named ${name}`);
+    }
+  });
+
+  it('prints one line per check and a verdict', async () => {
+    const res = await run(['doctor', '--data-dir', tempDir()]);
+    assert.match(res.stdout, /^ok {4}linux: platform linux$/m);
+    assert.match(res.stdout, /This host can run roomkit instances\.\n$/);
+  });
+});
+
+describe('roomkit images', () => {
+  it('builds a profile\'s image ahead of time, lists it, and prunes what no instance uses', async () => {
+    const dataDir = tempDir();
+    const imagesDir = join(dataDir, 'own-images');
+    const env = { ROOMKIT_IMAGES_DIR: imagesDir };
+    await run(['keys', 'create', '--org', 'imgs', '--data-dir', dataDir]);
+    const unknown = await run(['images', 'build', 'nope', '--data-dir', dataDir], { env });
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /no profile "nope" in organization imgs \(profiles: default\)/);
+
+    const built = await run(['images', 'build', 'default', '--json', '--data-dir', dataDir], { env });
+    assert.equal(built.code, 0, built.stderr);
+    const image = JSON.parse(built.stdout) as { key: string; image: string; rootfs: string };
+    assert.equal(image.image, 'debian:bookworm');
+    assert.ok(existsSync(join(image.rootfs, 'usr', 'bin', 'python3')));
+    assert.ok(existsSync(join(image.rootfs, 'home', 'user')));
+
+    const listed = await run(['images', 'list', '--json', '--data-dir', dataDir], { env });
+    assert.deepEqual((JSON.parse(listed.stdout) as { key: string }[]).map((i) => i.key), [image.key]);
+
+    const pruned = await run(['images', 'prune', '--json', '--data-dir', dataDir], { env });
+    assert.deepEqual(JSON.parse(pruned.stdout).removed, [image.key]);
+    assert.ok(!existsSync(image.rootfs));
+  });
+});

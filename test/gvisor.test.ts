@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROVISION_STATES } from '../src/core/lifecycle.ts';
 import type { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
@@ -123,6 +123,16 @@ describe('an instance on gVisor', () => {
     assert.equal(after.stdout, 'alive\n');
   });
 
+  it('kills a process that takes the instance past memory_mb, like an OOM killer, and lives on', async () => {
+    const balloon = 'l = []\nwhile True: l.append(b"x" * 1048576)';
+    const res = await runtime.exec(id, ['python3', '-c', balloon], { as: 'vm', home: '/home/user', timeoutMs: 120_000 });
+    assert.equal(res.code, 137, `the balloon ended with ${res.code}: ${res.stderr}`);
+    const max = Number(readFileSync(`/sys/fs/cgroup/memory/roomkit/${id}/memory.max_usage_in_bytes`, 'utf8'));
+    assert.ok(max <= (512 + 256) * 1024 * 1024, 'the sandbox went past its host limit');
+    const after = await sh(id, 'echo alive');
+    assert.equal(after.stdout, 'alive\n');
+  });
+
   it('limits open files per process', async () => {
     const res = await sh(id, 'ulimit -n; python3 -c "\nimport os\nfds=[]\ntry:\n    while True: fds.append(os.open(\'/dev/null\', os.O_RDONLY))\nexcept OSError as e: print(e.errno == 24, len(fds) < 8200)"');
     assert.equal(res.stdout, '8192\nTrue True\n');
@@ -181,6 +191,25 @@ describe('deleting', () => {
       /stop here/,
     );
     assert.deepEqual(seen, ['network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted']);
+    const left = await hostObjects(t.dataDir, [id]);
+    assert.ok(!left.containers.includes(id));
+    assert.ok(!left.netns.includes(networkNames(runtime.tag, id).netns));
+    assert.deepEqual(left.cgroups, []);
+    assert.ok(!existsSync(join(t.dataDir, 'instances', id)));
+  });
+});
+
+describe('expiry', () => {
+  it('stops and removes an instance past its lifetime limit, leaving nothing behind', async () => {
+    const profile = await t.app.inject({
+      method: 'POST',
+      url: '/api/profiles',
+      headers: org.headers,
+      payload: { name: 'short-lived', memory_mb: 512, disk_mb: 256, network: { egress: 'none' }, max_lifetime_s: 60 },
+    });
+    const id = (await createInstance('expiring', profile.json().profile_id)).instance_id;
+    const expired = await t.services.instances.expire(Date.now() + 61_000);
+    assert.ok(expired.includes(id));
     const left = await hostObjects(t.dataDir, [id]);
     assert.ok(!left.containers.includes(id));
     assert.ok(!left.netns.includes(networkNames(runtime.tag, id).netns));

@@ -303,3 +303,53 @@ describe('shutting down', () => {
     await own.close();
   });
 });
+
+describe('idle and lifetime limits', () => {
+  // expire() is called with a clock moved forward, so other tests' instances may expire
+  // too; each test only looks at its own.
+  async function profileWith(fields: object): Promise<string> {
+    const res = await t.app.inject({ method: 'POST', url: '/api/profiles', headers: org.headers, payload: { name: `p-${randomUUID().slice(0, 8)}`, ...fields } });
+    assert.equal(res.statusCode, 201, res.body);
+    return res.json().profile_id;
+  }
+  const lastReason = (instance: { state_history: { state: string; reason?: string }[] }) =>
+    instance.state_history.find((s) => s.state === 'stopping')?.reason;
+
+  it('stops an instance idle for longer than idle_timeout_s, and says why', async () => {
+    const profile = await profileWith({ idle_timeout_s: 60, max_lifetime_s: 0 });
+    const res = await t.app.inject({ method: 'POST', url: roomUrl('idle', profile), headers: org.headers });
+    const id = res.json().instance_id;
+    assert.ok(!(await t.services.instances.expire(Date.now() + 30_000)).includes(id));
+    // Activity resets the idle clock.
+    await new Promise((r) => setTimeout(r, 20));
+    await t.services.instances.touch(id);
+    const touchedAt = Date.now();
+    assert.ok(!(await t.services.instances.expire(touchedAt + 59_000)).includes(id));
+    assert.ok((await t.services.instances.expire(touchedAt + 61_000)).includes(id));
+    assert.ok(!t.runtime.live.has(id));
+    assert.equal((await t.app.inject({ method: 'GET', url: roomUrl('idle', profile), headers: org.headers })).statusCode, 404);
+    const listed = await t.app.inject({ method: 'GET', url: `/api/instances?profile_id=${profile}`, headers: org.headers });
+    const instance = listed.json().instances[0];
+    assert.equal(instance.state, 'stopped');
+    assert.equal(lastReason(instance), 'idle for 60 s');
+  });
+
+  it('stops an instance older than max_lifetime_s even while it is busy', async () => {
+    const profile = await profileWith({ idle_timeout_s: 0, max_lifetime_s: 3600 });
+    const res = await t.app.inject({ method: 'POST', url: roomUrl('old', profile), headers: org.headers });
+    const id = res.json().instance_id;
+    const createdAt = Date.parse(res.json().created_at);
+    await t.services.instances.touch(id);
+    assert.ok(!(await t.services.instances.expire(createdAt + 3_599_000)).includes(id));
+    assert.ok((await t.services.instances.expire(createdAt + 3_600_000)).includes(id));
+    const listed = await t.app.inject({ method: 'GET', url: `/api/instances?profile_id=${profile}`, headers: org.headers });
+    assert.equal(lastReason(listed.json().instances[0]), 'reached its lifetime limit of 3600 s');
+  });
+
+  it('never expires instances whose limits are 0', async () => {
+    const profile = await profileWith({ idle_timeout_s: 0, max_lifetime_s: 0 });
+    const res = await t.app.inject({ method: 'POST', url: roomUrl('forever', profile), headers: org.headers });
+    const expired = await t.services.instances.expire(Date.now() + 10 * 365 * 86_400_000);
+    assert.ok(!expired.includes(res.json().instance_id));
+  });
+});

@@ -4,7 +4,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, LOG_LEVELS } from '../config.ts';
 import pkg from '../../package.json' with { type: 'json' };
 import { API_VERSION } from '../http/app.ts';
+import { doctor } from './doctor.ts';
 import { CliError } from './errors.ts';
+import { imagesBuild, imagesList, imagesPrune } from './images.ts';
 import { keysCreate } from './keys.ts';
 import { serve } from './serve.ts';
 
@@ -40,6 +42,42 @@ keys
   .option('--json', 'print one JSON object {"organization_id", "api_key"} and nothing else')
   .action(async (options: { org: string; env: 'live' | 'test'; name?: string; dataDir?: string; json?: boolean }) => {
     await keysCreate(options);
+  });
+
+program
+  .command('doctor')
+  .description('check that this host can run instances, and say how to fix what is missing')
+  .addOption(dataDirOption())
+  .option('--json', 'print the checks as JSON')
+  .action(async (options: { dataDir?: string; json?: boolean }) => {
+    process.exitCode = await doctor(options);
+  });
+
+const images = program.command('images').description('build, list and prune the root filesystems instances start from');
+images
+  .command('build <profile>')
+  .description("build a profile's image ahead of its first instance (profile id or name)")
+  .option('--org <name>', 'organization of the profile (needed when the data directory has several)')
+  .addOption(dataDirOption())
+  .option('--json', 'print the image as JSON')
+  .action(async (profile: string, options: { org?: string; dataDir?: string; json?: boolean }) => {
+    await imagesBuild(profile, options);
+  });
+images
+  .command('list')
+  .description('list the images built so far')
+  .addOption(dataDirOption())
+  .option('--json', 'print JSON')
+  .action(async (options: { dataDir?: string; json?: boolean }) => {
+    await imagesList(options);
+  });
+images
+  .command('prune')
+  .description('remove images no live instance uses (they are rebuilt when needed)')
+  .addOption(dataDirOption())
+  .option('--json', 'print JSON')
+  .action(async (options: { dataDir?: string; json?: boolean }) => {
+    await imagesPrune(options);
   });
 
 try {

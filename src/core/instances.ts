@@ -69,6 +69,7 @@ export class Instances {
   private readonly log: Logger;
   private readonly provisioning = new Map<string, Provisioning>();
   private closing = false;
+  private expiryTimer: NodeJS.Timeout | undefined;
 
   constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; log: Logger }) {
     this.db = deps.db;
@@ -106,6 +107,9 @@ export class Instances {
       created_at: now,
       updated_at: now,
       deleted_at: null,
+      last_active_at: now,
+      idle_timeout_s: spec.idle_timeout_s,
+      max_lifetime_s: spec.max_lifetime_s,
     };
     try {
       await this.db.transaction().execute(async (trx) => {
@@ -141,19 +145,70 @@ export class Instances {
     await this.profiles.get(organizationId, profileId);
     const row = await this.findCurrent(organizationId, profileId, roomId);
     if (!row) throw instanceNotFound(profileId, roomId);
-    const state = stateOf(row);
-    if (state === 'failed') {
+    if (stateOf(row) === 'failed') {
       // Its resources were released when it failed; only hide it from the room.
       await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
       return this.view(row);
     }
-    const reason = 'deleted by the API';
+    await this.stop(row, 'deleted by the API');
+    return this.view(await this.getRow(row.id));
+  }
+
+  /** Records a command or file request, which keeps the instance from going idle. */
+  async touch(instanceId: string): Promise<void> {
+    await this.db.updateTable('instances').set({ last_active_at: nowIso() }).where('id', '=', instanceId).execute();
+  }
+
+  /**
+   * Stops ready instances that have been idle longer than their idle limit or have
+   * lived longer than their lifetime limit; the reason goes into their state history.
+   */
+  async expire(now = Date.now()): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('instances')
+      .selectAll()
+      .where('state', '=', 'ready')
+      .where((eb) => eb.or([eb('idle_timeout_s', '>', 0), eb('max_lifetime_s', '>', 0)]))
+      .execute();
+    const expired: string[] = [];
+    for (const row of rows) {
+      const age = (now - Date.parse(row.created_at)) / 1000;
+      const idle = (now - Date.parse(row.last_active_at ?? row.created_at)) / 1000;
+      let reason: string | undefined;
+      if (row.max_lifetime_s > 0 && age >= row.max_lifetime_s) reason = `reached its lifetime limit of ${row.max_lifetime_s} s`;
+      else if (row.idle_timeout_s > 0 && idle >= row.idle_timeout_s) reason = `idle for ${row.idle_timeout_s} s`;
+      if (!reason) continue;
+      this.log.info({ instanceId: row.id, reason }, 'instance expired');
+      try {
+        await this.stop(row, reason);
+        expired.push(row.id);
+      } catch (err) {
+        // Deleted or changed by a request in the meantime; the next check sees it as it is.
+        this.log.warn({ instanceId: row.id, err }, 'could not stop an expired instance');
+      }
+    }
+    return expired;
+  }
+
+  /** Checks the idle and lifetime limits every `intervalMs` until close(). */
+  startExpiryChecks(intervalMs: number): void {
+    let running = false;
+    this.expiryTimer = setInterval(() => {
+      if (running) return;
+      running = true;
+      this.expire()
+        .catch((err: unknown) => this.log.error({ err }, 'expiry check failed'))
+        .finally(() => (running = false));
+    }, intervalMs);
+    this.expiryTimer.unref();
+  }
+
+  private async stop(row: InstanceRow, reason: string): Promise<void> {
     // Cancel provisioning first, so the runtime reports no further step once stopping.
     this.provisioning.get(row.id)?.abort.abort(new Error(reason));
-    if (state !== 'stopping') await this.transition(row.id, 'stopping', reason);
+    if (stateOf(row) !== 'stopping') await this.transition(row.id, 'stopping', reason);
     await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
     await this.teardown(row.id, reason);
-    return this.view(await this.getRow(row.id));
   }
 
   async list(organizationId: string, options: ListOptions): Promise<InstancePage> {
@@ -223,6 +278,7 @@ export class Instances {
    */
   async close(policy: 'keep' | 'stop' = 'keep'): Promise<void> {
     this.closing = true;
+    if (this.expiryTimer) clearInterval(this.expiryTimer);
     const pending = [...this.provisioning.values()];
     for (const p of pending) p.abort.abort(new Error('the service is shutting down'));
     await Promise.allSettled(pending.map((p) => p.done));

@@ -180,7 +180,15 @@ export class ImageStore {
       rmSync(join(tmp, 'build.json'), { force: true });
       writeFileSync(join(tmp, 'image.json'), `${JSON.stringify(info, null, 2)}\n`);
       // The rename is the commit: a cache entry is complete or absent.
-      renameSync(tmp, join(this.dir, key));
+      try {
+        renameSync(tmp, join(this.dir, key));
+      } catch (err) {
+        // Another process (sharing this cache) finished the same image first: use theirs.
+        const theirs = this.read(key);
+        if (!theirs) throw err;
+        rmSync(tmp, { recursive: true, force: true });
+        return theirs;
+      }
       log.info({ imageKey: key, buildMs: info.build_ms }, 'image built');
       return { ...info, rootfs: join(this.dir, key, 'rootfs') };
     } catch (err) {

@@ -105,6 +105,15 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0003_instance_expiry': {
+    async up(db: Kysely<any>) {
+      // What the idle and lifetime limits are measured against; the limits themselves are
+      // copied from the profile at creation, like the resources.
+      await db.schema.alterTable('instances').addColumn('last_active_at', 'text').execute();
+      await db.schema.alterTable('instances').addColumn('idle_timeout_s', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.alterTable('instances').addColumn('max_lifetime_s', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -48,6 +48,12 @@ export interface InstancesTable {
   updated_at: string;
   /** Set when the caller deleted the instance; it then no longer answers for its room. */
   deleted_at: string | null;
+  /** Last command or file request; the idle limit counts from here. */
+  last_active_at: string | null;
+  /** 0 = no limit. */
+  idle_timeout_s: number;
+  /** 0 = no limit. */
+  max_lifetime_s: number;
 }
 
 export interface InstanceEventsTable {

@@ -21,6 +21,7 @@ import {
 import type { AddressPool } from '../../network/pool.ts';
 import type { ProvisionRequest, Runtime, RuntimeHealth } from '../types.ts';
 import { ociSpec, PATH_ENV } from './bundle.ts';
+import { MemoryGuard, type Victim } from './memory-guard.ts';
 import { Runsc } from './runsc.ts';
 
 const BOOT_TIMEOUT_MS = 15_000;
@@ -32,6 +33,18 @@ export interface GvisorOptions {
   images: ImageStore;
   log: Logger;
   dnsServers: string[];
+}
+
+/** What the runtime keeps about an instance next to its files (instance.json). */
+interface InstanceMeta {
+  instanceId: string;
+  imageKey: string;
+  netns: string;
+  hostIf: string;
+  guestIf: string;
+  home: string;
+  egress: string;
+  memoryMb: number;
 }
 
 export interface ExecOptions {
@@ -53,6 +66,7 @@ export class GvisorRuntime implements Runtime {
   private readonly dnsServers: string[];
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
+  private readonly memoryGuard: MemoryGuard;
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -64,6 +78,7 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
+    this.memoryGuard = new MemoryGuard({ log: this.log, killLargest: (id) => this.killLargest(id) });
   }
 
   /** Installs the firewall table; instances already running get their egress back from adopt(). */
@@ -80,7 +95,8 @@ export class GvisorRuntime implements Runtime {
       const image = await this.images.ensure({ image: spec.image, packages: spec.packages, user: spec.user, home: spec.home }, log);
       signal.throwIfAborted();
       mkdirSync(dir, { recursive: true, mode: 0o700 });
-      writeFileSync(join(dir, 'instance.json'), `${JSON.stringify({ instanceId, imageKey: image.key, ...names, home: spec.home, egress: spec.network.egress })}\n`);
+      const meta: InstanceMeta = { instanceId, imageKey: image.key, ...names, home: spec.home, egress: spec.network.egress, memoryMb: spec.memory_mb };
+      writeFileSync(join(dir, 'instance.json'), `${JSON.stringify(meta)}\n`);
 
       const lease = await this.pool.allocate(instanceId);
       await createNetns(names.netns);
@@ -106,6 +122,7 @@ export class GvisorRuntime implements Runtime {
       await onStep('image_generated');
 
       await this.runsc.create(names.netns, instanceId, bundle, join(dir, 'console.log'));
+      this.guardMemory(instanceId, spec.memory_mb);
       await this.runsc.start(names.netns, instanceId);
       await onStep('vm_started');
 
@@ -148,6 +165,7 @@ export class GvisorRuntime implements Runtime {
     const netnsExists = existsSync(`/var/run/netns/${names.netns}`);
     // In reverse order of provisioning: sandbox, mounts, writable layer, rules, veth and
     // namespace, address.
+    this.memoryGuard.unwatch(instanceId);
     await this.runsc.destroy(netnsExists ? names.netns : null, instanceId);
     await unmountAll(dir);
     rmSync(dir, { recursive: true, force: true });
@@ -171,6 +189,33 @@ export class GvisorRuntime implements Runtime {
   async adopt(instanceId: string): Promise<void> {
     const meta = this.readMeta(instanceId);
     if (meta?.egress === 'internet') await allowEgress(this.tag, networkNames(this.tag, instanceId).hostIf);
+    if (meta?.memoryMb !== undefined) this.guardMemory(instanceId, meta.memoryMb);
+  }
+
+  private guardMemory(instanceId: string, memoryMb: number): void {
+    if (!this.memoryGuard.watch(instanceId, memoryMb)) {
+      this.log.warn({ instanceId }, 'no v1 memory cgroup for the sandbox: only the host limit applies to its memory');
+    }
+  }
+
+  /**
+   * Kills the process with the largest resident memory in the instance: among the VM
+   * user's processes first, so that root's (ours included) are taken only when nothing
+   * else is left; never the init.
+   */
+  private async killLargest(instanceId: string): Promise<Victim | null> {
+    const script = [
+      'ps -eo pid=,uid=,rss=,comm= --sort=-rss > /tmp/.roomkit-oom',
+      'v=$(awk \'$1 != 1 && $2 != 0 { print; exit }\' /tmp/.roomkit-oom)',
+      '[ -n "$v" ] || v=$(awk \'$1 != 1 && $4 != "ps" && $4 != "sh" { print; exit }\' /tmp/.roomkit-oom)',
+      'rm -f /tmp/.roomkit-oom',
+      '[ -n "$v" ] || exit 0',
+      'set -- $v',
+      'kill -9 "$1" && echo "$1 $3 $4"',
+    ].join('\n');
+    const result = await this.exec(instanceId, ['sh', '-c', script], { as: 'root', timeoutMs: 10_000 });
+    const match = /^(\d+) (\d+) (.*)$/m.exec(result.stdout);
+    return match ? { pid: Number(match[1]), rssKb: Number(match[2]), command: match[3] ?? '' } : null;
   }
 
   async list(): Promise<string[]> {
@@ -216,6 +261,7 @@ export class GvisorRuntime implements Runtime {
 
   /** Removes the firewall table when no instance is left that it protects. */
   async close(): Promise<void> {
+    this.memoryGuard.stop();
     if ((await this.list()).length === 0) await removeRuleset(this.tag);
   }
 
@@ -243,9 +289,9 @@ export class GvisorRuntime implements Runtime {
     this.log.debug({ instanceId }, 'guest configuration written');
   }
 
-  private readMeta(instanceId: string): { egress?: string } | undefined {
+  private readMeta(instanceId: string): Partial<InstanceMeta> | undefined {
     try {
-      return JSON.parse(readFileSync(join(this.instancesDir, instanceId, 'instance.json'), 'utf8')) as { egress?: string };
+      return JSON.parse(readFileSync(join(this.instancesDir, instanceId, 'instance.json'), 'utf8')) as Partial<InstanceMeta>;
     } catch {
       return undefined;
     }

@@ -1,0 +1,127 @@
+// Create-to-ready latency of an instance through the HTTP API, with a cached image,
+// next to the floor measured in the same run: raw `runsc create` + `start` of the same
+// root filesystem (fresh overlay, fresh network namespace) without the service.
+//
+//   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default)
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../src/config.ts';
+import { buildApp } from '../src/http/app.ts';
+import { createLogger } from '../src/log.ts';
+import { createServices } from '../src/services.ts';
+import { run, runChecked } from '../src/host/run.ts';
+import { mountOverlay, unmountAll } from '../src/host/mounts.ts';
+import { ociSpec } from '../src/runtimes/gvisor/bundle.ts';
+import { ImageStore } from '../src/images/builder.ts';
+import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
+
+const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+}
+
+function summary(values: number[]): string {
+  return `p50 ${percentile(values, 50).toFixed(0).padStart(5)} ms   p95 ${percentile(values, 95).toFixed(0).padStart(5)} ms   (n=${values.length})`;
+}
+
+const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-bench-'));
+const config = loadConfig({ dataDir, logLevel: 'warn', runtime: 'gvisor', networkPool: '10.217.0.0/24', onShutdown: 'stop' });
+const log = createLogger('warn');
+const services = await createServices(config, log);
+if (!('runtime' in services.runtime)) {
+  console.error(`cannot benchmark: ${services.runtime.unavailable.reason}`);
+  process.exit(1);
+}
+const app = await buildApp(services);
+await app.listen({ host: '127.0.0.1', port: 0 });
+const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+
+try {
+  const { organization } = await services.organizations.ensure('bench');
+  const { secret } = await services.organizations.createKey(organization.organization_id, { env: 'test' });
+  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
+  const profile = (await services.profiles.list(organization.organization_id))[0]!;
+  const spec = { ...PROFILE_DEFAULTS, home: '/home/user' };
+
+  console.log(`roomkit create-to-ready benchmark, ${RUNS} runs each, cached image\n`);
+  const images = new ImageStore({ dir: config.imagesDir, log });
+  const buildStarted = Date.now();
+  const image = await images.ensure({ image: profile.image, packages: profile.packages, user: profile.user, home: profile.home });
+  console.log(`image ${image.key} ready (${((Date.now() - buildStarted) / 1000).toFixed(1)} s, built once before timing)\n`);
+
+  // Floor: what runsc itself takes for the same root filesystem.
+  const floor: number[] = [];
+  const floorDir = join(dataDir, 'floor');
+  const runscRoot = join(floorDir, 'runsc');
+  mkdirSync(runscRoot, { recursive: true });
+  for (let i = 0; i < RUNS; i++) {
+    const dir = join(floorDir, `c${i}`);
+    for (const d of ['upper', 'work', 'rootfs', 'bundle']) mkdirSync(join(dir, d), { recursive: true });
+    await mountOverlay({ lower: image.rootfs, upper: join(dir, 'upper'), work: join(dir, 'work'), target: join(dir, 'rootfs') });
+    mkdirSync(join(dir, 'rootfs', 'tmp'), { recursive: true });
+    const id = `floor-${process.pid}-${i}`;
+    writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(ociSpec({ instanceId: id, rootfs: join(dir, 'rootfs'), hostname: 'floor', spec })));
+    const netns = `rkbench-${process.pid}-${i}`;
+    await runChecked('ip', ['netns', 'add', netns], { timeoutMs: 10_000 });
+    const runsc = (args: string[], outputFd?: number) =>
+      runChecked('nsenter', [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${runscRoot}`, '--network=host', '--platform=ptrace', ...args], {
+        timeoutMs: 30_000,
+        ...(outputFd === undefined ? {} : { outputFd }),
+      });
+    const started = performance.now();
+    const { openSync, closeSync } = await import('node:fs');
+    const fd = openSync(join(dir, 'console.log'), 'a');
+    try {
+      await runsc(['create', `--bundle=${join(dir, 'bundle')}`, id], fd);
+    } finally {
+      closeSync(fd);
+    }
+    await runsc(['start', id]);
+    floor.push(performance.now() - started);
+    await runsc(['delete', '--force', id]);
+    await run('ip', ['netns', 'del', netns], { timeoutMs: 10_000 });
+    await unmountAll(dir);
+    for (const h of ['cpu', 'cpuacct', 'memory', 'pids', 'blkio', 'cpuset', 'devices', 'freezer']) {
+      await run('rmdir', [`/sys/fs/cgroup/${h}/roomkit/${id}`], { timeoutMs: 5_000 });
+    }
+  }
+
+  // The service: POST .../room/... until it answers `ready`, over HTTP.
+  const created: number[] = [];
+  const deleted: number[] = [];
+  const stateTimes = new Map<string, number[]>();
+  for (let i = 0; i < RUNS; i++) {
+    const url = `${base}/api/profile/${profile.profile_id}/room/bench-${i}`;
+    const started = performance.now();
+    const res = await fetch(url, { method: 'POST', headers, body: '{}' });
+    const took = performance.now() - started;
+    const body = (await res.json()) as { state: string; state_history: { state: string; at: string }[] };
+    if (res.status !== 201 || body.state !== 'ready') throw new Error(`create ${i} answered ${res.status}: ${JSON.stringify(body)}`);
+    created.push(took);
+    const history = body.state_history;
+    for (let s = 1; s < history.length; s++) {
+      const step = history[s]!;
+      const list = stateTimes.get(step.state) ?? [];
+      list.push(Date.parse(step.at) - Date.parse(history[s - 1]!.at));
+      stateTimes.set(step.state, list);
+    }
+    const delStarted = performance.now();
+    const del = await fetch(url, { method: 'DELETE', headers });
+    if (del.status !== 200) throw new Error(`delete ${i} answered ${del.status}`);
+    deleted.push(performance.now() - delStarted);
+  }
+
+  console.log(`floor   runsc create+start (same rootfs, fresh netns)   ${summary(floor)}`);
+  console.log(`roomkit POST .../room/... -> ready (HTTP, 7 states)     ${summary(created)}`);
+  console.log(`        overhead over the floor at p50: ${(percentile(created, 50) - percentile(floor, 50)).toFixed(0)} ms`);
+  console.log(`roomkit DELETE .../room/... -> stopped                  ${summary(deleted)}\n`);
+  console.log('time spent reaching each state (from the previous one), from state_history:');
+  for (const [state, values] of stateTimes) console.log(`  ${state.padEnd(18)} ${summary(values)}`);
+} finally {
+  await app.close();
+  await services.close();
+  rmSync(dataDir, { recursive: true, force: true });
+}
