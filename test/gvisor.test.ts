@@ -199,6 +199,36 @@ describe('deleting', () => {
   });
 });
 
+describe('images', () => {
+  it('fails an instance whose image cannot be built with the builder\'s error, not a hang', async () => {
+    const profile = await t.app.inject({
+      method: 'POST',
+      url: '/api/profiles',
+      headers: org.headers,
+      payload: { name: 'broken-image', memory_mb: 512, disk_mb: 256, packages: ['roomkit-no-such-package'] },
+    });
+    const res = await t.app.inject({ method: 'POST', url: room('bad-image', profile.json().profile_id), headers: org.headers });
+    assert.equal(res.statusCode, 500, res.body);
+    assert.equal(res.json().error, 'instance_start_failed');
+    assert.match(res.json().message, /image build failed.*roomkit-no-such-package/);
+    assert.deepEqual(res.json().details.state_history.map((s: { state: string }) => s.state), ['active', 'failed']);
+    const left = await hostObjects(t.dataDir, [res.json().details.instance_id]);
+    assert.ok(!left.containers.includes(res.json().details.instance_id));
+  });
+
+  it('refuses an image this version cannot build, saying which it can', async () => {
+    const profile = await t.app.inject({
+      method: 'POST',
+      url: '/api/profiles',
+      headers: org.headers,
+      payload: { name: 'alpine', image: 'alpine:3.20' },
+    });
+    const res = await t.app.inject({ method: 'POST', url: room('alpine', profile.json().profile_id), headers: org.headers });
+    assert.equal(res.statusCode, 500);
+    assert.match(res.json().message, /image "alpine:3.20" cannot be built here: this version builds debian:bookworm and debian:trixie/);
+  });
+});
+
 describe('expiry', () => {
   it('stops and removes an instance past its lifetime limit, leaving nothing behind', async () => {
     const profile = await t.app.inject({

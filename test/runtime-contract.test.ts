@@ -1,0 +1,38 @@
+// Runs the runtime contract against every runtime this build has, on the real host.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { openSqliteStore } from '../src/store/db.ts';
+import { createLogger } from '../src/log.ts';
+import { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
+import { AddressPool } from '../src/network/pool.ts';
+import { ImageStore } from '../src/images/builder.ts';
+import { hostDnsServers } from '../src/network/firewall.ts';
+import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
+import { runtimeContract } from './support/runtime-contract.ts';
+import { TEST_IMAGES_DIR } from './support/app.ts';
+
+runtimeContract('gvisor', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-contract-'));
+  const db = await openSqliteStore(dataDir);
+  const log = createLogger('silent');
+  const runtime = new GvisorRuntime({
+    dataDir,
+    pool: new AddressPool(db, '10.218.0.0/24'),
+    images: new ImageStore({ dir: TEST_IMAGES_DIR, log }),
+    log,
+    dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
+  });
+  await runtime.start();
+  return {
+    runtime,
+    log,
+    spec: { ...PROFILE_DEFAULTS, memory_mb: 256, disk_mb: 256, network: { egress: 'none', allow: [] }, home: '/home/user' },
+    async close() {
+      await runtime.close();
+      await db.destroy();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+});

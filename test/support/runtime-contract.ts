@@ -1,0 +1,108 @@
+// The contract every instance runtime must pass. A runtime is added by making this
+// suite pass against it; core/ relies on nothing else.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import type { Logger } from 'pino';
+import { PROVISION_STATES, type ProvisionStep } from '../../src/core/lifecycle.ts';
+import type { ProfileSpec } from '../../src/core/profile-schema.ts';
+import type { ProvisionRequest, Runtime } from '../../src/runtimes/types.ts';
+
+export interface ContractSubject {
+  runtime: Runtime;
+  spec: ProfileSpec;
+  log: Logger;
+  /** Removes what the subject made (data directories and the like). */
+  close(): Promise<void>;
+}
+
+export function runtimeContract(name: string, make: () => Promise<ContractSubject>): void {
+  describe(`runtime contract: ${name}`, () => {
+    let subject: ContractSubject;
+    const made: string[] = [];
+    before(async () => {
+      subject = await make();
+    });
+    after(async () => {
+      for (const id of made) await subject.runtime.destroy(id);
+      await subject.close();
+    });
+
+    function request(overrides: Partial<ProvisionRequest> = {}): ProvisionRequest & { steps: ProvisionStep[] } {
+      const steps: ProvisionStep[] = [];
+      const instanceId = randomUUID();
+      made.push(instanceId);
+      return {
+        instanceId,
+        organizationId: randomUUID(),
+        profileId: randomUUID(),
+        roomId: 'contract',
+        spec: subject.spec,
+        signal: new AbortController().signal,
+        log: subject.log,
+        onStep: async (step) => {
+          steps.push(step);
+        },
+        steps,
+        ...overrides,
+      };
+    }
+
+    it('reports every provisioning step once, in lifecycle order, and the instance is then healthy', async () => {
+      const req = request();
+      await subject.runtime.provision(req);
+      assert.deepEqual(req.steps, PROVISION_STATES.slice(1));
+      assert.deepEqual(await subject.runtime.health(req.instanceId), { healthy: true });
+      assert.ok((await subject.runtime.list()).includes(req.instanceId));
+    });
+
+    it('destroys an instance completely, and destroying again is harmless', async () => {
+      const req = request();
+      await subject.runtime.provision(req);
+      await subject.runtime.destroy(req.instanceId);
+      assert.ok(!(await subject.runtime.list()).includes(req.instanceId));
+      assert.equal((await subject.runtime.health(req.instanceId)).healthy, false);
+      await subject.runtime.destroy(req.instanceId);
+      await subject.runtime.destroy(randomUUID());
+    });
+
+    it('undoes its steps and rejects when a step is refused', async () => {
+      const steps: ProvisionStep[] = [];
+      const req = request({
+        onStep: async (step) => {
+          steps.push(step);
+          if (step === 'image_generated') throw new Error('refused by core');
+        },
+      });
+      await assert.rejects(subject.runtime.provision(req), /refused by core/);
+      assert.deepEqual(steps, ['network_allocated', 'ftap_created', 'image_generated']);
+      assert.ok(!(await subject.runtime.list()).includes(req.instanceId));
+    });
+
+    it('stops, undoes and rejects when its signal is aborted', async () => {
+      const abort = new AbortController();
+      const req = request({
+        signal: abort.signal,
+        onStep: async (step) => {
+          if (step === 'ftap_created') abort.abort(new Error('deleted while starting'));
+          abort.signal.throwIfAborted();
+        },
+      });
+      await assert.rejects(subject.runtime.provision(req), /deleted while starting/);
+      assert.ok(!(await subject.runtime.list()).includes(req.instanceId));
+    });
+
+    it('sweeps what belongs to no kept instance, and keeps the rest healthy', async () => {
+      const keep = request();
+      const drop = request();
+      await subject.runtime.provision(keep);
+      await subject.runtime.provision(drop);
+      const removed = await subject.runtime.sweep(new Set([keep.instanceId]));
+      assert.ok(removed.some((r) => r.includes(drop.instanceId)), JSON.stringify(removed));
+      const listed = await subject.runtime.list();
+      assert.ok(listed.includes(keep.instanceId));
+      assert.ok(!listed.includes(drop.instanceId));
+      assert.deepEqual(await subject.runtime.health(keep.instanceId), { healthy: true });
+    });
+  });
+}
