@@ -2,11 +2,13 @@
 // `inet roomkit_<tag>`, replaced as a whole when the runtime starts; instances are added to and removed from its sets.
 //
 // From an instance (traffic entering on a host veth end `rk<tag>*`):
+// - with a source address outside the pool (spoofed): dropped;
 // - to the host itself (any of its addresses, over IPv4 or IPv6): dropped, except
-//   replies to connections the host opened;
+//   replies to connections the host opened, and DNS to a resolver on the host;
 // - to another instance: dropped;
 // - to loopback, link-local (incl. 169.254.169.254), private, shared (100.64/10),
-//   multicast and reserved IPv4 ranges, and any IPv6: dropped;
+//   multicast and reserved IPv4 ranges, the networks the host itself is on (its
+//   neighbours), and any IPv6: dropped;
 // - to the host's DNS servers on port 53, for instances with egress: allowed, before
 //   the private-range drop, since a resolver usually sits in a private range;
 // - to anywhere else: allowed (and masqueraded) only when the instance's profile has
@@ -37,6 +39,8 @@ export interface FirewallOptions {
   poolCidr: string;
   /** IPv4 resolvers instances with egress may query on port 53. */
   dnsServers: string[];
+  /** IPv4 networks the host has an address in (CIDR), besides the pool: blocked too. */
+  hostNetworks: string[];
 }
 
 export function tableName(tag: string): string {
@@ -58,6 +62,7 @@ table inet ${TABLE} {
   chain input {
     type filter hook input priority filter; policy accept;
     iifname ${instances} ct state established,related accept
+    ${dns ? `iifname @egress ip daddr ${dns} meta l4proto { tcp, udp } th dport 53 accept` : ''}
     iifname ${instances} drop
   }
   chain forward {
@@ -65,8 +70,9 @@ table inet ${TABLE} {
     oifname ${instances} ct state established,related accept
     oifname ${instances} drop
     iifname ${instances} meta nfproto ipv6 drop
+    iifname ${instances} ip saddr != ${options.poolCidr} drop
     ${dns ? `iifname @egress ip daddr ${dns} meta l4proto { tcp, udp } th dport 53 accept` : ''}
-    iifname ${instances} ip daddr { ${BLOCKED_IPV4.join(', ')} } drop
+    iifname ${instances} ip daddr { ${[...BLOCKED_IPV4, ...options.hostNetworks].join(', ')} } drop
     iifname @egress accept
     iifname ${instances} drop
   }
@@ -108,6 +114,30 @@ export async function egressInterfaces(tag: string): Promise<string[]> {
   const parsed = JSON.parse(result.stdout) as { nftables: { set?: { elem?: unknown[] } }[] };
   const elems = parsed.nftables.find((e) => e.set)?.set?.elem ?? [];
   return elems.filter((e): e is string => typeof e === 'string');
+}
+
+/** The IPv4 networks of the host's own addresses, from `ip -4 -o addr` output, less `except`. */
+export function hostNetworks(ipAddrOutput: string, except: string): string[] {
+  const networks = new Set<string>();
+  for (const match of ipAddrOutput.matchAll(/\binet (\d+\.\d+\.\d+\.\d+)\/(\d+)/g)) {
+    const [a, b, c, d] = (match[1] ?? '').split('.').map(Number) as [number, number, number, number];
+    const prefix = Number(match[2]);
+    if (a === 127 || prefix === 32) continue;
+    const value = ((a << 24) >>> 0) + (b << 16) + (c << 8) + d;
+    const size = 2 ** (32 - prefix);
+    const base = value - (value % size);
+    const cidr = `${[24, 16, 8, 0].map((s) => Math.floor(base / 2 ** s) % 256).join('.')}/${prefix}`;
+    if (!inRange(base, except)) networks.add(cidr);
+  }
+  return [...networks];
+}
+
+function inRange(address: number, cidr: string): boolean {
+  const [ip, bits] = cidr.split('/');
+  const parts = (ip ?? '').split('.').map(Number);
+  const start = (((parts[0] ?? 0) << 24) >>> 0) + ((parts[1] ?? 0) << 16) + ((parts[2] ?? 0) << 8) + (parts[3] ?? 0);
+  const size = 2 ** (32 - Number(bits));
+  return address >= start && address < start + size;
 }
 
 /** The host's IPv4 resolvers from resolv.conf, loopback ones left out. */

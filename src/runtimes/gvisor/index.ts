@@ -5,10 +5,10 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { run, type RunResult } from '../../host/run.ts';
+import { run, runChecked, type RunResult } from '../../host/run.ts';
 import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import { ImageStore, VM_UID } from '../../images/builder.ts';
-import { allowEgress, egressInterfaces, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
+import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import {
   createNetns,
   hostTag,
@@ -83,7 +83,13 @@ export class GvisorRuntime implements Runtime {
 
   /** Installs the firewall table; instances already running get their egress back from adopt(). */
   async start(): Promise<void> {
-    await installRuleset({ tag: this.tag, poolCidr: this.pool.cidr, dnsServers: this.dnsServers });
+    const addresses = await runChecked('ip', ['-4', '-o', 'addr', 'show'], { timeoutMs: 10_000 });
+    await installRuleset({
+      tag: this.tag,
+      poolCidr: this.pool.cidr,
+      dnsServers: this.dnsServers,
+      hostNetworks: hostNetworks(addresses.stdout, this.pool.cidr),
+    });
   }
 
   async provision(request: ProvisionRequest): Promise<void> {
