@@ -187,6 +187,7 @@ describe('deleting', () => {
           seen.push(step);
           if (step === 'vm_booted') throw new Error('stop here');
         },
+        onProgress: () => {},
       }),
       /stop here/,
     );
@@ -200,20 +201,32 @@ describe('deleting', () => {
 });
 
 describe('images', () => {
-  it('fails an instance whose image cannot be built with the builder\'s error, not a hang', async () => {
+  it('shows the build\'s progress while active, then fails with the builder\'s error, not a hang', async () => {
     const profile = await t.app.inject({
       method: 'POST',
       url: '/api/profiles',
       headers: org.headers,
       payload: { name: 'broken-image', memory_mb: 512, disk_mb: 256, packages: ['roomkit-no-such-package'] },
     });
-    const res = await t.app.inject({ method: 'POST', url: room('bad-image', profile.json().profile_id), headers: org.headers });
-    assert.equal(res.statusCode, 500, res.body);
-    assert.equal(res.json().error, 'instance_start_failed');
-    assert.match(res.json().message, /image build failed.*roomkit-no-such-package/);
-    assert.deepEqual(res.json().details.state_history.map((s: { state: string }) => s.state), ['active', 'failed']);
-    const left = await hostObjects(t.dataDir, [res.json().details.instance_id]);
-    assert.ok(!left.containers.includes(res.json().details.instance_id));
+    const url = room('bad-image', profile.json().profile_id);
+    const created = await t.app.inject({ method: 'POST', url, headers: org.headers, payload: { wait: false } });
+    assert.equal(created.statusCode, 202);
+    const progress: string[] = [];
+    let instance;
+    for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
+      instance = (await t.app.inject({ method: 'GET', url, headers: org.headers })).json();
+      if (instance.progress && !progress.includes(instance.progress)) progress.push(instance.progress);
+      if (instance.state !== 'active') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(instance.state, 'failed');
+    assert.ok(progress.length > 0, 'no progress was shown while the image was built');
+    assert.ok(progress.every((p) => p.startsWith('building image debian:bookworm')), JSON.stringify(progress));
+    assert.equal(instance.progress, null);
+    assert.match(instance.failure_reason, /image build failed.*roomkit-no-such-package/);
+    assert.deepEqual(instance.state_history.map((s: { state: string }) => s.state), ['active', 'failed']);
+    const left = await hostObjects(t.dataDir, [instance.instance_id]);
+    assert.ok(!left.containers.includes(instance.instance_id));
   });
 
   it('refuses an image this version cannot build, saying which it can', async () => {

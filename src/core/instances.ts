@@ -39,6 +39,8 @@ export interface Instance {
   state: InstanceState;
   state_history: StateChange[];
   failure_reason: string | null;
+  /** What provisioning is doing right now when a step takes long (an image build). */
+  progress: string | null;
   runtime: string;
   resources: InstanceResources;
   created_at: string;
@@ -110,6 +112,7 @@ export class Instances {
       last_active_at: now,
       idle_timeout_s: spec.idle_timeout_s,
       max_lifetime_s: spec.max_lifetime_s,
+      progress: null,
     };
     try {
       await this.db.transaction().execute(async (trx) => {
@@ -307,6 +310,9 @@ export class Instances {
     log: Logger,
   ): Promise<void> {
     const started = performance.now();
+    // Progress writes are chained, and each step waits for them, so a late progress
+    // message never lands after the state it described has ended.
+    let progressWritten: Promise<unknown> = Promise.resolve();
     try {
       await runtime.provision({
         instanceId: row.id,
@@ -318,11 +324,24 @@ export class Instances {
         log,
         onStep: async (step: ProvisionStep) => {
           signal.throwIfAborted();
+          await progressWritten;
           await this.transition(row.id, step);
           log.info({ state: step, elapsedMs: Math.round(performance.now() - started) }, 'instance state');
         },
+        onProgress: (message: string) => {
+          // Best effort: a failed write is logged, never fails provisioning.
+          progressWritten = progressWritten.then(() =>
+            this.db
+              .updateTable('instances')
+              .set({ progress: message.slice(0, 500) })
+              .where('id', '=', row.id)
+              .execute()
+              .catch((err: unknown) => log.warn({ err }, 'could not record progress')),
+          );
+        },
       });
     } catch (err) {
+      await progressWritten;
       if (signal.aborted && !this.closing) {
         // Deleted while starting: the delete records the state from here on.
         log.info('instance provisioning cancelled');
@@ -387,6 +406,8 @@ export class Instances {
         .where('state', '=', from)
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) !== 1) throw new Error(`instance ${instanceId} changed state during ${from} -> ${to}`);
+      // Progress describes the step under way; a new state ends it.
+      await trx.updateTable('instances').set({ progress: null }).where('id', '=', instanceId).execute();
       await trx
         .insertInto('instance_events')
         .values({ instance_id: instanceId, seq: Number(last?.seq ?? 0) + 1, state: to, at, reason: reason ?? null })
@@ -441,6 +462,7 @@ export class Instances {
         ...(e.reason === null ? {} : { reason: e.reason }),
       })),
       failure_reason: row.failure_reason,
+      progress: row.progress,
       runtime: row.runtime,
       resources: JSON.parse(row.resources) as InstanceResources,
       created_at: row.created_at,

@@ -51,6 +51,9 @@ export const Instance = Type.Object(
       { description: 'Every state the instance has been in, oldest first, with when it got there' },
     ),
     failure_reason: Type.Union([Type.String(), Type.Null()], { description: 'Why it failed, when state is `failed`' }),
+    progress: Type.Union([Type.String(), Type.Null()], {
+      description: 'What provisioning is doing right now when a step takes long, e.g. building the image; null otherwise',
+    }),
     runtime: Type.String({ description: 'The runtime the instance runs on, e.g. `gvisor`' }),
     resources: Type.Object({
       memory_mb: Type.Integer(),

@@ -99,16 +99,18 @@ export class ImageStore {
   }
 
   /** The cached image, built first if there is none; concurrent callers share one build. */
-  async ensure(request: ImageRequest, log: Logger = this.log): Promise<ImageInfo> {
+  async ensure(request: ImageRequest, log: Logger = this.log, onProgress: (message: string) => void = () => {}): Promise<ImageInfo> {
     const key = ImageStore.keyOf(request);
     const cached = this.read(key);
     if (cached) return cached;
     let pending = this.building.get(key);
     if (!pending) {
-      pending = this.build(key, request, log).finally(() => this.building.delete(key));
+      onProgress(`building image ${request.image}${request.packages.length ? ` with ${request.packages.join(', ')}` : ''}`);
+      pending = this.build(key, request, log, onProgress).finally(() => this.building.delete(key));
       this.building.set(key, pending);
     } else {
       log.info({ imageKey: key }, 'waiting for an image build already under way');
+      onProgress(`waiting for the build of image ${request.image} under way`);
     }
     return pending;
   }
@@ -142,7 +144,7 @@ export class ImageStore {
     }
   }
 
-  private async build(key: string, request: ImageRequest, log: Logger): Promise<ImageInfo> {
+  private async build(key: string, request: ImageRequest, log: Logger, onProgress: (message: string) => void): Promise<ImageInfo> {
     const suite = suiteOf(request.image);
     const started = Date.now();
     const tmp = join(this.dir, `.build-${key}-${randomBytes(4).toString('hex')}`);
@@ -165,7 +167,10 @@ export class ImageStore {
           suite,
           join(tmp, 'rootfs'),
         ],
-        (line) => log.info({ imageKey: key, step: line }, 'image build'),
+        (line) => {
+          log.info({ imageKey: key, step: line }, 'image build');
+          onProgress(`building image ${request.image}: ${line}`);
+        },
       );
       const info: Omit<ImageInfo, 'rootfs'> = {
         key,

@@ -27,6 +27,8 @@ export interface ProvisionRequest {
    * the runtime then undoes what it did and rejects too.
    */
   onStep(step: ProvisionStep): Promise<void>;
+  /** Reports what a long step is doing (e.g. an image build's phases), for callers to see. */
+  onProgress(message: string): void;
   log: Logger;
 }
 

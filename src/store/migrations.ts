@@ -114,6 +114,12 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('instances').addColumn('max_lifetime_s', 'integer', (c) => c.notNull().defaultTo(0)).execute();
     },
   },
+  '0004_instance_progress': {
+    async up(db: Kysely<any>) {
+      // What a long step is doing right now (e.g. building the image), for callers that poll.
+      await db.schema.alterTable('instances').addColumn('progress', 'text').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -54,6 +54,8 @@ export interface InstancesTable {
   idle_timeout_s: number;
   /** 0 = no limit. */
   max_lifetime_s: number;
+  /** What provisioning is doing right now, while it takes long; null otherwise. */
+  progress: string | null;
 }
 
 export interface InstanceEventsTable {

@@ -43,6 +43,7 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
         onStep: async (step) => {
           steps.push(step);
         },
+        onProgress: () => {},
         steps,
         ...overrides,
       };

@@ -98,7 +98,11 @@ export class GvisorRuntime implements Runtime {
     const dir = join(this.instancesDir, instanceId);
     try {
       // Still `active`: the image is built once per profile and cached.
-      const image = await this.images.ensure({ image: spec.image, packages: spec.packages, user: spec.user, home: spec.home }, log);
+      const image = await this.images.ensure(
+        { image: spec.image, packages: spec.packages, user: spec.user, home: spec.home },
+        log,
+        request.onProgress,
+      );
       signal.throwIfAborted();
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       const meta: InstanceMeta = { instanceId, imageKey: image.key, ...names, home: spec.home, egress: spec.network.egress, memoryMb: spec.memory_mb };
