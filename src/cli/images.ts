@@ -71,7 +71,7 @@ export async function imagesPrune(options: Common): Promise<void> {
     const live = await services.db.selectFrom('instances').select('id').where('state', 'in', LIVE_STATES).execute();
     return new Set(live.map((row) => imageKeyOf(config.dataDir, row.id)).filter((k): k is string => k !== undefined));
   });
-  const removed = imageStore(options, false).prune(inUse);
+  const removed = await imageStore(options, false).prune(inUse);
   if (options.json) process.stdout.write(`${JSON.stringify({ removed, kept: [...inUse] })}\n`);
   else process.stdout.write(removed.length ? `removed ${removed.join(', ')}\n` : 'nothing to remove\n');
 }

@@ -241,38 +241,51 @@ export class Instances {
 
   /**
    * Makes the host agree with the store after a start: ready instances that still run
-   * are adopted; every other live instance (half-made, or dead) is torn down and marked
-   * failed; whatever the runtime holds for no live instance is removed.
+   * are adopted; whatever the runtime holds for any other instance is removed; then
+   * instances that were being deleted are recorded as stopped, and every other live
+   * one (half-made, or found dead) as failed, with the reason.
    */
-  async reconcile(): Promise<{ adopted: string[]; failed: string[]; swept: string[] }> {
+  async reconcile(): Promise<{ adopted: string[]; failed: string[]; stopped: string[]; swept: string[] }> {
     const selection = this.runtimeSelection;
-    if (!('runtime' in selection)) return { adopted: [], failed: [], swept: [] };
+    if (!('runtime' in selection)) return { adopted: [], failed: [], stopped: [], swept: [] };
     const runtime = selection.runtime;
     const rows = await this.db.selectFrom('instances').selectAll().where('state', 'in', LIVE_STATES).execute();
     const adopted: string[] = [];
-    const failed: string[] = [];
+    const outcomes: { row: InstanceRow; to: 'failed' | 'stopped'; reason: string }[] = [];
     for (const row of rows) {
-      const log = this.log.child({ instanceId: row.id });
       if (row.state === 'ready' && row.runtime === runtime.name) {
         const health = await runtime.health(row.id);
         if (health.healthy) {
           await runtime.adopt(row.id);
           adopted.push(row.id);
-          log.info('instance adopted at start');
+          this.log.info({ instanceId: row.id }, 'instance adopted at start');
           continue;
         }
-        await this.fail(row.id, `found unhealthy at service start: ${health.reason}`);
+        outcomes.push({ row, to: 'failed', reason: `found unhealthy at service start: ${health.reason}` });
+      } else if (row.state === 'stopping') {
+        outcomes.push({ row, to: 'stopped', reason: 'stopped when the service started again' });
       } else {
-        await this.fail(row.id, `the service stopped while the instance was ${row.state}`);
+        outcomes.push({ row, to: 'failed', reason: `the service stopped while the instance was ${row.state}` });
       }
-      failed.push(row.id);
-      log.warn('instance marked failed at start');
     }
-    const swept = await runtime.sweep(new Set(adopted));
-    if (adopted.length + failed.length + swept.length > 0) {
-      this.log.info({ adopted: adopted.length, failed: failed.length, swept }, 'reconciled instances with the host');
+    // Remove first, record after: a row says `stopped` or `failed` only once nothing of
+    // it is left on the host.
+    let swept: string[] = [];
+    try {
+      swept = await runtime.sweep(new Set(adopted));
+    } catch (err) {
+      this.log.error({ err }, 'could not remove everything left on the host; the next start tries again');
     }
-    return { adopted, failed, swept };
+    for (const { row, to, reason } of outcomes) {
+      await this.transition(row.id, to, reason);
+      this.log.warn({ instanceId: row.id, state: to, reason }, 'instance settled at start');
+    }
+    const failed = outcomes.filter((o) => o.to === 'failed').map((o) => o.row.id);
+    const stopped = outcomes.filter((o) => o.to === 'stopped').map((o) => o.row.id);
+    if (rows.length + swept.length > 0) {
+      this.log.info({ adopted: adopted.length, failed: failed.length, stopped: stopped.length, swept }, 'reconciled instances with the host');
+    }
+    return { adopted, failed, stopped, swept };
   }
 
   /**

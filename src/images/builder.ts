@@ -7,6 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { mountsUnder, unmountAll } from '../host/mounts.ts';
 
 /** Bumped whenever the way images are built changes, so old cache entries are not reused. */
 const BUILD_FORMAT = 1;
@@ -49,19 +50,22 @@ export class ImageStore {
   private readonly dir: string;
   private readonly log: Logger;
   private readonly building = new Map<string, Promise<ImageInfo>>();
+  /** Process groups of the mmdebstrap runs under way. */
+  private readonly groups = new Set<number>();
 
   constructor(options: { dir: string; log: Logger }) {
     this.dir = options.dir;
     this.log = options.log;
     mkdirSync(this.dir, { recursive: true });
-    this.removeAbandonedBuilds();
   }
 
   /**
-   * Removes what builds of a process that died left behind: its partial directory and
-   * its mmdebstrap process group, which outlives a killed parent.
+   * Removes what builds of a process that died left behind: its mmdebstrap process
+   * group (which outlives a killed parent), the mounts mmdebstrap made inside the build
+   * (proc, sys, devpts, a bind of /dev/shm), and the partial directory. Never throws:
+   * what cannot be removed is logged and left for the next start.
    */
-  private removeAbandonedBuilds(): void {
+  async removeAbandonedBuilds(): Promise<void> {
     for (const name of readdirSync(this.dir)) {
       if (!name.startsWith('.build-')) continue;
       const dir = join(this.dir, name);
@@ -69,19 +73,21 @@ export class ImageStore {
       try {
         owner = JSON.parse(readFileSync(join(dir, 'build.json'), 'utf8')) as typeof owner;
       } catch {
-        // No record yet: the build died before it began.
+        // No record: the build died before mmdebstrap started.
       }
-      if (owner.ownerPid !== undefined && isAlive(owner.ownerPid)) continue;
-      if (owner.pgid !== undefined) {
-        try {
-          process.kill(-owner.pgid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
+      if (owner.ownerPid !== undefined && owner.ownerPid !== process.pid && isAlive(owner.ownerPid)) continue;
+      try {
+        if (owner.pgid !== undefined) await stopGroup(owner.pgid);
+        if (await removeBuildDir(dir, this.log)) this.log.info({ dir: name }, 'removed an abandoned image build');
+      } catch (err) {
+        this.log.error({ dir: name, err }, 'could not remove an abandoned image build');
       }
-      rmSync(dir, { recursive: true, force: true });
-      this.log.info({ dir: name }, 'removed an abandoned image build');
     }
+  }
+
+  /** Stops builds under way (their callers' ensure() rejects); used when the service stops. */
+  async close(): Promise<void> {
+    await Promise.all([...this.groups].map((pgid) => stopGroup(pgid)));
   }
 
   /** The cache key of the root filesystem a request resolves to. */
@@ -123,13 +129,12 @@ export class ImageStore {
   }
 
   /** Removes cached images whose key is not in `keep`, and leftovers of interrupted builds. */
-  prune(keep: ReadonlySet<string>): string[] {
+  async prune(keep: ReadonlySet<string>): Promise<string[]> {
+    await this.removeAbandonedBuilds();
     const removed: string[] = [];
     for (const name of readdirSync(this.dir)) {
-      if (keep.has(name) || this.building.has(name)) continue;
-      if (name.startsWith('.build-') && [...this.building.keys()].some((k) => name.startsWith(`.build-${k}`))) continue;
-      rmSync(join(this.dir, name), { recursive: true, force: true });
-      removed.push(name);
+      if (name.startsWith('.build-') || keep.has(name) || this.building.has(name)) continue;
+      if (await removeBuildDir(join(this.dir, name), this.log)) removed.push(name);
     }
     return removed;
   }
@@ -159,6 +164,7 @@ export class ImageStore {
     try {
       await runMmdebstrap(
         tmp,
+        this.groups,
         [
           '--variant=minbase',
           '--mode=root',
@@ -197,7 +203,7 @@ export class ImageStore {
       log.info({ imageKey: key, buildMs: info.build_ms }, 'image built');
       return { ...info, rootfs: join(this.dir, key, 'rootfs') };
     } catch (err) {
-      rmSync(tmp, { recursive: true, force: true });
+      await removeBuildDir(tmp, log);
       throw err;
     }
   }
@@ -214,13 +220,15 @@ export function suiteOf(image: string): string {
 }
 
 /** Runs mmdebstrap, reporting its progress lines; rejects with its error lines. */
-function runMmdebstrap(buildDir: string, args: string[], onProgress: (line: string) => void): Promise<void> {
+function runMmdebstrap(buildDir: string, groups: Set<number>, args: string[], onProgress: (line: string) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     // Its own process group, recorded, so that the whole build can be killed even after
     // this process died.
     const child = spawn('mmdebstrap', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    if (child.pid !== undefined) {
-      writeFileSync(join(buildDir, 'build.json'), JSON.stringify({ ownerPid: process.pid, pgid: child.pid }));
+    const pgid = child.pid;
+    if (pgid !== undefined) {
+      groups.add(pgid);
+      writeFileSync(join(buildDir, 'build.json'), JSON.stringify({ ownerPid: process.pid, pgid }));
     }
     const errors: string[] = [];
     const tail: string[] = [];
@@ -237,13 +245,14 @@ function runMmdebstrap(buildDir: string, args: string[], onProgress: (line: stri
     };
     child.stdout.setEncoding('utf8').on('data', onData);
     child.stderr.setEncoding('utf8').on('data', onData);
-    const timer = setTimeout(() => killGroup(child.pid), BUILD_TIMEOUT_MS);
+    const timer = setTimeout(() => void (pgid === undefined ? undefined : stopGroup(pgid)), BUILD_TIMEOUT_MS);
     child.on('error', (err) => {
       clearTimeout(timer);
       reject(new ImageBuildError(`cannot run mmdebstrap: ${err.message} (install it: apt-get install mmdebstrap)`));
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      if (pgid !== undefined) groups.delete(pgid);
       if (code === 0) return resolve();
       const why = signal ? `was killed (${signal})` : `failed (exit ${code})`;
       const detail = errors.length > 0 ? errors.join('; ') : tail.filter(Boolean).slice(-5).join(' | ');
@@ -261,11 +270,54 @@ function isAlive(pid: number): boolean {
   }
 }
 
-function killGroup(pgid: number | undefined): void {
-  if (pgid === undefined) return;
+function groupAlive(pgid: number): boolean {
   try {
-    process.kill(-pgid, 'SIGKILL');
-  } catch {
-    // already gone
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * Ends a build's process group: SIGTERM first, which mmdebstrap answers by unmounting
+ * what it mounted inside the build, then SIGKILL for whatever is left.
+ */
+async function stopGroup(pgid: number): Promise<void> {
+  const signalGroup = (signal: NodeJS.Signals) => {
+    try {
+      process.kill(-pgid, signal);
+    } catch {
+      // already gone
+    }
+  };
+  const waitGone = async (ms: number) => {
+    for (const deadline = Date.now() + ms; Date.now() < deadline && groupAlive(pgid); ) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  if (!groupAlive(pgid)) return;
+  signalGroup('SIGTERM');
+  await waitGone(15_000);
+  if (groupAlive(pgid)) {
+    signalGroup('SIGKILL');
+    await waitGone(5_000);
+  }
+}
+
+/**
+ * Removes a build (or image) directory, but only after unmounting what is mounted
+ * inside it: a recursive delete that crossed into a leftover bind mount would delete
+ * the host's files there (mmdebstrap binds /dev/shm into its builds).
+ */
+async function removeBuildDir(dir: string, log: Logger): Promise<boolean> {
+  if (!existsSync(dir)) return true;
+  await unmountAll(dir);
+  const still = mountsUnder(dir);
+  if (still.length > 0) {
+    log.error({ dir, mounts: still }, 'not removing a build directory that still has mounts inside');
+    return false;
+  }
+  rmSync(dir, { recursive: true, force: true });
+  return true;
 }

@@ -39,6 +39,11 @@ export interface Server {
   output(): { stdout: string; stderr: string };
   /** Sends SIGTERM and waits for the exit; kills it if it takes longer than 20 s. */
   stop(): Promise<Run>;
+  /**
+   * Sends `signal` (SIGKILL by default: a crash, no shutdown code runs) to this process
+   * only, and waits for it to exit. Its children, if any, are left as they are.
+   */
+  kill(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 /** Starts `roomkit serve` on a free port and waits until it listens. */
@@ -67,6 +72,8 @@ export async function startServer(dataDir: string, extraArgs: string[] = [], env
     });
   });
   const exited = once(child, 'close') as Promise<[number | null, NodeJS.Signals | null]>;
+  // 'exit' rather than 'close': after a crash, the pipes may stay open in processes it left.
+  const ended = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
   return {
     child,
     url,
@@ -77,6 +84,11 @@ export async function startServer(dataDir: string, extraArgs: string[] = [], env
       const [code, signal] = await exited;
       clearTimeout(timer);
       return { code, signal, stdout, stderr };
+    },
+    async kill(signal = 'SIGKILL') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const [code, how] = await ended;
+      return { code, signal: how };
     },
   };
 }

@@ -98,10 +98,11 @@ export class GvisorRuntime implements Runtime {
     const dir = join(this.instancesDir, instanceId);
     try {
       // Still `active`: the image is built once per profile and cached.
-      const image = await this.images.ensure(
-        { image: spec.image, packages: spec.packages, user: spec.user, home: spec.home },
-        log,
-        request.onProgress,
+      // A build can take minutes: a delete or a shutdown does not wait for it (the build
+      // itself goes on for others that need it, or is stopped when the service stops).
+      const image = await untilAborted(
+        this.images.ensure({ image: spec.image, packages: spec.packages, user: spec.user, home: spec.home }, log, request.onProgress),
+        signal,
       );
       signal.throwIfAborted();
       mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -236,10 +237,15 @@ export class GvisorRuntime implements Runtime {
 
   async sweep(keep: ReadonlySet<string>): Promise<string[]> {
     const removed: string[] = [];
+    const errors: string[] = [];
     for (const id of await this.list()) {
       if (keep.has(id)) continue;
-      await this.destroy(id);
-      removed.push(`instance ${id}`);
+      try {
+        await this.destroy(id);
+        removed.push(`instance ${id}`);
+      } catch (err) {
+        errors.push(`instance ${id}: ${(err as Error).message}`);
+      }
     }
     // Namespaces, veths and rules whose instance is unknown (e.g. lost with its directory).
     const kept = new Set([...keep].map((id) => networkNames(this.tag, id)));
@@ -266,12 +272,15 @@ export class GvisorRuntime implements Runtime {
       await unmountAll(point);
       removed.push(`mount ${point}`);
     }
+    // What could not be removed is reported after everything else was tried.
+    if (errors.length > 0) throw new Error(`could not remove ${errors.join('; ')}`);
     return removed;
   }
 
   /** Removes the firewall table when no instance is left that it protects. */
   async close(): Promise<void> {
     this.memoryGuard.stop();
+    await this.images.close();
     if ((await this.list()).length === 0) await removeRuleset(this.tag);
   }
 
@@ -306,6 +315,25 @@ export class GvisorRuntime implements Runtime {
       return undefined;
     }
   }
+}
+
+/** The promise's outcome, or a rejection as soon as the signal aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  signal.throwIfAborted();
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }
 
 /** Removes the instance's cgroup directories that runsc left in any hierarchy. */

@@ -49,6 +49,7 @@ export const gvisorCandidate: RuntimeCandidate = {
     }
     const pool = new AddressPool(db, config.networkPool);
     const images = new ImageStore({ dir: config.imagesDir, log });
+    await images.removeAbandonedBuilds();
     const runtime = new GvisorRuntime({
       dataDir: config.dataDir,
       pool,
