@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROVISION_STATES } from '../src/core/lifecycle.ts';
 import type { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
@@ -38,12 +38,15 @@ after(async () => {
   const dataDir = t.dataDir;
   const tag = runtime.tag;
   // Closing stops every instance (the tests' shutdown policy) and must leave nothing.
-  await t.services.close();
-  const left = await hostObjects(dataDir);
-  assert.deepEqual({ ...left, egressRules: [] }, NOTHING);
-  const tables = await run('nft', ['list', 'tables'], { timeoutMs: 10_000 });
-  assert.doesNotMatch(tables.stdout, new RegExp(`roomkit_${tag}`));
-  await t.close();
+  try {
+    await t.services.close();
+    const left = await hostObjects(dataDir);
+    assert.deepEqual({ ...left, egressRules: [] }, NOTHING);
+    const tables = await run('nft', ['list', 'tables'], { timeoutMs: 10_000 });
+    assert.doesNotMatch(tables.stdout, new RegExp(`roomkit_${tag}`));
+  } finally {
+    await t.close();
+  }
 });
 
 const room = (name: string, profile = profileId) => `/api/profile/${profile}/room/${name}`;
@@ -52,6 +55,20 @@ async function createInstance(name: string, profile = profileId): Promise<{ inst
   const res = await t.app.inject({ method: 'POST', url: room(name, profile), headers: org.headers });
   assert.equal(res.statusCode, 201, res.body);
   return res.json();
+}
+
+/** Asserts the host holds nothing of the instance: sandbox, namespace, veth, mounts, cgroups, files, lease. */
+async function assertNothingLeftFor(id: string): Promise<void> {
+  const names = networkNames(runtime.tag, id);
+  const left = await hostObjects(t.dataDir, [id]);
+  assert.ok(!left.containers.includes(id), 'sandbox left');
+  assert.ok(!left.netns.includes(names.netns), 'namespace left');
+  assert.ok(!left.interfaces.includes(names.hostIf), 'veth left');
+  assert.ok(!left.mounts.some((m) => m.includes(id)), 'mount left');
+  assert.deepEqual(left.cgroups, [], 'cgroups left');
+  assert.ok(!existsSync(join(t.dataDir, 'instances', id)), 'instance directory left');
+  const lease = await t.services.db.selectFrom('network_leases').selectAll().where('instance_id', '=', id).execute();
+  assert.deepEqual(lease, [], 'address lease left');
 }
 
 async function sh(instanceId: string, script: string, timeoutMs = 60_000) {
@@ -104,6 +121,8 @@ describe('an instance on gVisor', () => {
   });
 
   it('stops a fork bomb inside: fork fails, and the instance keeps answering', async () => {
+    // Its own instance, so that what the bomb leaves behind cannot disturb other tests.
+    const id = (await createInstance('fork-bomb')).instance_id;
     // The classic shell fork bomb, left to run for a while in the background.
     const launch = await sh(id, 'sh -c "b() { b | b & }; b" >/dev/null 2>/tmp/bomb.err; echo launched');
     assert.equal(launch.stdout, 'launched\n');
@@ -112,30 +131,35 @@ describe('an instance on gVisor', () => {
     // counts the user's processes and cleans up.
     const root = await runtime.exec(
       id,
-      ['sh', '-c', 'echo "failed forks: $(grep -c "Cannot fork" /tmp/bomb.err)"; echo "user processes: $(ps -u user --no-headers | wc -l)"; pkill -KILL -u 1000; echo cleaned'],
+      // pkill until none is left: a bomb process may fork between the listing and the kill.
+      ['sh', '-c', 'echo "failed forks: $(grep -c "Cannot fork" /tmp/bomb.err)"; echo "user processes: $(ps -u user --no-headers | wc -l)"; while pkill -KILL -u 1000; do sleep 0.2; done; echo cleaned'],
       { as: 'root', timeoutMs: 60_000 },
     );
     assert.ok(Number(/failed forks: (\d+)/.exec(root.stdout)?.[1]) > 0, root.stdout);
     const count = Number(/user processes: (\d+)/.exec(root.stdout)?.[1]);
-    assert.ok(count <= 256, `the VM user had ${count} processes; the limit is 256`);
+    assert.ok(count <= 128, `the VM user had ${count} processes; the limit is 128`);
     assert.match(root.stdout, /cleaned\n$/);
     const after = await sh(id, 'echo alive');
     assert.equal(after.stdout, 'alive\n');
   });
 
   it('kills a process that takes the instance past memory_mb, like an OOM killer, and lives on', async () => {
+    const id = (await createInstance('balloon')).instance_id;
+    const cgroup = `/sys/fs/cgroup/memory/roomkit/${id}`;
+    writeFileSync(`${cgroup}/memory.max_usage_in_bytes`, '0');
     const balloon = 'l = []\nwhile True: l.append(b"x" * 1048576)';
     const res = await runtime.exec(id, ['python3', '-c', balloon], { as: 'vm', home: '/home/user', timeoutMs: 120_000 });
     assert.equal(res.code, 137, `the balloon ended with ${res.code}: ${res.stderr}`);
-    const max = Number(readFileSync(`/sys/fs/cgroup/memory/roomkit/${id}/memory.max_usage_in_bytes`, 'utf8'));
-    assert.ok(max <= (512 + 256) * 1024 * 1024, 'the sandbox went past its host limit');
+    // The host limit, plus the 256 MiB the guard lends a sandbox frozen at it to run the kill.
+    const max = Number(readFileSync(`${cgroup}/memory.max_usage_in_bytes`, 'utf8'));
+    assert.ok(max <= (512 + 256 + 256) * 1024 * 1024, `the sandbox used ${max >> 20} MiB`);
     const after = await sh(id, 'echo alive');
     assert.equal(after.stdout, 'alive\n');
   });
 
   it('limits open files per process', async () => {
     const res = await sh(id, 'ulimit -n; python3 -c "\nimport os\nfds=[]\ntry:\n    while True: fds.append(os.open(\'/dev/null\', os.O_RDONLY))\nexcept OSError as e: print(e.errno == 24, len(fds) < 8200)"');
-    assert.equal(res.stdout, '8192\nTrue True\n');
+    assert.equal(res.stdout, '8192\nTrue True\n', res.stderr);
   });
 
   it('has its CPU limited to the profile\'s vcpus by a CFS quota', async () => {
@@ -158,15 +182,7 @@ describe('deleting', () => {
     const res = await t.app.inject({ method: 'DELETE', url: room('to-delete'), headers: org.headers });
     assert.equal(res.statusCode, 200);
     assert.equal(res.json().state, 'stopped');
-    const left = await hostObjects(t.dataDir, [id]);
-    assert.ok(!left.netns.includes(networkNames(runtime.tag, id).netns));
-    assert.ok(!left.interfaces.includes(networkNames(runtime.tag, id).hostIf));
-    assert.ok(!left.containers.includes(id));
-    assert.deepEqual(left.cgroups, []);
-    assert.ok(!left.mounts.some((m) => m.includes(id)));
-    assert.ok(!existsSync(join(t.dataDir, 'instances', id)));
-    const lease = await t.services.db.selectFrom('network_leases').selectAll().where('instance_id', '=', id).execute();
-    assert.deepEqual(lease, []);
+    await assertNothingLeftFor(id);
   });
 
   it('undoes every step when provisioning fails half-way', async () => {
@@ -192,11 +208,7 @@ describe('deleting', () => {
       /stop here/,
     );
     assert.deepEqual(seen, ['network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted']);
-    const left = await hostObjects(t.dataDir, [id]);
-    assert.ok(!left.containers.includes(id));
-    assert.ok(!left.netns.includes(networkNames(runtime.tag, id).netns));
-    assert.deepEqual(left.cgroups, []);
-    assert.ok(!existsSync(join(t.dataDir, 'instances', id)));
+    await assertNothingLeftFor(id);
   });
 });
 
@@ -225,8 +237,7 @@ describe('images', () => {
     assert.equal(instance.progress, null);
     assert.match(instance.failure_reason, /image build failed.*roomkit-no-such-package/);
     assert.deepEqual(instance.state_history.map((s: { state: string }) => s.state), ['active', 'failed']);
-    const left = await hostObjects(t.dataDir, [instance.instance_id]);
-    assert.ok(!left.containers.includes(instance.instance_id));
+    await assertNothingLeftFor(instance.instance_id);
   });
 
   it('refuses an image this version cannot build, saying which it can', async () => {
@@ -253,11 +264,7 @@ describe('expiry', () => {
     const id = (await createInstance('expiring', profile.json().profile_id)).instance_id;
     const expired = await t.services.instances.expire(Date.now() + 61_000);
     assert.ok(expired.includes(id));
-    const left = await hostObjects(t.dataDir, [id]);
-    assert.ok(!left.containers.includes(id));
-    assert.ok(!left.netns.includes(networkNames(runtime.tag, id).netns));
-    assert.deepEqual(left.cgroups, []);
-    assert.ok(!existsSync(join(t.dataDir, 'instances', id)));
+    await assertNothingLeftFor(id);
   });
 });
 

@@ -2,6 +2,13 @@
 // call is bounded: a program that hangs is killed and reported, never waited on forever.
 import { spawn, type StdioOptions } from 'node:child_process';
 
+/**
+ * After the program exits, how long to wait for its output pipes to close. Processes it
+ * left running (a background job in a sandbox, say) may hold them open indefinitely;
+ * their output after this is not waited for.
+ */
+const OUTPUT_GRACE_MS = 250;
+
 export interface RunOptions {
   /** Killed with SIGKILL after this long. */
   timeoutMs: number;
@@ -70,10 +77,19 @@ export function run(file: string, args: readonly string[], options: RunOptions):
       options.signal?.removeEventListener('abort', onAbort);
       reject(err);
     });
-    child.on('close', (code, signal) => {
+    let settled = false;
+    const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
+      child.stdout?.destroy();
+      child.stderr?.destroy();
       resolve({ code, signal, stdout, stderr, timedOut });
+    };
+    child.on('close', finish);
+    child.on('exit', (code, signal) => {
+      setTimeout(() => finish(code, signal), OUTPUT_GRACE_MS);
     });
     if (options.input !== undefined) child.stdin?.end(options.input);
   });

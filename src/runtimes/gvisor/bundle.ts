@@ -9,13 +9,14 @@ import type { ProfileSpec } from '../../core/profile-schema.ts';
  */
 export const SANDBOX_MEMORY_OVERHEAD_MB = 256;
 /** Processes (and threads) the VM user may have at once inside the instance. */
-export const INSTANCE_NPROC = 256;
+export const INSTANCE_NPROC = 128;
 /** Open files per process inside the instance. */
 export const INSTANCE_NOFILE = 8192;
 /**
  * Host tasks the whole sandbox may have: a backstop. Under the ptrace platform each
- * guest process costs several host tasks, and a fork bomb at INSTANCE_NPROC was seen to
- * peak at about 12,000; a sandbox that cannot make a host thread dies.
+ * guest process costs several host tasks (and their kernel memory counts against the
+ * sandbox's memory): a fork bomb at 256 processes was seen to peak at 12,000-20,000
+ * host tasks and freeze a 768 MiB sandbox. A sandbox that cannot make a host thread dies.
  */
 export const SANDBOX_PIDS_LIMIT = 32768;
 const CPU_PERIOD_US = 100_000;

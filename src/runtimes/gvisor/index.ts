@@ -78,7 +78,19 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
-    this.memoryGuard = new MemoryGuard({ log: this.log, killLargest: (id) => this.killLargest(id) });
+    this.memoryGuard = new MemoryGuard({
+      log: this.log,
+      killLargest: (id) => this.killLargest(id),
+      killUser: async (id) => {
+        // Again until none is left: a process may fork between the listing and the kill.
+        const script = `n=$(ps -u ${VM_UID} --no-headers | wc -l); i=0; while pkill -KILL -u ${VM_UID} && [ $i -lt 50 ]; do i=$((i+1)); sleep 0.1; done; echo $n`;
+        const result = await this.exec(id, ['sh', '-c', script], {
+          as: 'root',
+          timeoutMs: 10_000,
+        });
+        return Number(result.stdout.trim()) || 0;
+      },
+    });
   }
 
   /** Installs the firewall table; instances already running get their egress back from adopt(). */
@@ -177,6 +189,8 @@ export class GvisorRuntime implements Runtime {
     // In reverse order of provisioning: sandbox, mounts, writable layer, rules, veth and
     // namespace, address.
     this.memoryGuard.unwatch(instanceId);
+    // A sandbox frozen at its memory ceiling cannot even die: let it run free first.
+    unfreezeMemory(instanceId);
     await this.runsc.destroy(netnsExists ? names.netns : null, instanceId);
     await unmountAll(dir);
     rmSync(dir, { recursive: true, force: true });
@@ -334,6 +348,18 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
       },
     );
   });
+}
+
+/** Lifts the memory cgroup's limit and restores the kernel's OOM kill (v1), if it exists. */
+function unfreezeMemory(instanceId: string): void {
+  const dir = join(CGROUP_ROOT, 'memory', 'roomkit', instanceId);
+  if (!existsSync(dir)) return;
+  try {
+    writeFileSync(join(dir, 'memory.oom_control'), '0');
+    writeFileSync(join(dir, 'memory.limit_in_bytes'), '-1');
+  } catch {
+    // Gone in the meantime.
+  }
 }
 
 /** Removes the instance's cgroup directories that runsc left in any hierarchy. */

@@ -19,6 +19,8 @@ export interface MemoryGuardOptions {
   log: Logger;
   /** Kills the largest process in the instance (not its init); null when none was found. */
   killLargest(instanceId: string): Promise<Victim | null>;
+  /** Kills every process of the VM user; returns how many. */
+  killUser(instanceId: string): Promise<number>;
   intervalMs?: number;
 }
 
@@ -28,8 +30,11 @@ interface Watched {
   busy: boolean;
 }
 
+/** How long freed memory may take to show in the cgroup after a kill. */
+const RELEASE_WAIT_MS = 10_000;
+
 /** Room made above the hard limit while the guard works inside a frozen sandbox. */
-const RESCUE_BYTES = 64 * 1024 * 1024;
+const RESCUE_BYTES = 256 * 1024 * 1024;
 
 export class MemoryGuard {
   private readonly watched = new Map<string, Watched>();
@@ -80,7 +85,9 @@ export class MemoryGuard {
       const frozen = readFileSync(`${w.cgroupDir}/memory.oom_control`, 'utf8').includes('under_oom 1');
       if (usage < w.thresholdBytes && !frozen) continue;
       w.busy = true;
-      void this.relieve(id, w, frozen).finally(() => (w.busy = false));
+      this.relieve(id, w, frozen)
+        .catch((err: unknown) => this.options.log.error({ instanceId: id, err }, 'memory guard failed'))
+        .finally(() => (w.busy = false));
     }
   }
 
@@ -95,17 +102,41 @@ export class MemoryGuard {
         { instanceId: id, victim, usageMb: Math.round((readNumber(`${w.cgroupDir}/memory.usage_in_bytes`) ?? 0) / 1048576) },
         victim ? 'instance out of memory: killed its largest process' : 'instance out of memory: no process to kill',
       );
-      // Memory comes back once the victim is gone; wait for it before looking again.
-      const deadline = Date.now() + 2000;
+      // Memory comes back once the victim is gone (gVisor returns it within seconds);
+      // wait for that before looking again, so that one excess costs one process.
+      const deadline = Date.now() + RELEASE_WAIT_MS;
       while (Date.now() < deadline && (readNumber(`${w.cgroupDir}/memory.usage_in_bytes`) ?? 0) >= w.thresholdBytes) {
         await new Promise((r) => setTimeout(r, 20));
+      }
+      // Still at the hard limit: one process was not the problem (a fork bomb's host
+      // tasks, say). The VM user's processes all go, so the instance itself lives.
+      if (frozen && readFileSync(`${w.cgroupDir}/memory.oom_control`, 'utf8').includes('under_oom 1')) {
+        const killed = await this.options.killUser(id);
+        this.options.log.warn({ instanceId: id, killed }, 'instance stuck at its memory ceiling: killed all of the VM user\'s processes');
       }
     } catch (err) {
       this.options.log.error({ instanceId: id, err }, 'memory guard could not relieve the instance');
     } finally {
-      if (frozen && limit !== null && existsSync(limitFile)) writeFileSync(limitFile, String(limit));
+      if (frozen && limit !== null) await restoreLimit(limitFile, limit, this.options.log, id);
     }
   }
+}
+
+/**
+ * Puts the hard limit back after a rescue. The kernel refuses a limit below the current
+ * usage, so this retries for a while as memory is freed, and logs if it cannot.
+ */
+async function restoreLimit(file: string, limit: number, log: Logger, instanceId: string): Promise<void> {
+  for (const deadline = Date.now() + RELEASE_WAIT_MS; Date.now() < deadline; ) {
+    if (!existsSync(file)) return;
+    try {
+      writeFileSync(file, String(limit));
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  log.warn({ instanceId }, 'memory guard could not restore the hard memory limit; it stays raised by the rescue margin');
 }
 
 function readNumber(file: string): number | null {
