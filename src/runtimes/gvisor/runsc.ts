@@ -3,7 +3,7 @@
 // this kernel, so the sandbox uses the namespace's host-mode network), and every
 // call has a deadline: a hung runsc is killed, not waited on.
 import { closeSync, openSync } from 'node:fs';
-import { type RunOptions, type RunResult, run, runChecked } from '../../host/run.ts';
+import { HostCommandError, type RunOptions, type RunResult, run, runChecked } from '../../host/run.ts';
 import { netnsPath } from '../../network/netns.ts';
 
 export const RUNSC_TIMEOUT_MS = 30_000;
@@ -31,11 +31,9 @@ export class Runsc {
   }
 
   async callChecked(netns: string | null, args: string[], options: Partial<RunOptions> = {}): Promise<RunResult> {
-    const runscArgs = [...this.globalFlags(), ...args];
-    const opts: RunOptions = { timeoutMs: RUNSC_TIMEOUT_MS, ...options };
-    return netns === null
-      ? runChecked(this.binary, runscArgs, opts)
-      : runChecked('nsenter', [`--net=${netnsPath(netns)}`, this.binary, ...runscArgs], opts);
+    const result = await this.call(netns, args, options);
+    if (result.code !== 0) throw new HostCommandError(`runsc ${args.slice(0, 2).join(' ')}`, result);
+    return result;
   }
 
   /**
