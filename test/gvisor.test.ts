@@ -162,6 +162,19 @@ describe('an instance on gVisor', () => {
     assert.equal(res.stdout, '8192\nTrue True\n', res.stderr);
   });
 
+  it('holds two busy loops to the profile\'s one vcpu', async () => {
+    const usage = () => Number(readFileSync(`/sys/fs/cgroup/cpuacct/roomkit/${id}/cpuacct.usage`, 'utf8'));
+    const before = usage();
+    const started = performance.now();
+    const res = await sh(id, 'timeout 4 sh -c "while :; do :; done" & timeout 4 sh -c "while :; do :; done" & wait; echo done', 60_000);
+    const wallNs = (performance.now() - started) * 1e6;
+    assert.equal(res.stdout, 'done\n');
+    const cpus = (usage() - before) / wallNs;
+    // Two loops on a 2-core host would use up to 2 CPUs without the quota.
+    assert.ok(cpus <= 1.15, `the instance used ${cpus.toFixed(2)} CPUs with vcpus = 1`);
+    assert.ok(cpus > 0.3, `the loops barely ran (${cpus.toFixed(2)} CPUs): the check would prove nothing`);
+  });
+
   it('has its CPU limited to the profile\'s vcpus by a CFS quota', async () => {
     const quota = await import('node:fs').then((fs) => fs.readFileSync(`/sys/fs/cgroup/cpu/roomkit/${id}/cpu.cfs_quota_us`, 'utf8').trim());
     assert.equal(quota, '100000');
