@@ -2,13 +2,14 @@
 // the same data directory), the first start of an empty data directory, graceful
 // shutdown, the Node version hand-over and error output.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, statSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { API_KEY_PATTERN } from '../src/core/apikeys.ts';
-import { BIN, run, startServer, type Server } from './support/cli.ts';
+import { BIN, MAIN, run, startServer, type Server } from './support/cli.ts';
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -212,5 +213,42 @@ describe('roomkit images', () => {
     const pruned = await run(['images', 'prune', '--json', '--data-dir', dataDir], { env });
     assert.deepEqual(JSON.parse(pruned.stdout).removed, [image.key]);
     assert.ok(!existsSync(image.rootfs));
+  });
+});
+
+describe('roomkit serve without root', () => {
+  it('runs, and answers instance creation with 503 runtime_unavailable saying root is needed', async () => {
+    const dataDir = tempDir();
+    // An unprivileged user (nobody) owns the data directory and runs the service.
+    execFileSync('chown', ['65534:65534', dataDir]);
+    const child = spawn('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', process.execPath, MAIN, 'serve', '--port', '0', '--data-dir', dataDir], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      let stderr = '';
+      child.stderr.setEncoding('utf8');
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no start: ${stderr}`)), 20_000);
+        child.stderr.on('data', (d: string) => {
+          stderr += d;
+          const match = /listening on (http:\/\/\S+) /.exec(stderr);
+          if (match?.[1]) {
+            clearTimeout(timer);
+            resolve(match[1]);
+          }
+        });
+      });
+      const key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
+      const headers = { authorization: `Bearer ${key}` };
+      const profiles = (await (await fetch(`${url}/api/profiles`, { headers })).json()) as { profiles: { profile_id: string }[] };
+      const res = await fetch(`${url}/api/profile/${profiles.profiles[0]!.profile_id}/room/r`, { method: 'POST', headers });
+      assert.equal(res.status, 503);
+      const body = (await res.json()) as { error: string; message: string };
+      assert.equal(body.error, 'runtime_unavailable');
+      assert.match(body.message, /must run as root/);
+    } finally {
+      child.kill('SIGTERM');
+      await once(child, 'close');
+    }
   });
 });
