@@ -128,19 +128,32 @@ describe('an instance on gVisor', () => {
     assert.equal(launch.stdout, 'launched\n');
     await new Promise((r) => setTimeout(r, 8000));
     // Root inside still gets in (the VM user is at its limit), finds the failed forks,
-    // counts the user's processes and cleans up.
-    const root = await runtime.exec(
-      id,
-      // pkill until none is left: a bomb process may fork between the listing and the kill.
-      ['sh', '-c', 'echo "failed forks: $(grep -c "Cannot fork" /tmp/bomb.err)"; echo "user processes: $(ps -u user --no-headers | wc -l)"; while pkill -KILL -u 1000; do sleep 0.2; done; echo cleaned'],
-      { as: 'root', timeoutMs: 60_000 },
-    );
-    assert.ok(Number(/failed forks: (\d+)/.exec(root.stdout)?.[1]) > 0, root.stdout);
-    const count = Number(/user processes: (\d+)/.exec(root.stdout)?.[1]);
+    // counts the user's processes and cleans up. Under the bomb's memory pressure the
+    // guard may end a first attempt, so it is tried a few times.
+    let report = '';
+    const attempts: string[] = [];
+    for (let attempt = 0; attempt < 3 && !report.endsWith('cleaned\n'); attempt++) {
+      const root = await runtime.exec(
+        id,
+        // pkill until none is left: a bomb process may fork between the listing and the kill.
+        ['sh', '-c', 'echo "failed forks: $(grep -c "Cannot fork" /tmp/bomb.err)"; echo "user processes: $(ps -u user --no-headers | wc -l)"; while pkill -KILL -u 1000; do sleep 0.2; done; echo cleaned'],
+        { as: 'root', timeoutMs: 60_000 },
+      );
+      report = root.stdout;
+      attempts.push(`exit ${root.code}: ${root.stdout.trim()} ${root.stderr.trim()}`);
+    }
+    assert.ok(Number(/failed forks: (\d+)/.exec(report)?.[1]) > 0, report);
+    const count = Number(/user processes: (\d+)/.exec(report)?.[1]);
     assert.ok(count <= 128, `the VM user had ${count} processes; the limit is 128`);
-    assert.match(root.stdout, /cleaned\n$/);
-    const after = await sh(id, 'echo alive');
-    assert.equal(after.stdout, 'alive\n');
+    assert.match(report, /cleaned\n$/, attempts.join(' | '));
+    // The bomb's host tasks take a moment to be freed (their kernel memory counted
+    // against the sandbox); within seconds the VM user runs commands again.
+    let after = await sh(id, 'echo alive');
+    for (const deadline = Date.now() + 30_000; after.stdout !== 'alive\n' && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 1000));
+      after = await sh(id, 'echo alive');
+    }
+    assert.equal(after.stdout, 'alive\n', after.stderr);
   });
 
   it('kills a process that takes the instance past memory_mb, like an OOM killer, and lives on', async () => {
@@ -152,7 +165,7 @@ describe('an instance on gVisor', () => {
     assert.equal(res.code, 137, `the balloon ended with ${res.code}: ${res.stderr}`);
     // The host limit, plus the 256 MiB the guard lends a sandbox frozen at it to run the kill.
     const max = Number(readFileSync(`${cgroup}/memory.max_usage_in_bytes`, 'utf8'));
-    assert.ok(max <= (512 + 256 + 256) * 1024 * 1024, `the sandbox used ${max >> 20} MiB`);
+    assert.ok(max <= (512 + 512 + 256) * 1024 * 1024, `the sandbox used ${max >> 20} MiB`);
     const after = await sh(id, 'echo alive');
     assert.equal(after.stdout, 'alive\n');
   });
@@ -180,9 +193,9 @@ describe('an instance on gVisor', () => {
     assert.equal(quota, '100000');
   });
 
-  it('has a host memory limit of memory_mb plus the sandbox overhead', async () => {
+  it('has a host memory limit of memory_mb plus the sandbox headroom', async () => {
     const limit = await import('node:fs').then((fs) => fs.readFileSync(`/sys/fs/cgroup/memory/roomkit/${id}/memory.limit_in_bytes`, 'utf8').trim());
-    assert.equal(Number(limit), (512 + 256) * 1024 * 1024);
+    assert.equal(Number(limit), (512 + 512) * 1024 * 1024);
   });
 });
 

@@ -4,10 +4,15 @@ import type { ProfileSpec } from '../../core/profile-schema.ts';
 
 /**
  * The host cgroup limits the whole sandbox: gVisor's own kernel and file server as well
- * as the instance's processes. It gets this much memory above the profile's, so that
- * the limit the instance feels is the profile's and the host limit stays a backstop.
+ * as the instance's processes. Its limit is memory_mb plus this headroom, so that the
+ * limit the instance feels is the memory guard's (at memory_mb) and the host limit stays
+ * a backstop. The headroom must outlast the guard's reaction time at the fastest rate a
+ * process allocates (about 300 MiB/s was seen): with 256 MiB, a sandbox under CPU
+ * contention sometimes reached the host limit first and died.
  */
-export const SANDBOX_MEMORY_OVERHEAD_MB = 256;
+export function sandboxMemoryLimitMb(memoryMb: number): number {
+  return memoryMb + Math.max(512, Math.ceil(memoryMb / 2));
+}
 /** Processes (and threads) the VM user may have at once inside the instance. */
 export const INSTANCE_NPROC = 128;
 /** Open files per process inside the instance. */
@@ -80,7 +85,7 @@ export function ociSpec(options: BundleOptions): object {
       namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
       cgroupsPath: `/roomkit/${options.instanceId}`,
       resources: {
-        memory: { limit: (spec.memory_mb + SANDBOX_MEMORY_OVERHEAD_MB) * 1024 * 1024 },
+        memory: { limit: sandboxMemoryLimitMb(spec.memory_mb) * 1024 * 1024 },
         cpu: { quota: spec.vcpus * CPU_PERIOD_US, period: CPU_PERIOD_US },
         pids: { limit: SANDBOX_PIDS_LIMIT },
       },

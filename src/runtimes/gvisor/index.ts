@@ -232,7 +232,9 @@ export class GvisorRuntime implements Runtime {
     const script = [
       'ps -eo pid=,uid=,rss=,comm= --sort=-rss > /tmp/.roomkit-oom',
       'v=$(awk \'$1 != 1 && $2 != 0 { print; exit }\' /tmp/.roomkit-oom)',
-      '[ -n "$v" ] || v=$(awk \'$1 != 1 && $4 != "ps" && $4 != "sh" { print; exit }\' /tmp/.roomkit-oom)',
+      // Root's processes only when they are big (> 10 MiB): never the small helpers the
+      // service itself runs inside.
+      '[ -n "$v" ] || v=$(awk \'$1 != 1 && $3 > 10240 { print; exit }\' /tmp/.roomkit-oom)',
       'rm -f /tmp/.roomkit-oom',
       '[ -n "$v" ] || exit 0',
       'set -- $v',
