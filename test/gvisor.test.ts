@@ -104,6 +104,11 @@ describe('an instance on gVisor', () => {
     assert.equal(res.stdout, 'debian bookworm\n');
   });
 
+  it('runs the file tools agents use first (coreutils 9 passes statx flags this gVisor rejects)', async () => {
+    const res = await sh(id, 'ls -la / >/dev/null && ls -l /etc/passwd | cut -c1-10 && stat -c %a /tmp && du -s /usr/share/doc >/dev/null && ls /nonexistent 2>&1; echo "exit=$?"');
+    assert.equal(res.stdout, "-rw-r--r--\n1777\nls: cannot access '/nonexistent': No such file or directory\nexit=2\n", res.stderr);
+  });
+
   it('writes /tmp into its own writable layer, not a separate memory filesystem', async () => {
     const res = await sh(id, 'echo hello > /tmp/probe.txt && df --output=target /tmp | tail -1');
     assert.equal(res.code, 0, res.stderr);

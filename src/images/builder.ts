@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { mountsUnder, unmountAll } from '../host/mounts.ts';
+import { GuestAdditionsError, guestAdditionsVersion, installGuestAdditions } from './guest-additions.ts';
 
 /** Bumped whenever the way images are built changes, so old cache entries are not reused. */
 const BUILD_FORMAT = 1;
@@ -94,6 +95,7 @@ export class ImageStore {
   static keyOf(request: ImageRequest): string {
     const canonical = JSON.stringify({
       format: BUILD_FORMAT,
+      additions: guestAdditionsVersion(),
       image: request.image,
       base: BASE_PACKAGES,
       packages: [...request.packages].sort(),
@@ -133,7 +135,7 @@ export class ImageStore {
     await this.removeAbandonedBuilds();
     const removed: string[] = [];
     for (const name of readdirSync(this.dir)) {
-      if (name.startsWith('.build-') || keep.has(name) || this.building.has(name)) continue;
+      if (name.startsWith('.build-') || name === '.guest' || keep.has(name) || this.building.has(name)) continue;
       if (await removeBuildDir(join(this.dir, name), this.log)) removed.push(name);
     }
     return removed;
@@ -178,6 +180,10 @@ export class ImageStore {
           onProgress(`building image ${request.image}: ${line}`);
         },
       );
+      onProgress(`building image ${request.image}: installing roomkit's guest additions`);
+      await installGuestAdditions(join(tmp, 'rootfs'), this.dir).catch((err: unknown) => {
+        throw err instanceof GuestAdditionsError ? new ImageBuildError(err.message) : err;
+      });
       const info: Omit<ImageInfo, 'rootfs'> = {
         key,
         image: request.image,

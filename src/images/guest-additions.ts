@@ -1,0 +1,86 @@
+// What roomkit adds to every image's root filesystem after the base is built, so that
+// instances behave as agents expect under this gVisor release: a preloaded library
+// that makes `ls` and `stat` work (see guest/statx-compat.c). Native parts are compiled
+// on the host once per source version and cached beside the images.
+import { createHash } from 'node:crypto';
+import { existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { run } from '../host/run.ts';
+
+const GUEST_DIR = join(dirname(fileURLToPath(import.meta.url)), 'guest');
+const STATX_SOURCE = join(GUEST_DIR, 'statx-compat.c');
+/** Where the additions live inside an instance. */
+export const GUEST_LIB_DIR = '/usr/local/lib/roomkit';
+const STATX_LIB = `${GUEST_LIB_DIR}/libstatx-compat.so`;
+
+/** Changes whenever an addition's source changes, so images built with an older one are rebuilt. */
+export function guestAdditionsVersion(): string {
+  return createHash('sha256').update(readFileSync(STATX_SOURCE)).digest('hex').slice(0, 12);
+}
+
+export class GuestAdditionsError extends Error {}
+
+/** Compiles the preload library for this host's architecture, once per source version. */
+async function compiledStatxLib(cacheDir: string): Promise<string> {
+  const out = join(cacheDir, '.guest', guestAdditionsVersion(), 'libstatx-compat.so');
+  if (existsSync(out)) return out;
+  mkdirSync(dirname(out), { recursive: true });
+  const tmp = `${out}.${process.pid}.tmp`;
+  const result = await run('cc', ['-shared', '-fPIC', '-O2', '-Wall', '-o', tmp, STATX_SOURCE], { timeoutMs: 60_000 });
+  if (result.code !== 0) {
+    rmSync(tmp, { force: true });
+    throw new GuestAdditionsError(
+      `cannot compile roomkit's guest library (${result.stderr.trim() || 'cc not found'}); install a C compiler: apt-get install gcc libc6-dev`,
+    );
+  }
+  renameSync(tmp, out);
+  return out;
+}
+
+/**
+ * Makes `path` (absolute inside the guest) a real directory under `rootfs`, refusing to
+ * pass through a symbolic link: an image's links must never send a host-side write
+ * outside its root filesystem.
+ */
+function guestDir(rootfs: string, path: string): string {
+  let current = rootfs;
+  for (const part of path.split('/').filter(Boolean)) {
+    current = join(current, part);
+    let stat;
+    try {
+      stat = lstatSync(current);
+    } catch {
+      mkdirSync(current, { mode: 0o755 });
+      continue;
+    }
+    if (!stat.isDirectory()) throw new GuestAdditionsError(`the image's ${path} is not a plain directory (at ${current.slice(rootfs.length)})`);
+  }
+  return current;
+}
+
+/** Writes a file of the guest, replacing whatever is at its path (a link included) rather than writing through it. */
+function writeGuestFile(rootfs: string, path: string, content: string | Buffer, mode: number): void {
+  const target = join(guestDir(rootfs, dirname(path)), path.split('/').at(-1) ?? '');
+  try {
+    unlinkSync(target);
+  } catch {
+    // nothing there
+  }
+  writeFileSync(target, content, { mode, flag: 'wx' });
+}
+
+/** Installs the additions into a freshly built root filesystem (no guest code has run in it). */
+export async function installGuestAdditions(rootfs: string, cacheDir: string): Promise<void> {
+  const lib = await compiledStatxLib(cacheDir);
+  writeGuestFile(rootfs, STATX_LIB, readFileSync(lib), 0o644);
+  let preload = '';
+  try {
+    const existing = join(rootfs, 'etc', 'ld.so.preload');
+    if (lstatSync(existing).isFile()) preload = readFileSync(existing, 'utf8');
+  } catch {
+    // no preload list yet
+  }
+  const lines = preload.split('\n').filter((l) => l.trim() && l.trim() !== STATX_LIB);
+  writeGuestFile(rootfs, '/etc/ld.so.preload', `${[STATX_LIB, ...lines].join('\n')}\n`, 0o644);
+}
