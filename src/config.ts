@@ -36,6 +36,16 @@ export interface Config {
   readonly onShutdown: ShutdownPolicy;
   /** How often idle and lifetime limits are checked. */
   readonly expiryCheckIntervalMs: number;
+  /** Output of one command kept in its result: the first and the last half of it. */
+  readonly maxOutputBytes: number;
+  /** Entries of files_changed in one result; the total is reported beyond it. */
+  readonly filesChangedLimit: number;
+  /** Largest file the JSON file endpoint returns (the raw endpoint streams any size). */
+  readonly maxFileReadBytes: number;
+  /** Largest file written in one PUT. */
+  readonly maxUploadBytes: number;
+  /** Commands running at once in one instance. */
+  readonly maxCommandsPerInstance: number;
 }
 
 export class ConfigError extends Error {
@@ -62,6 +72,11 @@ const ENV_NAMES: Record<keyof Config, string> = {
   networkPool: 'ROOMKIT_NETWORK_POOL',
   onShutdown: 'ROOMKIT_ON_SHUTDOWN',
   expiryCheckIntervalMs: 'ROOMKIT_EXPIRY_CHECK_INTERVAL_MS',
+  maxOutputBytes: 'ROOMKIT_MAX_OUTPUT_BYTES',
+  filesChangedLimit: 'ROOMKIT_FILES_CHANGED_LIMIT',
+  maxFileReadBytes: 'ROOMKIT_MAX_FILE_READ_BYTES',
+  maxUploadBytes: 'ROOMKIT_MAX_UPLOAD_BYTES',
+  maxCommandsPerInstance: 'ROOMKIT_MAX_COMMANDS_PER_INSTANCE',
 };
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -125,6 +140,11 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     networkPool: cidr('networkPool', '10.213.0.0/16'),
     onShutdown: oneOf('onShutdown', SHUTDOWN_POLICIES, 'keep'),
     expiryCheckIntervalMs: int('expiryCheckIntervalMs', 5000, 100, 3_600_000),
+    maxOutputBytes: int('maxOutputBytes', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    filesChangedLimit: int('filesChangedLimit', 1000, 1, 100_000),
+    maxFileReadBytes: int('maxFileReadBytes', 50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
+    maxUploadBytes: int('maxUploadBytes', 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    maxCommandsPerInstance: int('maxCommandsPerInstance', 16, 1, 1024),
   };
   return Object.freeze(config);
 }

@@ -8,9 +8,14 @@ export const ERROR_STATUS = {
   invalid_json: 400,
   invalid_cursor: 400,
   invalid_url: 400,
+  invalid_path: 400,
+  is_a_directory: 400,
+  not_a_directory: 400,
   // 401
   missing_api_key: 401,
   invalid_api_key: 401,
+  // 403
+  permission_denied: 403,
   // 404
   not_found: 404,
   profile_not_found: 404,
@@ -22,18 +27,27 @@ export const ERROR_STATUS = {
   // 409
   profile_in_use: 409,
   profile_name_taken: 409,
+  instance_not_ready: 409,
   // 413
   body_too_large: 413,
+  file_too_large: 413,
   // 414
   uri_too_long: 414,
   // 415
   unsupported_media_type: 415,
+  // 416
+  range_not_satisfiable: 416,
+  // 429
+  too_many_commands: 429,
   // 500
   instance_start_failed: 500,
   internal_error: 500,
+  command_failed: 500,
   // 503
   runtime_unavailable: 503,
   shutting_down: 503,
+  // 507
+  no_space: 507,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -2,6 +2,8 @@
 // plain code. The HTTP API, the CLI and tests all start from here.
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
+import { Commands } from './core/commands.ts';
+import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
 import { Organizations } from './core/orgs.ts';
 import { Profiles } from './core/profiles.ts';
@@ -17,6 +19,8 @@ export interface Services {
   organizations: Organizations;
   profiles: Profiles;
   instances: Instances;
+  commands: Commands;
+  files: Files;
   runtime: RuntimeSelection;
   close(): Promise<void>;
 }
@@ -36,8 +40,12 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const profiles = new Profiles(db, config);
     const organizations = new Organizations({ db, profiles });
     const instances = new Instances({ db, profiles, runtime, log });
+    const commands = new Commands({ db, instances, profiles, config, log });
+    const files = new Files({ instances, config });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
+    const interrupted = await commands.recover();
+    if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     instances.startExpiryChecks(config.expiryCheckIntervalMs);
     let closed: Promise<void> | undefined;
     return {
@@ -47,6 +55,8 @@ export async function createServices(config: Config, log: Logger, options: Servi
       organizations,
       profiles,
       instances,
+      commands,
+      files,
       runtime,
       close() {
         closed ??= (async () => {

@@ -24,7 +24,7 @@ before(async () => {
 after(() => t.close());
 
 function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string }): string {
-  return url.replace(/:(\w+)/g, (_, name: string) => {
+  return url.replace(/\*$/, 'notes.txt').replace(/:(\w+)/g, (_, name: string) => {
     const value = (ids as Record<string, string>)[name];
     if (value === undefined) throw new Error(`the route walk does not know how to fill :${name} in ${url}; add it`);
     return value;
@@ -37,6 +37,8 @@ const BODIES: Record<string, unknown> = {
   'POST /api/profiles': { name: 'walk-profile' },
   'PATCH /api/profiles/:profile_id': { name: 'hijacked' },
   'POST /api/profile/:profile_id/room/:room_id': { wait: true },
+  'POST /api/profile/:profile_id/room/:room_id/command': { command: 'id' },
+  'PUT /api/profile/:profile_id/room/:room_id/file/*': { content: 'x' },
 };
 
 const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId });

@@ -17,7 +17,8 @@ before(async () => {
 after(() => t.close());
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
-const toOpenApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+// A wildcard (the file path) appears as the parameter `*`.
+const toOpenApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}').replace(/\*$/, '{*}');
 const apiRoutes = () => t.app.routeTable.filter((r) => r.url.startsWith('/api/'));
 
 /** Every operation of the document under /api/, as [path, method, operation]. */

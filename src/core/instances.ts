@@ -17,6 +17,7 @@ import {
   type ProvisionStep,
 } from './lifecycle.ts';
 import type { Profiles } from './profiles.ts';
+import type { ProfileSpec } from './profile-schema.ts';
 import { specOf } from './profiles.ts';
 import { nowIso } from './time.ts';
 
@@ -113,6 +114,7 @@ export class Instances {
       idle_timeout_s: spec.idle_timeout_s,
       max_lifetime_s: spec.max_lifetime_s,
       progress: null,
+      spec: JSON.stringify(spec),
     };
     try {
       await this.db.transaction().execute(async (trx) => {
@@ -155,6 +157,33 @@ export class Instances {
     }
     await this.stop(row, 'deleted by the API');
     return this.view(await this.getRow(row.id));
+  }
+
+  /**
+   * The room's instance when it can take commands and file requests, with the profile
+   * spec it was made from; records the request, which keeps it from going idle.
+   */
+  async requireReady(organizationId: string, profileId: string, roomId: string): Promise<{ row: InstanceRow; spec: ProfileSpec }> {
+    const profile = await this.profiles.get(organizationId, profileId);
+    const row = await this.findCurrent(organizationId, profileId, roomId);
+    if (!row) throw instanceNotFound(profileId, roomId);
+    if (row.state !== 'ready') throw notReady(row);
+    await this.touch(row.id);
+    return { row, spec: row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec) };
+  }
+
+  /** A ready instance by its id alone (for the unauthenticated raw file endpoint), or undefined. */
+  async readyById(instanceId: string): Promise<{ row: InstanceRow; spec: ProfileSpec } | undefined> {
+    const row = await this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).where('state', '=', 'ready').executeTakeFirst();
+    if (!row) return undefined;
+    const spec = row.spec === null ? specOf(await this.profiles.get(row.organization_id, row.profile_id)) : (JSON.parse(row.spec) as ProfileSpec);
+    await this.touch(row.id);
+    return { row, spec };
+  }
+
+  /** The runtime instances run on; throws runtime_unavailable when there is none. */
+  activeRuntime(): Runtime {
+    return this.runtime();
   }
 
   /** Records a command or file request, which keeps the instance from going idle. */
@@ -482,6 +511,15 @@ export class Instances {
       updated_at: row.updated_at,
     };
   }
+}
+
+function notReady(row: InstanceRow): AppError {
+  const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
+  const message =
+    row.state === 'failed'
+      ? `the room's instance failed to start (${row.failure_reason}); delete it with DELETE ${room} and create another with POST ${room}`
+      : `the room's instance is ${row.state}, not ready; poll GET ${room} until its state is "ready"`;
+  return new AppError('instance_not_ready', message, { instance_id: row.id, state: row.state });
 }
 
 export function instanceNotFound(profileId: string, roomId: string): AppError {

@@ -12,6 +12,8 @@ import { AppError } from '../errors.ts';
 import type { Services } from '../services.ts';
 import { authenticate, requiresAuth } from './auth.ts';
 import { installErrorHandling, sendError } from './errors.ts';
+import { commandRoutes } from './routes/commands.ts';
+import { fileRoutes } from './routes/files.ts';
 import { keyRoutes } from './routes/keys.ts';
 import { profileRoutes } from './routes/profiles.ts';
 import { roomRoutes } from './routes/rooms.ts';
@@ -131,6 +133,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'rk_live_... or rk_test_...' } } },
       tags: [
         { name: 'instances', description: 'A room\'s instance' },
+        { name: 'commands', description: 'Shell commands in a room\'s instance' },
+        { name: 'files', description: 'Files of a room\'s instance' },
         { name: 'profiles', description: 'VM configuration templates' },
         { name: 'keys', description: 'API keys of the organization' },
         { name: 'meta', description: 'Service health and this document' },
@@ -150,6 +154,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   keyRoutes(app, services);
   profileRoutes(app, services);
   roomRoutes(app, services);
+  commandRoutes(app, services);
+  fileRoutes(app, services);
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get(

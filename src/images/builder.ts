@@ -48,7 +48,8 @@ export interface ImageInfo {
 export class ImageBuildError extends Error {}
 
 export class ImageStore {
-  private readonly dir: string;
+  /** The cache directory: one subdirectory per image, plus compiled helpers in .native. */
+  readonly dir: string;
   private readonly log: Logger;
   private readonly building = new Map<string, Promise<ImageInfo>>();
   /** Process groups of the mmdebstrap runs under way. */
@@ -135,10 +136,15 @@ export class ImageStore {
     await this.removeAbandonedBuilds();
     const removed: string[] = [];
     for (const name of readdirSync(this.dir)) {
-      if (name.startsWith('.build-') || name === '.guest' || keep.has(name) || this.building.has(name)) continue;
+      if (name.startsWith('.build-') || name === '.native' || keep.has(name) || this.building.has(name)) continue;
       if (await removeBuildDir(join(this.dir, name), this.log)) removed.push(name);
     }
     return removed;
+  }
+
+  /** The root filesystem of a cached image. */
+  rootfsOf(key: string): string {
+    return join(this.dir, key, 'rootfs');
   }
 
   private read(key: string): ImageInfo | undefined {

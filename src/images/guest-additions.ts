@@ -1,12 +1,11 @@
 // What roomkit adds to every image's root filesystem after the base is built, so that
 // instances behave as agents expect under this gVisor release: a preloaded library
 // that makes `ls` and `stat` work (see guest/statx-compat.c). Native parts are compiled
-// on the host once per source version and cached beside the images.
-import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+// on the host once per source version and cached beside the images (host/native.ts).
+import { lstatSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { run } from '../host/run.ts';
+import { compiled, NativeBuildError, sourceVersion } from '../host/native.ts';
 
 const GUEST_DIR = join(dirname(fileURLToPath(import.meta.url)), 'guest');
 const STATX_SOURCE = join(GUEST_DIR, 'statx-compat.c');
@@ -16,27 +15,10 @@ const STATX_LIB = `${GUEST_LIB_DIR}/libstatx-compat.so`;
 
 /** Changes whenever an addition's source changes, so images built with an older one are rebuilt. */
 export function guestAdditionsVersion(): string {
-  return createHash('sha256').update(readFileSync(STATX_SOURCE)).digest('hex').slice(0, 12);
+  return sourceVersion(STATX_SOURCE);
 }
 
 export class GuestAdditionsError extends Error {}
-
-/** Compiles the preload library for this host's architecture, once per source version. */
-async function compiledStatxLib(cacheDir: string): Promise<string> {
-  const out = join(cacheDir, '.guest', guestAdditionsVersion(), 'libstatx-compat.so');
-  if (existsSync(out)) return out;
-  mkdirSync(dirname(out), { recursive: true });
-  const tmp = `${out}.${process.pid}.tmp`;
-  const result = await run('cc', ['-shared', '-fPIC', '-O2', '-Wall', '-o', tmp, STATX_SOURCE], { timeoutMs: 60_000 });
-  if (result.code !== 0) {
-    rmSync(tmp, { force: true });
-    throw new GuestAdditionsError(
-      `cannot compile roomkit's guest library (${result.stderr.trim() || 'cc not found'}); install a C compiler: apt-get install gcc libc6-dev`,
-    );
-  }
-  renameSync(tmp, out);
-  return out;
-}
 
 /**
  * Makes `path` (absolute inside the guest) a real directory under `rootfs`, refusing to
@@ -72,7 +54,12 @@ function writeGuestFile(rootfs: string, path: string, content: string | Buffer, 
 
 /** Installs the additions into a freshly built root filesystem (no guest code has run in it). */
 export async function installGuestAdditions(rootfs: string, cacheDir: string): Promise<void> {
-  const lib = await compiledStatxLib(cacheDir);
+  let lib: string;
+  try {
+    lib = await compiled(STATX_SOURCE, 'libstatx-compat.so', cacheDir, ['-shared', '-fPIC']);
+  } catch (err) {
+    throw err instanceof NativeBuildError ? new GuestAdditionsError(err.message) : err;
+  }
   writeGuestFile(rootfs, STATX_LIB, readFileSync(lib), 0o644);
   let preload = '';
   try {

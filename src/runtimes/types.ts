@@ -32,6 +32,80 @@ export interface ProvisionRequest {
   log: Logger;
 }
 
+/** A regular file a command created, modified or deleted (absolute guest path). */
+export interface FileChangeEntry {
+  path: string;
+  status: 'created' | 'modified' | 'deleted';
+  /** Bytes, for created and modified files. */
+  size?: number;
+  mimeType?: string;
+}
+
+export interface CommandRequest {
+  /** Marks every process the command starts, so a timeout can end all of them. */
+  commandId: string;
+  /** Run by `sh -c` as the VM user. */
+  command: string;
+  /** The VM user's home: the working directory, and where relative paths start. */
+  home: string;
+  /** Working directory, absolute or relative to the home; the home when absent. */
+  cwd?: string;
+  env: Record<string, string>;
+  timeoutMs: number;
+  /** Output beyond this is dropped from the middle, keeping its start and end. */
+  maxOutputBytes: number;
+  /** Whether to compute the files the command changed. */
+  trackChanges: boolean;
+}
+
+export interface CommandOutcome {
+  /** stdout and stderr interleaved as produced (lossy UTF-8), possibly truncated. */
+  output: string;
+  outputBytes: number;
+  outputTruncated: boolean;
+  /** The shell's exit status; 128+n when it died of signal n; 124 on timeout. */
+  exitCode: number;
+  timedOut: boolean;
+  /** Sorted by path; null when not tracked. */
+  changes: FileChangeEntry[] | null;
+}
+
+/** A guest file operation that failed for a reason the caller can act on. */
+export class GuestFileError extends Error {
+  readonly kind: 'not_found' | 'permission_denied' | 'is_a_directory' | 'not_a_directory' | 'too_large' | 'invalid_path' | 'no_space';
+  readonly size: number | undefined;
+
+  constructor(kind: GuestFileError['kind'], message: string, size?: number) {
+    super(message);
+    this.name = 'GuestFileError';
+    this.kind = kind;
+    this.size = size;
+  }
+}
+
+/** A regular file as the guest's VM user sees it. */
+export interface GuestFileInfo {
+  /** Absolute path the request resolved to (not following a final link). */
+  path: string;
+  size: number;
+  mtimeMs: number;
+  /** Changes whenever the file's content may have: for ETags. */
+  version: string;
+}
+
+export interface GuestDirEntry {
+  name: string;
+  type: 'file' | 'directory' | 'symlink' | 'other';
+  size: number;
+  /** Permission bits, octal, e.g. "644". */
+  mode: string;
+  mtime: string;
+}
+
+export interface FileAccess {
+  home: string;
+}
+
 export type RuntimeHealth = { healthy: true } | { healthy: false; reason: string };
 
 export interface Runtime {
@@ -59,6 +133,24 @@ export interface Runtime {
   sweep(keep: ReadonlySet<string>): Promise<string[]>;
   /** Releases what the runtime itself holds; instances are left as they are. */
   close(): Promise<void>;
+
+  /** Runs a shell command as the VM user; resolves whatever its exit code. */
+  runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome>;
+  /**
+   * Opens a regular file for reading as the VM user: its info, and its bytes from
+   * `start` to `end` (inclusive) as a stream. Fails with GuestFileError.
+   */
+  openFile(
+    instanceId: string,
+    path: string,
+    options: FileAccess & { maxBytes: number; range?: { start: number; end: number } },
+  ): Promise<{ info: GuestFileInfo; body: NodeJS.ReadableStream }>;
+  /** Information about a regular file without reading it (for range checks). */
+  statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo>;
+  /** Creates or replaces a file as the VM user, with its parent directories. */
+  writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }>;
+  listDirectory(instanceId: string, path: string, options: FileAccess & { limit: number }): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }>;
+  deleteFile(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }>;
 }
 
 /** Why no runtime can run instances on this host, for the 503 the API answers with. */

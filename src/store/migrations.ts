@@ -120,6 +120,34 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('instances').addColumn('progress', 'text').execute();
     },
   },
+  '0005_commands': {
+    async up(db: Kysely<any>) {
+      // What an instance was made from (home, env, time limit...): a later profile edit
+      // must not change how its commands run.
+      await db.schema.alterTable('instances').addColumn('spec', 'text').execute();
+      await db.schema
+        .createTable('commands')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('organization_id', 'text', (c) => c.notNull())
+        .addColumn('instance_id', 'text', (c) => c.notNull().references('instances.id'))
+        .addColumn('profile_id', 'text', (c) => c.notNull())
+        .addColumn('room_id', 'text', (c) => c.notNull())
+        .addColumn('command', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('exit_code', 'integer')
+        .addColumn('output_bytes', 'integer')
+        .addColumn('files_changed', 'integer')
+        .addColumn('started_at', 'text', (c) => c.notNull())
+        .addColumn('finished_at', 'text')
+        .addColumn('duration_ms', 'integer')
+        .execute();
+      await db.schema
+        .createIndex('commands_room')
+        .on('commands')
+        .columns(['organization_id', 'profile_id', 'room_id', 'started_at', 'id'])
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

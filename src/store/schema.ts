@@ -56,6 +56,25 @@ export interface InstancesTable {
   max_lifetime_s: number;
   /** What provisioning is doing right now, while it takes long; null otherwise. */
   progress: string | null;
+  /** JSON of the ProfileSpec the instance was made from; null for instances made before it was kept. */
+  spec: string | null;
+}
+
+export interface CommandsTable {
+  id: string;
+  organization_id: string;
+  instance_id: string;
+  profile_id: string;
+  room_id: string;
+  command: string;
+  /** running, exited, timed_out, interrupted (the service stopped during it), error (it could not run). */
+  state: string;
+  exit_code: number | null;
+  output_bytes: number | null;
+  files_changed: number | null;
+  started_at: string;
+  finished_at: string | null;
+  duration_ms: number | null;
 }
 
 export interface InstanceEventsTable {
@@ -81,6 +100,7 @@ export interface Database {
   instances: InstancesTable;
   instance_events: InstanceEventsTable;
   network_leases: NetworkLeasesTable;
+  commands: CommandsTable;
 }
 
 export type OrganizationRow = Selectable<OrganizationsTable>;
@@ -90,3 +110,4 @@ export type InstanceRow = Selectable<InstancesTable>;
 export type NewInstanceRow = Insertable<InstancesTable>;
 export type InstanceUpdate = Updateable<InstancesTable>;
 export type InstanceEventRow = Selectable<InstanceEventsTable>;
+export type CommandRow = Selectable<CommandsTable>;

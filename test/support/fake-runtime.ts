@@ -1,7 +1,19 @@
 // A test double of the instance runtime for HTTP- and core-layer tests: it walks the
 // lifecycle steps without making a machine. Never the runtime of `roomkit serve`.
 import { PROVISION_STATES, type ProvisionStep } from '../../src/core/lifecycle.ts';
-import type { ProvisionRequest, Runtime, RuntimeHealth } from '../../src/runtimes/types.ts';
+import { posix } from 'node:path';
+import { Readable } from 'node:stream';
+import {
+  type CommandOutcome,
+  type CommandRequest,
+  type FileAccess,
+  GuestFileError,
+  type GuestDirEntry,
+  type GuestFileInfo,
+  type ProvisionRequest,
+  type Runtime,
+  type RuntimeHealth,
+} from '../../src/runtimes/types.ts';
 
 export interface FakeRuntimeOptions {
   /** Fail when this step is reached, with this message. */
@@ -73,6 +85,67 @@ export class FakeRuntime implements Runtime {
   }
 
   async close(): Promise<void> {}
+
+  /** Files of each instance, by absolute path (a flat map: directories are implied). */
+  readonly files = new Map<string, Map<string, Buffer>>();
+  /** Commands it was asked to run. */
+  readonly commands: CommandRequest[] = [];
+
+  /** Answers every command with its text as output, exit code 0, and no changed files. */
+  async runCommand(_instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
+    this.commands.push(request);
+    return { output: request.command, outputBytes: request.command.length, outputTruncated: false, exitCode: 0, timedOut: false, changes: [] };
+  }
+
+  private fileMap(instanceId: string): Map<string, Buffer> {
+    let map = this.files.get(instanceId);
+    if (!map) this.files.set(instanceId, (map = new Map()));
+    return map;
+  }
+
+  private find(instanceId: string, path: string, access: FileAccess): { absolute: string; data: Buffer } {
+    const absolute = posix.resolve(access.home, path);
+    const data = this.fileMap(instanceId).get(absolute);
+    if (!data) throw new GuestFileError('not_found', `no file at ${absolute}`);
+    return { absolute, data };
+  }
+
+  async openFile(instanceId: string, path: string, options: FileAccess & { maxBytes: number; range?: { start: number; end: number } }) {
+    const { absolute, data } = this.find(instanceId, path, options);
+    if (data.length > options.maxBytes) throw new GuestFileError('too_large', `${absolute} is too large`, data.length);
+    const body = options.range ? data.subarray(options.range.start, options.range.end + 1) : data;
+    return { info: infoOf(absolute, data), body: Readable.from([body]) };
+  }
+
+  async statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo> {
+    const { absolute, data } = this.find(instanceId, path, options);
+    return infoOf(absolute, data);
+  }
+
+  async writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess) {
+    const absolute = posix.resolve(options.home, path);
+    const created = !this.fileMap(instanceId).has(absolute);
+    this.fileMap(instanceId).set(absolute, data);
+    return { info: infoOf(absolute, data), created };
+  }
+
+  async listDirectory(instanceId: string, path: string, options: FileAccess & { limit: number }) {
+    const absolute = posix.resolve(options.home, path);
+    const entries: GuestDirEntry[] = [...this.fileMap(instanceId)]
+      .filter(([p]) => posix.dirname(p) === absolute)
+      .map(([p, data]) => ({ name: posix.basename(p), type: 'file' as const, size: data.length, mode: '644', mtime: new Date(0).toISOString() }));
+    return { path: absolute, entries: entries.slice(0, options.limit), truncated: entries.length > options.limit };
+  }
+
+  async deleteFile(instanceId: string, path: string, options: FileAccess) {
+    const { absolute } = this.find(instanceId, path, options);
+    this.fileMap(instanceId).delete(absolute);
+    return { path: absolute };
+  }
+}
+
+function infoOf(path: string, data: Buffer): GuestFileInfo {
+  return { path, size: data.length, mtimeMs: 0, version: `${path}-${data.length}` };
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

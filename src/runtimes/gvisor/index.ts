@@ -19,12 +19,36 @@ import {
   removeNetwork,
 } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
-import type { ProvisionRequest, Runtime, RuntimeHealth } from '../types.ts';
+import { PassThrough, type Readable } from 'node:stream';
+import { mimeTypeByExtension, sniffMimeType } from '../../core/mime.ts';
+import {
+  type CommandOutcome,
+  type CommandRequest,
+  type FileAccess,
+  type FileChangeEntry,
+  type GuestDirEntry,
+  type GuestFileInfo,
+  type ProvisionRequest,
+  type Runtime,
+  type RuntimeHealth,
+} from '../types.ts';
+import { diffLayers, layerWalker, listLayer, type LowerIndex, lowerIndexOf } from './changes.ts';
+import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, shellQuote, superviseCommand } from './commands.ts';
+import { absoluteGuestPath, FILE_SCRIPT, fileError, parseInfo, parseListing } from './guest-files.ts';
 import { ociSpec, PATH_ENV } from './bundle.ts';
 import { MemoryGuard, type Victim } from './memory-guard.ts';
 import { Runsc } from './runsc.ts';
 
 const BOOT_TIMEOUT_MS = 15_000;
+/** File operations other than streaming a file's content. */
+const FILE_OP_TIMEOUT_MS = 60_000;
+/** Streaming a file's content out of the instance. */
+const FILE_STREAM_TIMEOUT_MS = 10 * 60_000;
+/** Pipes of background processes kept open per instance; the oldest is closed beyond it. */
+const MAX_LINGERING_PIPES = 64;
+/** Files whose type is read from their first bytes per command; the rest get a type by extension or none. */
+const MAX_SNIFFED_FILES = 200;
+const SNIFF_BYTES = 512;
 const CGROUP_ROOT = '/sys/fs/cgroup';
 
 export interface GvisorOptions {
@@ -67,6 +91,11 @@ export class GvisorRuntime implements Runtime {
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
+  private walker: Promise<string> | undefined;
+  /** Per image: what its root filesystem holds, to read writable-layer changes against. */
+  private readonly lowerIndexes = new Map<string, Promise<LowerIndex>>();
+  /** Per instance: output pipes still held by background processes of finished commands. */
+  private readonly lingering = new Map<string, Set<Readable>>();
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -161,6 +190,8 @@ export class GvisorRuntime implements Runtime {
         throw new Error(`readiness check failed: a command as ${spec.user} in ${spec.home} answered ${check.code}: ${(check.stderr || check.stdout).trim()}`);
       }
       await onStep('ready');
+      // The first command's files_changed needs the image's index: build it now.
+      this.lowerIndex(instanceId).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
     } catch (err) {
       try {
         await this.destroy(instanceId);
@@ -189,6 +220,8 @@ export class GvisorRuntime implements Runtime {
     // In reverse order of provisioning: sandbox, mounts, writable layer, rules, veth and
     // namespace, address.
     this.memoryGuard.unwatch(instanceId);
+    for (const pipe of this.lingering.get(instanceId) ?? []) pipe.destroy();
+    this.lingering.delete(instanceId);
     // A sandbox frozen at its memory ceiling cannot even die: let it run free first.
     unfreezeMemory(instanceId);
     await this.runsc.destroy(netnsExists ? names.netns : null, instanceId);
@@ -198,6 +231,171 @@ export class GvisorRuntime implements Runtime {
     await removeNetwork(names);
     await this.pool.release(instanceId);
     removeCgroups(instanceId);
+  }
+
+  /** Starts `runsc exec` of a program in the instance, for callers that stream its input or output. */
+  private spawnExec(
+    instanceId: string,
+    argv: string[],
+    options: { as: 'vm' | 'root'; home?: string; env?: Record<string, string>; combineOutput?: boolean },
+  ): ExecChild {
+    const names = networkNames(this.tag, instanceId);
+    const identity =
+      options.as === 'vm'
+        ? [`--user=${VM_UID}:${VM_UID}`, `--cwd=${options.home ?? '/'}`, `--env=HOME=${options.home ?? '/'}`]
+        : ['--user=0:0', '--cwd=/', '--env=HOME=/root'];
+    const env = [PATH_ENV, ...Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`)].map((e) => `--env=${e}`);
+    return this.runsc.spawn(names.netns, ['exec', ...identity, ...env, instanceId, ...argv], {
+      combineOutput: options.combineOutput ?? false,
+    });
+  }
+
+  async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
+    const upper = join(this.instancesDir, instanceId, 'layer', 'upper');
+    const walker = request.trackChanges ? await this.layerWalker() : undefined;
+    const lower = request.trackChanges ? this.lowerIndex(instanceId) : undefined;
+    const before = walker ? await listLayer(walker, upper) : undefined;
+    const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
+    const child = this.spawnExec(instanceId, ['/bin/sh', '-c', script], {
+      as: 'vm',
+      home: request.home,
+      env: { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId },
+      combineOutput: true,
+    });
+    const outcome = await superviseCommand(child, {
+      timeoutMs: request.timeoutMs,
+      maxOutputBytes: request.maxOutputBytes,
+      killTree: () => this.killCommand(instanceId, request.commandId),
+    });
+    if (outcome.lingering) this.keepDraining(instanceId, outcome.lingering);
+    let changes: FileChangeEntry[] | null = null;
+    if (walker && before && lower) {
+      changes = diffLayers(before, await listLayer(walker, upper), await lower);
+      await this.addMimeTypes(instanceId, changes);
+    }
+    return {
+      output: outcome.output,
+      outputBytes: outcome.outputBytes,
+      outputTruncated: outcome.outputTruncated,
+      exitCode: outcome.exitCode,
+      timedOut: outcome.timedOut,
+      changes,
+    };
+  }
+
+  /** Kills every process of a command, as root inside the instance. */
+  private async killCommand(instanceId: string, commandId: string): Promise<void> {
+    const result = await this.exec(instanceId, ['sh', '-c', KILL_SCRIPT, 'sh', commandId], { as: 'root', timeoutMs: 30_000 });
+    if (result.code !== 0) this.log.warn({ instanceId, commandId, code: result.code, stderr: result.stderr }, 'a timed-out command left processes behind');
+  }
+
+  /** Reads on from a pipe that background processes hold, so their writes do not fail, until they end. */
+  private keepDraining(instanceId: string, pipe: Readable): void {
+    let pipes = this.lingering.get(instanceId);
+    if (!pipes) this.lingering.set(instanceId, (pipes = new Set()));
+    const set = pipes;
+    pipe.on('close', () => set.delete(pipe));
+    pipe.resume();
+    set.add(pipe);
+    if (set.size > MAX_LINGERING_PIPES) {
+      const oldest = set.values().next().value;
+      oldest?.destroy();
+      if (oldest) set.delete(oldest);
+    }
+  }
+
+  /** Types changed files: by extension, else from their first bytes read inside the instance. */
+  private async addMimeTypes(instanceId: string, changes: FileChangeEntry[]): Promise<void> {
+    const unknown: FileChangeEntry[] = [];
+    for (const change of changes) {
+      if (change.status === 'deleted') continue;
+      const byExtension = mimeTypeByExtension(change.path);
+      if (byExtension) change.mimeType = byExtension;
+      else if (unknown.length < MAX_SNIFFED_FILES) unknown.push(change);
+    }
+    if (unknown.length === 0) return;
+    // Each file's first bytes, preceded by their count; as root, since root may have made them.
+    const script = `for f; do n=$(head -c ${SNIFF_BYTES} -- "$f" 2>/dev/null | wc -c); echo "$n"; head -c "$n" -- "$f" 2>/dev/null; done`;
+    const child = this.spawnExec(instanceId, ['sh', '-c', script, 'sh', ...unknown.map((c) => c.path)], { as: 'root' });
+    const { stdout } = await collect(child, FILE_OP_TIMEOUT_MS);
+    let offset = 0;
+    for (const change of unknown) {
+      const newline = stdout.indexOf(10, offset);
+      if (newline < 0) break;
+      const count = Number(stdout.toString('latin1', offset, newline));
+      const head = stdout.subarray(newline + 1, newline + 1 + count);
+      offset = newline + 1 + count;
+      change.mimeType = sniffMimeType(head, count < SNIFF_BYTES);
+    }
+  }
+
+  private layerWalker(): Promise<string> {
+    this.walker ??= layerWalker(this.images.dir);
+    this.walker.catch(() => (this.walker = undefined));
+    return this.walker;
+  }
+
+  /** The index of the instance's image, built once per image and process. */
+  private lowerIndex(instanceId: string): Promise<LowerIndex> {
+    const key = this.readMeta(instanceId)?.imageKey;
+    if (key === undefined) return Promise.reject(new Error(`instance ${instanceId} has no image record`));
+    let index = this.lowerIndexes.get(key);
+    if (!index) {
+      index = this.layerWalker().then((walker) => listLayer(walker, this.images.rootfsOf(key))).then(lowerIndexOf);
+      index.catch(() => this.lowerIndexes.delete(key));
+      this.lowerIndexes.set(key, index);
+    }
+    return index;
+  }
+
+  private fileOp(instanceId: string, access: FileAccess, args: string[]): ExecChild {
+    return this.spawnExec(instanceId, ['sh', '-c', FILE_SCRIPT, 'sh', ...args], { as: 'vm', home: access.home });
+  }
+
+  async openFile(
+    instanceId: string,
+    path: string,
+    options: FileAccess & { maxBytes: number; range?: { start: number; end: number } },
+  ): Promise<{ info: GuestFileInfo; body: NodeJS.ReadableStream }> {
+    const absolute = absoluteGuestPath(path, options.home);
+    const range = options.range ? [String(options.range.start), String(options.range.end - options.range.start + 1)] : ['0', '-1'];
+    const child = this.fileOp(instanceId, options, ['read', path, String(options.maxBytes), ...range]);
+    const { header, body } = await headerThenBody(child, absolute, FILE_STREAM_TIMEOUT_MS);
+    return { info: parseInfo(header, absolute), body };
+  }
+
+  async statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo> {
+    const absolute = absoluteGuestPath(path, options.home);
+    const result = await collect(this.fileOp(instanceId, options, ['stat', path, String(Number.MAX_SAFE_INTEGER), '0', '0']), FILE_OP_TIMEOUT_MS);
+    throwIfFailed(result, absolute);
+    return parseInfo(result.stdout.toString('utf8'), absolute);
+  }
+
+  async writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }> {
+    const absolute = absoluteGuestPath(path, options.home);
+    const result = await collect(this.fileOp(instanceId, options, ['write', path]), FILE_OP_TIMEOUT_MS, data);
+    throwIfFailed(result, absolute);
+    const line = result.stdout.toString('utf8').trim();
+    const existed = line.endsWith(' 1');
+    return { info: parseInfo(line.slice(0, line.lastIndexOf(' ')), absolute), created: !existed };
+  }
+
+  async listDirectory(
+    instanceId: string,
+    path: string,
+    options: FileAccess & { limit: number },
+  ): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }> {
+    const absolute = absoluteGuestPath(path, options.home);
+    const result = await collect(this.fileOp(instanceId, options, ['list', path, String(options.limit + 1)]), FILE_OP_TIMEOUT_MS);
+    throwIfFailed(result, absolute);
+    const entries = parseListing(result.stdout);
+    return { path: absolute, entries: entries.slice(0, options.limit), truncated: entries.length > options.limit };
+  }
+
+  async deleteFile(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }> {
+    const absolute = absoluteGuestPath(path, options.home);
+    throwIfFailed(await collect(this.fileOp(instanceId, options, ['delete', path]), FILE_OP_TIMEOUT_MS), absolute);
+    return { path: absolute };
   }
 
   async health(instanceId: string): Promise<RuntimeHealth> {
@@ -215,6 +413,7 @@ export class GvisorRuntime implements Runtime {
     const meta = this.readMeta(instanceId);
     if (meta?.egress === 'internet') await allowEgress(this.tag, networkNames(this.tag, instanceId).hostIf);
     if (meta?.memoryMb !== undefined) this.guardMemory(instanceId, meta.memoryMb);
+    this.lowerIndex(instanceId).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not index the image'));
   }
 
   private guardMemory(instanceId: string, memoryMb: number): void {
@@ -331,6 +530,82 @@ export class GvisorRuntime implements Runtime {
       return undefined;
     }
   }
+}
+
+interface Collected {
+  code: number | null;
+  stdout: Buffer;
+  stderr: string;
+}
+
+/** Feeds `input` to a started exec and gathers what it prints; killed after `timeoutMs`. */
+function collect(child: ExecChild, timeoutMs: number, input?: Buffer): Promise<Collected> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.stdin.on('error', () => {}); // the program may exit before reading all of it
+    child.stdin.end(input);
+    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-4000)));
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout: Buffer.concat(chunks), stderr });
+    });
+  });
+}
+
+function throwIfFailed(result: Collected, path: string): void {
+  if (result.code === 0) return;
+  throw fileError(result.code, path, result.stderr.trim()) ?? new Error(`file operation on ${path} failed (exit ${result.code}): ${result.stderr.trim()}`);
+}
+
+/**
+ * Waits for the first line a file read prints (the file's info), then hands back the
+ * rest of its output as the body stream. Destroying the body kills the read.
+ */
+function headerThenBody(child: ExecChild, path: string, timeoutMs: number): Promise<{ header: string; body: Readable }> {
+  return new Promise((resolve, reject) => {
+    child.stdin.end();
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-4000)));
+    let pending = Buffer.alloc(0);
+    let resolved = false;
+    const onData = (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      const newline = pending.indexOf(10);
+      if (newline < 0) {
+        if (pending.length > 4096) child.kill('SIGKILL');
+        return;
+      }
+      resolved = true;
+      child.stdout.off('data', onData);
+      child.stdout.pause();
+      const body = new PassThrough();
+      body.write(pending.subarray(newline + 1));
+      child.stdout.pipe(body);
+      body.on('close', () => {
+        clearTimeout(timer);
+        if (child.exitCode === null) child.kill('SIGKILL');
+      });
+      resolve({ header: pending.toString('utf8', 0, newline), body });
+    };
+    child.stdout.on('data', onData);
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      if (!resolved) reject(err);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (resolved) return;
+      reject(fileError(code, path, stderr.trim()) ?? new Error(`reading ${path} failed (exit ${code}): ${stderr.trim()}`));
+    });
+  });
 }
 
 /** The promise's outcome, or a rejection as soon as the signal aborts. */

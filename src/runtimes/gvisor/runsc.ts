@@ -2,7 +2,9 @@
 // inside the container's network namespace (runsc's own netstack cannot start on
 // this kernel, so the sandbox uses the namespace's host-mode network), and every
 // call has a deadline: a hung runsc is killed, not waited on.
+import { type ChildProcessByStdio, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
+import type { Readable, Writable } from 'node:stream';
 import { HostCommandError, type RunOptions, type RunResult, run, runChecked } from '../../host/run.ts';
 import { netnsPath } from '../../network/netns.ts';
 
@@ -28,6 +30,19 @@ export class Runsc {
     return netns === null
       ? run(this.binary, runscArgs, opts)
       : run('nsenter', [`--net=${netnsPath(netns)}`, this.binary, ...runscArgs], opts);
+  }
+
+  /**
+   * Starts `runsc <args>` in the namespace and hands back the process, for callers that
+   * stream its input or output. With `combineOutput`, stderr is the same pipe as stdout,
+   * so what a program inside writes to either arrives in the order it was written.
+   * The caller bounds its run time.
+   */
+  spawn(netns: string, args: string[], options: { combineOutput?: boolean } = {}): ChildProcessByStdio<Writable, Readable, Readable> {
+    const argv = ['nsenter', `--net=${netnsPath(netns)}`, this.binary, ...this.globalFlags(), ...args];
+    return options.combineOutput
+      ? spawn('/bin/sh', ['-c', 'exec "$@" 2>&1', 'sh', ...argv], { stdio: ['pipe', 'pipe', 'pipe'] })
+      : spawn(argv[0] as string, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
   }
 
   async callChecked(netns: string | null, args: string[], options: Partial<RunOptions> = {}): Promise<RunResult> {

@@ -1,0 +1,245 @@
+// Files of a room's instance: read (as JSON, or as a raw stream for the unauthenticated
+// endpoint), write, list and delete. Every operation runs inside the instance as its
+// VM user, so a file is reachable exactly when that user could reach it there.
+import type { Config } from '../config.ts';
+import { AppError, type ErrorCode } from '../errors.ts';
+import { GuestFileError, type GuestDirEntry, type GuestFileInfo, type Runtime } from '../runtimes/types.ts';
+import type { Instances } from './instances.ts';
+import { isText, mimeTypeOf } from './mime.ts';
+import type { ProfileSpec } from './profile-schema.ts';
+
+/** Longest path accepted, in bytes (Linux's PATH_MAX). */
+export const MAX_PATH_BYTES = 4096;
+/** Entries returned by one directory listing. */
+export const MAX_LIST_ENTRIES = 10_000;
+/** Bytes read ahead of a raw response to pick its MIME type. */
+const SNIFF_BYTES = 4096;
+
+export interface FileContent {
+  file_path: string;
+  content: string;
+  instance_id: string;
+  encoding: 'utf-8' | 'base64';
+  size: number;
+  mime_type: string;
+}
+
+export interface RawFile {
+  info: GuestFileInfo;
+  mimeType: string;
+  /** The first bytes of the body (already read to sniff the type), then the rest. */
+  head: Buffer;
+  rest: NodeJS.ReadableStream;
+  /** The byte range served, when one was asked for. */
+  range?: { start: number; end: number };
+}
+
+const ERROR_CODES: Record<GuestFileError['kind'], ErrorCode> = {
+  not_found: 'file_not_found',
+  permission_denied: 'permission_denied',
+  is_a_directory: 'is_a_directory',
+  not_a_directory: 'not_a_directory',
+  too_large: 'file_too_large',
+  invalid_path: 'invalid_path',
+  no_space: 'no_space',
+};
+
+/** Turns a runtime's file error into the API's. */
+function appErrorOf(err: unknown): unknown {
+  return err instanceof GuestFileError ? new AppError(ERROR_CODES[err.kind], err.message) : err;
+}
+
+export function validatePath(path: string): string {
+  if (path === '') throw new AppError('invalid_path', 'the file path is empty; give an absolute path or one relative to the home directory');
+  if (path.includes('\0')) throw new AppError('invalid_path', 'the file path contains a NUL character');
+  if (Buffer.byteLength(path) > MAX_PATH_BYTES) throw new AppError('invalid_path', `the file path is longer than ${MAX_PATH_BYTES} bytes`);
+  return path;
+}
+
+function homeOf(spec: ProfileSpec): string {
+  return spec.home ?? `/home/${spec.user}`;
+}
+
+export class Files {
+  private readonly instances: Instances;
+  private readonly config: Config;
+
+  constructor(deps: { instances: Instances; config: Config }) {
+    this.instances = deps.instances;
+    this.config = deps.config;
+  }
+
+  private async target(organizationId: string, profileId: string, roomId: string) {
+    const { row, spec } = await this.instances.requireReady(organizationId, profileId, roomId);
+    return { instanceId: row.id, home: homeOf(spec), runtime: this.instances.activeRuntime() };
+  }
+
+  /** The spec's FileContent: text when the bytes are valid UTF-8 without NUL, else base64. */
+  async read(organizationId: string, profileId: string, roomId: string, path: string): Promise<FileContent> {
+    validatePath(path);
+    const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
+    try {
+      const { info, body } = await runtime.openFile(instanceId, path, { home, maxBytes: this.config.maxFileReadBytes });
+      const bytes = await readAll(body, this.config.maxFileReadBytes);
+      const text = isText(bytes);
+      return {
+        file_path: info.path,
+        content: text ? bytes.toString('utf8') : bytes.toString('base64'),
+        instance_id: instanceId,
+        encoding: text ? 'utf-8' : 'base64',
+        size: bytes.length,
+        mime_type: mimeTypeOf(info.path, bytes.subarray(0, SNIFF_BYTES), bytes.length <= SNIFF_BYTES),
+      };
+    } catch (err) {
+      if (err instanceof GuestFileError && err.kind === 'too_large') {
+        throw new AppError(
+          'file_too_large',
+          `${absolute(path, home)} is ${err.size} bytes, more than the ${this.config.maxFileReadBytes} this endpoint returns; fetch it raw from GET /vm/${instanceId}/file/${absolute(path, home).slice(1)}`,
+        );
+      }
+      throw appErrorOf(err);
+    }
+  }
+
+  /**
+   * Opens a file of a ready instance for the raw endpoint, by instance id alone: the
+   * id is the capability. An unknown or not-ready instance is instance_not_found.
+   */
+  async openRaw(instanceId: string, path: string, rangeHeader: string | undefined): Promise<RawFile> {
+    validatePath(path);
+    const found = await this.instances.readyById(instanceId);
+    if (!found) throw new AppError('instance_not_found', `no running instance ${instanceId}`);
+    const home = homeOf(found.spec);
+    const runtime: Runtime = this.instances.activeRuntime();
+    try {
+      let range: { start: number; end: number } | undefined;
+      if (rangeHeader !== undefined) {
+        const info = await runtime.statFile(instanceId, path, { home });
+        range = parseRange(rangeHeader, info.size);
+      }
+      const { info, body } = await runtime.openFile(instanceId, path, {
+        home,
+        maxBytes: Number.MAX_SAFE_INTEGER,
+        ...(range ? { range } : {}),
+      });
+      const head = await readUpTo(body, SNIFF_BYTES);
+      const mimeType = mimeTypeOf(info.path, head, head.length < SNIFF_BYTES || info.size <= SNIFF_BYTES);
+      return { info, mimeType, head, rest: body, ...(range ? { range } : {}) };
+    } catch (err) {
+      throw appErrorOf(err);
+    }
+  }
+
+  async write(
+    organizationId: string,
+    profileId: string,
+    roomId: string,
+    path: string,
+    data: Buffer,
+  ): Promise<{ file_path: string; instance_id: string; status: 'created' | 'modified'; size: number }> {
+    validatePath(path);
+    if (data.length > this.config.maxUploadBytes) {
+      throw new AppError('body_too_large', `the file is ${data.length} bytes, more than the ${this.config.maxUploadBytes} accepted`);
+    }
+    const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
+    try {
+      const { info, created } = await runtime.writeFile(instanceId, path, data, { home });
+      return { file_path: info.path, instance_id: instanceId, status: created ? 'created' : 'modified', size: info.size };
+    } catch (err) {
+      throw appErrorOf(err);
+    }
+  }
+
+  async list(
+    organizationId: string,
+    profileId: string,
+    roomId: string,
+    path: string,
+  ): Promise<{ path: string; instance_id: string; entries: GuestDirEntry[]; truncated: boolean }> {
+    validatePath(path);
+    const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
+    try {
+      const listing = await runtime.listDirectory(instanceId, path, { home, limit: MAX_LIST_ENTRIES });
+      return { path: listing.path, instance_id: instanceId, entries: listing.entries, truncated: listing.truncated };
+    } catch (err) {
+      throw appErrorOf(err);
+    }
+  }
+
+  async delete(organizationId: string, profileId: string, roomId: string, path: string): Promise<{ file_path: string; instance_id: string; status: 'deleted' }> {
+    validatePath(path);
+    const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
+    try {
+      const { path: deleted } = await runtime.deleteFile(instanceId, path, { home });
+      return { file_path: deleted, instance_id: instanceId, status: 'deleted' };
+    } catch (err) {
+      throw appErrorOf(err);
+    }
+  }
+}
+
+function absolute(path: string, home: string): string {
+  return path.startsWith('/') ? path : `${home}/${path}`;
+}
+
+/** A single `bytes=` range of a file of `size` bytes (RFC 9110); several ranges are not served. */
+export function parseRange(header: string, size: number): { start: number; end: number } {
+  const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  const unsatisfiable = () =>
+    new AppError('range_not_satisfiable', `range "${header}" does not fit the file's ${size} bytes (one range, e.g. bytes=0-1023)`, { size });
+  if (!match || (match[1] === '' && match[2] === '')) throw unsatisfiable();
+  let start: number;
+  let end: number;
+  if (match[1] === '') {
+    const suffix = Number(match[2]);
+    if (suffix === 0) throw unsatisfiable();
+    start = Math.max(0, size - suffix);
+    end = size - 1;
+  } else {
+    start = Number(match[1]);
+    end = match[2] === '' ? size - 1 : Math.min(Number(match[2]), size - 1);
+  }
+  if (start >= size || start > end) throw unsatisfiable();
+  return { start, end };
+}
+
+async function readAll(stream: NodeJS.ReadableStream, maxBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total > maxBytes) throw new GuestFileError('too_large', 'the file grew while it was read', total);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Reads the first `n` bytes of a stream (fewer at its end), leaving the rest unread. */
+function readUpTo(stream: NodeJS.ReadableStream, n: number): Promise<Buffer> {
+  const readable = stream as unknown as import('node:stream').Readable;
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const done = () => {
+      readable.off('readable', onReadable);
+      readable.off('end', onEnd);
+      readable.off('error', onError);
+      const all = Buffer.concat(chunks);
+      if (all.length > n) readable.unshift(all.subarray(n));
+      resolve(all.subarray(0, n));
+    };
+    const onReadable = () => {
+      let chunk: Buffer | null;
+      while (total < n && (chunk = readable.read() as Buffer | null) !== null) {
+        chunks.push(chunk);
+        total += chunk.length;
+      }
+      if (total >= n) done();
+    };
+    const onEnd = () => done();
+    const onError = (err: Error) => reject(err);
+    readable.on('readable', onReadable);
+    readable.on('end', onEnd);
+    readable.on('error', onError);
+  });
+}

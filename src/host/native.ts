@@ -1,0 +1,38 @@
+// Small C programs roomkit compiles on the host the first time it needs them: the
+// layer walker (host side) and the guest's compatibility library. Each build is cached
+// under a directory named after its source's hash, so a changed source builds anew
+// and concurrent servers sharing the cache never see a half-written binary.
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { run } from './run.ts';
+
+export class NativeBuildError extends Error {}
+
+/** A short hash of a source file's content: the version of what it compiles to. */
+export function sourceVersion(source: string): string {
+  return createHash('sha256').update(readFileSync(source)).digest('hex').slice(0, 12);
+}
+
+/**
+ * The compiled `source` under `cacheDir`, compiling it first if needed. `flags` are the
+ * compiler's (e.g. `-shared -fPIC` for a library); `name` is the output's file name.
+ */
+export async function compiled(source: string, name: string, cacheDir: string, flags: string[] = []): Promise<string> {
+  const out = join(cacheDir, '.native', sourceVersion(source), name);
+  if (existsSync(out)) return out;
+  mkdirSync(dirname(out), { recursive: true });
+  const tmp = `${out}.${process.pid}.tmp`;
+  const result = await run('cc', [...flags, '-O2', '-Wall', '-o', tmp, source], { timeoutMs: 120_000 }).catch((err: Error) => ({
+    code: -1,
+    stderr: err.message,
+  }));
+  if (result.code !== 0) {
+    rmSync(tmp, { force: true });
+    throw new NativeBuildError(
+      `cannot compile ${name} (${result.stderr.trim() || 'cc failed'}); install a C compiler: apt-get install gcc libc6-dev`,
+    );
+  }
+  renameSync(tmp, out);
+  return out;
+}

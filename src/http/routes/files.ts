@@ -1,0 +1,205 @@
+// Files of a room's instance: the spec's authenticated JSON read and unauthenticated
+// raw read, plus write, list and delete.
+import { createHash } from 'node:crypto';
+import { PassThrough } from 'node:stream';
+import Type from 'typebox';
+import { AppError } from '../../errors.ts';
+import type { Services } from '../../services.ts';
+import { callerOf } from '../auth.ts';
+import { errorResponses, RoomParams } from '../schemas.ts';
+import type { App } from '../types.ts';
+
+const FILE_PATH = '/api/profile/:profile_id/room/:room_id/file/*';
+
+const FileParams = Type.Object({
+  ...RoomParams.properties,
+  '*': Type.String({ description: 'File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts)' }),
+});
+
+const FileContent = Type.Object(
+  {
+    file_path: Type.String({ description: 'Absolute path of the file in the instance' }),
+    content: Type.String({ description: 'The content: text when `encoding` is utf-8, else base64' }),
+    instance_id: Type.String({ format: 'uuid' }),
+    encoding: Type.Enum(['utf-8', 'base64'], { description: '`utf-8` when the bytes are valid UTF-8 without NUL, else `base64`' }),
+    size: Type.Integer(),
+    mime_type: Type.String(),
+  },
+  { title: 'FileContent' },
+);
+
+const FileWritten = Type.Object(
+  {
+    file_path: Type.String(),
+    instance_id: Type.String({ format: 'uuid' }),
+    status: Type.Enum(['created', 'modified']),
+    size: Type.Integer(),
+  },
+  { title: 'FileWritten' },
+);
+
+const DirEntry = Type.Object({
+  name: Type.String(),
+  type: Type.Enum(['file', 'directory', 'symlink', 'other']),
+  size: Type.Integer(),
+  mode: Type.String({ description: 'Permission bits, octal' }),
+  mtime: Type.String({ format: 'date-time' }),
+});
+
+/** The path a request names: the wildcard as it is (relative to the home, or absolute when it starts with /). */
+function pathParam(params: { '*': string }): string {
+  return params['*'];
+}
+
+export function fileRoutes(app: App, { files, config }: Services): void {
+  app.get(
+    FILE_PATH,
+    {
+      schema: {
+        summary: 'Read a file',
+        description: `Reads the file fresh, as the instance's user. Text (valid UTF-8 without NUL) comes as it is, anything else base64-encoded; \`encoding\` says which. At most ${config.maxFileReadBytes} bytes: fetch larger files raw.`,
+        tags: ['files'],
+        params: FileParams,
+        response: { 200: FileContent, ...errorResponses(400, 401, 403, 404, 409, 413) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id } = request.params;
+      return files.read(callerOf(request).organizationId, profile_id, room_id, pathParam(request.params));
+    },
+  );
+
+  app.get(
+    '/api/profile/:profile_id/room/:room_id/files',
+    {
+      schema: {
+        summary: 'List a directory',
+        description: 'Entries of the directory (default: the home directory), sorted by name, at most 10,000.',
+        tags: ['files'],
+        params: RoomParams,
+        querystring: Type.Object(
+          { path: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Absolute, or relative to the home directory' })) },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({ path: Type.String(), instance_id: Type.String({ format: 'uuid' }), entries: Type.Array(DirEntry), truncated: Type.Boolean() }),
+          ...errorResponses(400, 401, 403, 404, 409),
+        },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id } = request.params;
+      return files.list(callerOf(request).organizationId, profile_id, room_id, request.query.path ?? '.');
+    },
+  );
+
+  app.delete(
+    FILE_PATH,
+    {
+      schema: {
+        summary: 'Delete a file',
+        description: 'Removes a file (or a link) as the instance\'s user; directories are removed with a command.',
+        tags: ['files'],
+        params: FileParams,
+        response: {
+          200: Type.Object({ file_path: Type.String(), instance_id: Type.String({ format: 'uuid' }), status: Type.Literal('deleted') }),
+          ...errorResponses(400, 401, 403, 404, 409),
+        },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id } = request.params;
+      return files.delete(callerOf(request).organizationId, profile_id, room_id, pathParam(request.params));
+    },
+  );
+
+  // Uploads take any content type as raw bytes, or JSON {content, encoding}; the
+  // parser is scoped to this route's context so other routes keep answering 415.
+  void app.register(async (scope: App) => {
+    scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+    scope.put(
+      FILE_PATH,
+      {
+        bodyLimit: Math.ceil(config.maxUploadBytes * 1.4) + 1024,
+        schema: {
+          summary: 'Write a file',
+          description:
+            'Creates or replaces the file as the instance\'s user, with its parent directories. The body is the raw content ' +
+            '(any content type but JSON), or JSON `{"content": "...", "encoding": "utf-8" | "base64"}`.',
+          tags: ['files'],
+          params: FileParams,
+          response: { 200: FileWritten, 201: FileWritten, ...errorResponses(400, 401, 403, 404, 409, 413, 507) },
+        },
+      },
+      async (request, reply) => {
+        const { profile_id, room_id } = request.params;
+        const written = await files.write(callerOf(request).organizationId, profile_id, room_id, pathParam(request.params), uploadOf(request.body));
+        return reply.code(written.status === 'created' ? 201 : 200).send(written);
+      },
+    );
+  });
+
+  app.get(
+    '/vm/:instance_id/file/*',
+    {
+      schema: {
+        summary: 'Raw file content (no authentication)',
+        description:
+          'The file\'s bytes with a MIME type by extension or content, Content-Length, ETag, Last-Modified and single byte ranges. ' +
+          'The instance id is the capability: only ready instances answer. Paths are absolute (without their leading slash).',
+        tags: ['files'],
+        params: Type.Object({ instance_id: Type.String({ format: 'uuid' }), '*': Type.String() }),
+        response: { ...errorResponses(400, 403, 404, 416) },
+      },
+    },
+    async (request, reply) => {
+      const { instance_id } = request.params;
+      const range = typeof request.headers.range === 'string' ? request.headers.range : undefined;
+      const file = await files.openRaw(instance_id, `/${request.params['*']}`, range);
+      const etag = `"${createHash('sha256').update(file.info.version).digest('hex').slice(0, 24)}"`;
+      reply.header('Content-Security-Policy', "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; media-src 'self'");
+      reply.header('Referrer-Policy', 'no-referrer');
+      reply.header('Cache-Control', 'no-cache');
+      reply.header('Accept-Ranges', 'bytes');
+      reply.header('ETag', etag);
+      reply.header('Last-Modified', new Date(file.info.mtimeMs).toUTCString());
+      const name = file.info.path.split('/').at(-1) ?? 'file';
+      reply.header('Content-Disposition', `inline; filename*=UTF-8''${encodeURIComponent(name)}`);
+      reply.type(file.mimeType.startsWith('text/') ? `${file.mimeType}; charset=utf-8` : file.mimeType);
+      if (request.headers['if-none-match'] === etag && file.range === undefined) {
+        (file.rest as PassThrough).destroy();
+        return reply.code(304).send();
+      }
+      const body = new PassThrough();
+      body.write(file.head);
+      file.rest.pipe(body);
+      body.on('close', () => (file.rest as PassThrough).destroy());
+      if (file.range) {
+        reply.code(206);
+        reply.header('Content-Range', `bytes ${file.range.start}-${file.range.end}/${file.info.size}`);
+        reply.header('Content-Length', String(file.range.end - file.range.start + 1));
+      } else {
+        reply.header('Content-Length', String(file.info.size));
+      }
+      return reply.send(body);
+    },
+  );
+}
+
+/** The bytes of an upload: the raw body, or the content of a JSON body. */
+function uploadOf(body: unknown): Buffer {
+  if (Buffer.isBuffer(body)) return body;
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new AppError('validation_error', 'send the file\'s bytes as the body, or JSON {"content": "...", "encoding": "utf-8" | "base64"}');
+  }
+  const { content, encoding = 'utf-8', ...rest } = body as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) throw new AppError('validation_error', `unknown field ${unknown[0]}; a JSON upload has only content and encoding`);
+  if (typeof content !== 'string') throw new AppError('validation_error', 'content must be a string (the file\'s text, or base64 with "encoding": "base64")');
+  if (encoding === 'utf-8') return Buffer.from(content, 'utf8');
+  if (encoding === 'base64') {
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(content.replace(/\s+/g, ''))) throw new AppError('validation_error', 'content is not valid base64');
+    return Buffer.from(content, 'base64');
+  }
+  throw new AppError('validation_error', 'encoding must be "utf-8" or "base64"');
+}

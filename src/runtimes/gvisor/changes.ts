@@ -1,0 +1,151 @@
+// files_changed for overlay-backed instances. The overlay's upper directory holds
+// exactly what the instance changed since it started (new and copied-up files, and
+// whiteouts for deletions), so a command's changes are the difference between two
+// metadata listings of it, taken before and after, read against the image (the lower
+// layer) to tell "created" from "modified" and to see deletions of image files. The
+// cost grows with what the instance has changed, never with the image's size (beyond
+// one index of the image per process). The listings come from layer-walk.c, which
+// never follows a guest-made link on the host.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { compiled } from '../../host/native.ts';
+import type { FileChangeEntry } from '../types.ts';
+
+const WALKER_SOURCE = fileURLToPath(new URL('../../host/native/layer-walk.c', import.meta.url));
+const WALK_TIMEOUT_MS = 60_000;
+
+/** Path inside the guest (without its leading slash) -> the walker's header for it. */
+export type Listing = Map<string, string>;
+
+/** What the image holds at a path: its type (f, d, l, o) and, for regular files, its size. */
+export interface LowerEntry {
+  type: string;
+  size: number;
+}
+export type LowerIndex = Map<string, LowerEntry>;
+
+/** The walker binary, compiled on first use into `cacheDir`. */
+export function layerWalker(cacheDir: string): Promise<string> {
+  return compiled(WALKER_SOURCE, 'layer-walk', cacheDir);
+}
+
+/** Lists `dir` with the walker: every entry's metadata, keyed by its path relative to `dir`. */
+export function listLayer(walker: string, dir: string): Promise<Listing> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(walker, [dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const chunks: Buffer[] = [];
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), WALK_TIMEOUT_MS);
+    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d.slice(0, 2000)));
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code !== 0) return reject(new Error(`listing the writable layer failed (${signal ?? `exit ${code}`}): ${stderr.trim()}`));
+      resolve(parseListing(Buffer.concat(chunks)));
+    });
+  });
+}
+
+export function parseListing(data: Buffer): Listing {
+  const listing: Listing = new Map();
+  let start = 0;
+  while (start < data.length) {
+    const end = data.indexOf(0, start);
+    if (end < 0) break;
+    const tab = data.indexOf(9, start);
+    if (tab > start && tab < end) {
+      listing.set(data.toString('utf8', tab + 1, end), data.toString('latin1', start, tab));
+    }
+    start = end + 1;
+  }
+  return listing;
+}
+
+/** The image's index, built from a listing of its root filesystem. */
+export function lowerIndexOf(listing: Listing): LowerIndex {
+  const index: LowerIndex = new Map();
+  for (const [path, header] of listing) {
+    const [type = 'o', , size = '0'] = header.split(' ');
+    index.set(path, { type, size: Number(size) });
+  }
+  return index;
+}
+
+interface Header {
+  type: string;
+  size: number;
+  opaque: boolean;
+}
+
+function parseHeader(header: string): Header {
+  const parts = header.split(' ');
+  return { type: parts[0] ?? 'o', size: Number(parts[2] ?? 0), opaque: parts[6] === 'O' };
+}
+
+/** Whether an upper entry hides what the image has at and below its path. */
+function hides(header: string | undefined): boolean {
+  if (header === undefined) return false;
+  const h = parseHeader(header);
+  return h.type !== 'd' || h.opaque;
+}
+
+type Visible = { from: 'upper'; header: string; size: number } | { from: 'lower'; size: number } | null;
+
+/** The regular file the guest sees at `path` given an upper listing, or null. */
+function visible(upper: Listing, lower: LowerIndex, path: string): Visible {
+  const header = upper.get(path);
+  if (header !== undefined) {
+    const h = parseHeader(header);
+    return h.type === 'f' ? { from: 'upper', header, size: h.size } : null;
+  }
+  // Not in the upper layer: the image's file shows through unless an ancestor hides it.
+  for (let i = path.indexOf('/'); i >= 0; i = path.indexOf('/', i + 1)) {
+    if (hides(upper.get(path.slice(0, i)))) return null;
+  }
+  const entry = lower.get(path);
+  return entry?.type === 'f' ? { from: 'lower', size: entry.size } : null;
+}
+
+/** The image's paths below `dir`. */
+function lowerBelow(lower: LowerIndex, dir: string): string[] {
+  const prefix = `${dir}/`;
+  const paths: string[] = [];
+  for (const path of lower.keys()) if (path.startsWith(prefix)) paths.push(path);
+  return paths;
+}
+
+/**
+ * The regular files created, modified or deleted between two listings of an upper
+ * directory, with absolute guest paths, sorted by path. A file is modified when its
+ * size, times or inode changed, or when it was copied up from the image.
+ */
+export function diffLayers(before: Listing, after: Listing, lower: LowerIndex): FileChangeEntry[] {
+  const candidates = new Set<string>();
+  const consider = (path: string, was: string | undefined, now: string | undefined) => {
+    if (was === now) return;
+    candidates.add(path);
+    // A new whiteout or opaque directory hides the image's files below it (and the reverse).
+    if (hides(was) !== hides(now) && lower.get(path)?.type === 'd') for (const p of lowerBelow(lower, path)) candidates.add(p);
+  };
+  for (const [path, now] of after) consider(path, before.get(path), now);
+  for (const [path, was] of before) if (!after.has(path)) consider(path, was, undefined);
+
+  const changes: FileChangeEntry[] = [];
+  for (const path of candidates) {
+    const was = visible(before, lower, path);
+    const now = visible(after, lower, path);
+    if (was === null && now === null) continue;
+    if (was === null && now !== null) changes.push({ path: `/${path}`, status: 'created', size: now.size });
+    else if (was !== null && now === null) changes.push({ path: `/${path}`, status: 'deleted' });
+    else if (was !== null && now !== null) {
+      const copiedUp = was.from === 'lower' && now.from === 'upper';
+      const rewritten = was.from === 'upper' && now.from === 'upper' && was.header !== now.header;
+      if (copiedUp || rewritten) changes.push({ path: `/${path}`, status: 'modified', size: now.size });
+    }
+  }
+  return changes.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}

@@ -1,0 +1,122 @@
+// Runs one shell command in a gVisor instance: `runsc exec` as the VM user with stdout
+// and stderr on one pipe, output kept within its budget, and a deadline after which
+// every process the command started is killed, wherever it went.
+import type { ChildProcessByStdio } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
+import { HeadTailBuffer } from '../../host/output.ts';
+
+/** The environment variable that marks every process of a command (inherited by its children). */
+export const COMMAND_MARKER = 'ROOMKIT_COMMAND_ID';
+/** Exit code reported for a command killed at its deadline (as timeout(1) does). */
+export const TIMEOUT_EXIT_CODE = 124;
+/**
+ * After the command's shell exits, how long to wait for its output to end. Processes it
+ * left in the background may keep the pipe open for as long as they run; what they
+ * print after this is not part of the result.
+ */
+const OUTPUT_GRACE_MS = 100;
+/** After the kill at the deadline, how long runsc exec may take to report before it is killed too. */
+const KILL_GRACE_MS = 5_000;
+
+/**
+ * Run as root in the guest with the command id: kills every process carrying the
+ * command's marker and every process in their sessions (which covers children that
+ * cleared their environment), again until none is left, since a process may fork while
+ * this runs. A process that called setsid() and cleared its environment escapes.
+ */
+export const KILL_SCRIPT = String.raw`
+marker="${COMMAND_MARKER}=$1"
+i=0
+while [ $i -lt 40 ]; do
+  pids=$(grep -lzxF "$marker" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3)
+  [ -n "$pids" ] || exit 0
+  sids=$(ps -o sid= -p "$(echo $pids | tr ' ' ,)" 2>/dev/null | sort -u)
+  kill -KILL $pids 2>/dev/null
+  for s in $sids; do [ "$s" -gt 1 ] && pkill -KILL -s "$s"; done
+  i=$((i + 1))
+  sleep 0.05
+done
+exit 1
+`;
+
+export type ExecChild = ChildProcessByStdio<Writable, Readable, Readable>;
+
+export interface RunOutcome {
+  output: string;
+  outputBytes: number;
+  outputTruncated: boolean;
+  exitCode: number;
+  timedOut: boolean;
+  /** The pipe is still held by processes the command left running; keep draining it. */
+  lingering: Readable | null;
+}
+
+/**
+ * Waits for a started `runsc exec` of a command (stdout and stderr combined) to end,
+ * killing the command's processes through `killTree` at the deadline.
+ */
+export function superviseCommand(
+  child: ExecChild,
+  options: { timeoutMs: number; maxOutputBytes: number; killTree: () => Promise<void> },
+): Promise<RunOutcome> {
+  return new Promise((resolve, reject) => {
+    const output = new HeadTailBuffer(options.maxOutputBytes);
+    let capturing = true;
+    let timedOut = false;
+    let ended = false;
+    child.stdin.end();
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (capturing) output.push(chunk);
+    });
+    child.stdout.on('end', () => (ended = true));
+    child.stderr.resume();
+    const deadline = setTimeout(() => {
+      timedOut = true;
+      const hardKill = setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS);
+      hardKill.unref();
+      options
+        .killTree()
+        .catch(() => child.kill('SIGKILL'))
+        .finally(() => child.once('exit', () => clearTimeout(hardKill)));
+    }, options.timeoutMs);
+    child.on('error', (err) => {
+      clearTimeout(deadline);
+      reject(err);
+    });
+    child.on('exit', (code, signal) => {
+      clearTimeout(deadline);
+      let finished = false;
+      const finish = () => {
+        if (finished) return;
+        finished = true;
+        capturing = false;
+        // Reading on (and dropping) what background processes print keeps them from
+        // dying of SIGPIPE once the result is out.
+        resolve({
+          output: output.text(),
+          outputBytes: output.total,
+          outputTruncated: output.truncated,
+          exitCode: timedOut ? TIMEOUT_EXIT_CODE : (code ?? 128 + signalNumber(signal)),
+          timedOut,
+          lingering: ended ? null : child.stdout,
+        });
+      };
+      if (ended) return finish();
+      const grace = setTimeout(finish, OUTPUT_GRACE_MS);
+      child.stdout.once('end', () => {
+        clearTimeout(grace);
+        finish();
+      });
+    });
+  });
+}
+
+function signalNumber(signal: NodeJS.Signals | null): number {
+  const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };
+  return (signal && numbers[signal]) ?? 0;
+}
+
+/** Quotes a string for a POSIX shell. */
+export function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", "'\\''")}'`;
+}

@@ -1,0 +1,117 @@
+// File operations done inside the instance, as its VM user, by a POSIX shell script:
+// paths (links, `..` and all) resolve in the guest's filesystem with the guest's
+// permissions, so the host never opens a guest-controlled path. Each operation answers
+// on stdout; a failure the caller can act on is an exit status from FILE_STATUS.
+import { posix } from 'node:path';
+import { GuestFileError, type GuestDirEntry, type GuestFileInfo } from '../types.ts';
+
+/** Exit statuses of the script, and what each means. */
+export const FILE_STATUS = {
+  10: 'not_found',
+  11: 'permission_denied',
+  12: 'is_a_directory',
+  13: 'too_large',
+  14: 'invalid_path',
+  15: 'not_a_directory',
+} as const satisfies Record<number, GuestFileError['kind']>;
+
+/**
+ * `sh -c FILE_SCRIPT sh OP PATH [ARGS...]`. `stat -L` and `find` use statx, which the
+ * guest's compatibility library makes work on this gVisor (see images/guest).
+ */
+export const FILE_SCRIPT = String.raw`
+op=$1; f=$2
+fail_for() { case "$1" in *"ermission denied"*) exit 11;; *"ot a directory"*|*"ile exists"*) exit 15;; *"o space left"*) echo "$1" >&2; exit 17;; *) echo "$1" >&2; exit 1;; esac; }
+missing() { d=$(dirname -- "$f"); if [ -e "$d" ] && ! (cd -- "$d" 2>/dev/null); then exit 11; fi; exit 10; }
+info() { stat -L -c '%s %.9Y %i %.9Z' -- "$f"; }
+case "$op" in
+read|stat)
+  [ -e "$f" ] || missing
+  [ -d "$f" ] && exit 12
+  [ -f "$f" ] || exit 14
+  # Opening it is the permission check (test -r is not reliable under gVisor); the
+  # content comes from this descriptor, capped at the size reported first.
+  exec 3< "$f" 2>/dev/null || exit 11
+  set -- "$@" $(info)
+  [ -n "$9" ] || exit 1
+  size=$6
+  [ "$size" -le "$3" ] || { echo "$size" >&2; exit 13; }
+  printf '%s %s %s %s\n' "$6" "$7" "$8" "$9"
+  [ "$op" = read ] || exit 0
+  if [ "$5" -lt 0 ]; then exec head -c "$size" <&3; fi
+  tail -c +$(($4 + 1)) <&3 | head -c "$5"
+  ;;
+write)
+  [ -d "$f" ] && exit 12
+  existed=0; { [ -e "$f" ] || [ -L "$f" ]; } && existed=1
+  d=$(dirname -- "$f")
+  [ -d "$d" ] || err=$(mkdir -p -- "$d" 2>&1) || fail_for "$err"
+  err=$( { cat > "$f"; } 2>&1) || fail_for "$err"
+  printf '%s %s\n' "$(info)" "$existed"
+  ;;
+list)
+  [ -e "$f" ] || missing
+  [ -d "$f" ] || exit 15
+  cd -- "$f" 2>/dev/null || exit 11
+  ls -f . >/dev/null 2>&1 || exit 11
+  find . -mindepth 1 -maxdepth 1 -printf '%y %s %m %T@ %f\0' | head -z -n "$3"
+  ;;
+delete)
+  { [ -e "$f" ] || [ -L "$f" ]; } || missing
+  [ -d "$f" ] && [ ! -L "$f" ] && exit 12
+  err=$(rm -f -- "$f" 2>&1) || fail_for "$err"
+  ;;
+*) exit 2 ;;
+esac
+`;
+
+/** The absolute path a request names, for answers: relative paths start at the home directory. */
+export function absoluteGuestPath(path: string, home: string): string {
+  return posix.resolve(home, path);
+}
+
+/** The GuestFileError for a script's exit status, or null when the status is not one of FILE_STATUS. */
+export function fileError(code: number | null, path: string, detail: string): GuestFileError | null {
+  const kind = code === null ? undefined : FILE_STATUS[code as keyof typeof FILE_STATUS];
+  if (code === 17) return new GuestFileError('no_space', `no space left in the instance to write ${path}`);
+  if (kind === undefined) return null;
+  const messages: Record<GuestFileError['kind'], string> = {
+    not_found: `no file at ${path} in the instance`,
+    permission_denied: `the instance's user may not access ${path}`,
+    is_a_directory: `${path} is a directory; list it with GET .../files?path=${path}`,
+    too_large: `${path} is ${detail} bytes, more than this endpoint serves`,
+    invalid_path: `${path} is not a regular file (a device, socket or pipe)`,
+    not_a_directory: `${path} is not a directory, or a component of it is not`,
+    no_space: `no space left in the instance to write ${path}`,
+  };
+  return new GuestFileError(kind, messages[kind], kind === 'too_large' ? Number(detail) : undefined);
+}
+
+/** Parses the `SIZE MTIME INO CTIME` line of `read`, `stat` and `write`. */
+export function parseInfo(line: string, path: string): GuestFileInfo {
+  const [size, mtime, ino, ctime] = line.trim().split(' ');
+  if (size === undefined || mtime === undefined || ino === undefined || ctime === undefined) {
+    throw new Error(`unexpected answer from the instance about ${path}: ${line.slice(0, 200)}`);
+  }
+  return { path, size: Number(size), mtimeMs: Math.floor(Number(mtime) * 1000), version: `${ino}-${size}-${mtime}-${ctime}` };
+}
+
+const TYPES: Record<string, GuestDirEntry['type']> = { f: 'file', d: 'directory', l: 'symlink' };
+
+/** Parses `list`'s NUL-separated `TYPE SIZE MODE MTIME NAME` records. */
+export function parseListing(data: Buffer): GuestDirEntry[] {
+  const entries: GuestDirEntry[] = [];
+  for (const record of data.toString('utf8').split('\0')) {
+    const match = /^(\S) (\d+) ([0-7]+) ([\d.]+) (.*)$/s.exec(record);
+    if (!match) continue;
+    const [, type = '', size = '0', mode = '0', mtime = '0', name = ''] = match;
+    entries.push({
+      name,
+      type: TYPES[type] ?? 'other',
+      size: Number(size),
+      mode,
+      mtime: new Date(Math.floor(Number(mtime) * 1000)).toISOString(),
+    });
+  }
+  return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
