@@ -30,6 +30,8 @@ export interface Config {
   readonly runtime: RuntimeChoice;
   /** Where built images are cached; several data directories may share one. */
   readonly imagesDir: string;
+  /** Where `oci:<name>` images are found: OCI image layouts, as directories or .tar files. */
+  readonly ociDir: string;
   /** IPv4 range split into one /30 per instance. */
   readonly networkPool: string;
   /** On SIGTERM: `keep` instances running for the next start to adopt, or `stop` them. */
@@ -69,6 +71,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxDiskMb: 'ROOMKIT_MAX_DISK_MB',
   runtime: 'ROOMKIT_RUNTIME',
   imagesDir: 'ROOMKIT_IMAGES_DIR',
+  ociDir: 'ROOMKIT_OCI_DIR',
   networkPool: 'ROOMKIT_NETWORK_POOL',
   onShutdown: 'ROOMKIT_ON_SHUTDOWN',
   expiryCheckIntervalMs: 'ROOMKIT_EXPIRY_CHECK_INTERVAL_MS',
@@ -137,6 +140,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxDiskMb: int('maxDiskMb', 64 * 1024, 256, 1024 * 1024 * 1024),
     runtime: oneOf('runtime', RUNTIME_CHOICES, 'auto'),
     imagesDir: path('imagesDir') ?? join(dataDir, 'images'),
+    ociDir: path('ociDir') ?? join(dataDir, 'oci'),
     networkPool: cidr('networkPool', '10.213.0.0/16'),
     onShutdown: oneOf('onShutdown', SHUTDOWN_POLICIES, 'keep'),
     expiryCheckIntervalMs: int('expiryCheckIntervalMs', 5000, 100, 3_600_000),

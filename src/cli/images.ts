@@ -28,7 +28,7 @@ async function withServices<T>(options: Common, work: (services: Services) => Pr
 function imageStore(options: Common, progress: boolean): ImageStore {
   const config = loadConfig({ dataDir: options.dataDir });
   // Progress lines go to stderr, so that stdout stays the result.
-  return new ImageStore({ dir: config.imagesDir, log: createLogger(progress ? 'info' : 'warn', process.stderr) });
+  return new ImageStore({ dir: config.imagesDir, ociDir: config.ociDir, log: createLogger(progress ? 'info' : 'warn', process.stderr) });
 }
 
 export async function imagesBuild(profileRef: string, options: Common & { org?: string | undefined }): Promise<void> {

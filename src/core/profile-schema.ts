@@ -17,8 +17,12 @@ const USER_PATTERN = '^(?!root$)[a-z_][a-z0-9_-]{0,31}$';
 /** An absolute, normalised path: no `.` or `..` segments, no doubled or trailing slash. */
 const ABS_PATH_PATTERN = '^(/(?!\\.\\.?(/|$))[A-Za-z0-9._+@-]+)+$';
 const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
-/** `debian:<suite>` for now; the image builder decides which suites it can build. */
-const IMAGE_PATTERN = '^[a-z0-9][a-z0-9._/-]{0,127}(:[A-Za-z0-9._-]{1,64})?$';
+/**
+ * `debian:<suite>`, or `oci:<name>[:<tag>]` for an OCI image layout in the server's OCI
+ * directory. An `oci:` name is only roughly shaped here so that a name with `/` or `..`
+ * gets the profile service's own explanation rather than a pattern mismatch.
+ */
+const IMAGE_PATTERN = '^(oci:[A-Za-z0-9._/:-]{1,200}|[a-z0-9][a-z0-9._/-]{0,127}(:[A-Za-z0-9._-]{1,64})?)$';
 
 export const PROFILE_DEFAULTS = {
   image: 'debian:bookworm',
@@ -42,7 +46,7 @@ export function profileFieldSchemas(limits: HostLimits) {
   return {
     image: Type.String({
       pattern: IMAGE_PATTERN,
-      description: 'Base image of the root filesystem, e.g. `debian:bookworm`.',
+      description: 'Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server\'s OCI directory.',
       default: PROFILE_DEFAULTS.image,
     }),
     packages: Type.Array(Type.String({ pattern: PACKAGE_PATTERN, maxLength: 128 }), {

@@ -3,6 +3,7 @@
 // module applies defaults and the rules a schema cannot express.
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.ts';
+import { isOciImage, OciImageError, parseOciImage } from '../images/oci.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { ProfileRow } from '../store/schema.ts';
@@ -161,6 +162,18 @@ function applyChanges(base: ProfileSpec, changes: Omit<ProfilePatch, 'name'>): P
     if (home === undefined && base.home === `/home/${base.user}`) next.home = `/home/${user}`;
   }
   if (home !== undefined) next.home = home;
+  if (isOciImage(next.image)) {
+    try {
+      parseOciImage(next.image);
+    } catch (err) {
+      if (err instanceof OciImageError) throw fieldError('image', err.message);
+      throw err;
+    }
+    // An OCI image is used as it is; nothing installs packages into it.
+    if (next.packages.length > 0) {
+      throw fieldError('packages', 'packages cannot be installed into an OCI image (`oci:...`); build them into the image and leave packages empty');
+    }
+  }
   if (next.network.allow.length > 0) {
     throw fieldError('network.allow', 'network.allow is reserved for a later version; leave it empty');
   }

@@ -1,7 +1,8 @@
 // Root filesystems for instances. A profile's image, packages and VM user resolve to a
 // root filesystem built once with mmdebstrap from Debian's packages and cached under a
 // key that hashes everything that went into it. Instances use it as the read-only lower
-// layer of their overlay, so one copy serves every instance of the profile.
+// layer of their overlay, so one copy serves every instance of the profile. An image
+// named `oci:...` is built from an OCI image layout instead (oci.ts).
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { mountsUnder, unmountAll } from '../host/mounts.ts';
 import { GuestAdditionsError, guestAdditionsVersion, installGuestAdditions } from './guest-additions.ts';
+import { buildOciRootfs, isOciImage, type OciImage, OciImageError, resolveOciImage } from './oci.ts';
 
 /** Bumped whenever the way images are built changes, so old cache entries are not reused. */
 const BUILD_FORMAT = 1;
@@ -41,6 +43,8 @@ export interface ImageInfo {
   uid: number;
   built_at: string;
   build_ms: number;
+  /** For an OCI image, the digest of the manifest it was built from. */
+  manifest_digest?: string;
   /** The root filesystem directory. */
   rootfs: string;
 }
@@ -54,10 +58,15 @@ export class ImageStore {
   private readonly building = new Map<string, Promise<ImageInfo>>();
   /** Process groups of the mmdebstrap runs under way. */
   private readonly groups = new Set<number>();
+  /** Where `oci:<name>` images are looked up (ROOMKIT_OCI_DIR). */
+  private readonly ociDir: string | undefined;
+  /** OCI builds under way, which run in this process. */
+  private readonly ociBuilds = new Set<AbortController>();
 
-  constructor(options: { dir: string; log: Logger }) {
+  constructor(options: { dir: string; log: Logger; ociDir?: string }) {
     this.dir = options.dir;
     this.log = options.log;
+    this.ociDir = options.ociDir;
     mkdirSync(this.dir, { recursive: true });
   }
 
@@ -89,12 +98,17 @@ export class ImageStore {
 
   /** Stops builds under way (their callers' ensure() rejects); used when the service stops. */
   async close(): Promise<void> {
+    for (const build of this.ociBuilds) build.abort(new ImageBuildError('the image build was stopped: the service is stopping'));
     await Promise.all([...this.groups].map((pgid) => stopGroup(pgid)));
   }
 
-  /** The cache key of the root filesystem a request resolves to. */
-  static keyOf(request: ImageRequest): string {
+  /**
+   * The cache key of the root filesystem a request resolves to. `source` is what the
+   * image name resolved to where the name alone does not say (an OCI manifest digest).
+   */
+  static keyOf(request: ImageRequest, source?: string): string {
     const canonical = JSON.stringify({
+      source,
       format: BUILD_FORMAT,
       additions: guestAdditionsVersion(),
       image: request.image,
@@ -109,13 +123,14 @@ export class ImageStore {
 
   /** The cached image, built first if there is none; concurrent callers share one build. */
   async ensure(request: ImageRequest, log: Logger = this.log, onProgress: (message: string) => void = () => {}): Promise<ImageInfo> {
-    const key = ImageStore.keyOf(request);
+    const oci = isOciImage(request.image) ? await this.resolveOci(request) : undefined;
+    const key = ImageStore.keyOf(request, oci?.manifestDigest);
     const cached = this.read(key);
     if (cached) return cached;
     let pending = this.building.get(key);
     if (!pending) {
       onProgress(`building image ${request.image}${request.packages.length ? ` with ${request.packages.join(', ')}` : ''}`);
-      pending = this.build(key, request, log, onProgress).finally(() => this.building.delete(key));
+      pending = this.build(key, request, log, onProgress, oci).finally(() => this.building.delete(key));
       this.building.set(key, pending);
     } else {
       log.info({ imageKey: key }, 'waiting for an image build already under way');
@@ -157,8 +172,36 @@ export class ImageStore {
     }
   }
 
-  private async build(key: string, request: ImageRequest, log: Logger, onProgress: (message: string) => void): Promise<ImageInfo> {
-    const suite = suiteOf(request.image);
+  private async resolveOci(request: ImageRequest): Promise<OciImage> {
+    try {
+      if (this.ociDir === undefined) throw new OciImageError(`image "${request.image}": this server has no OCI directory`);
+      if (request.packages.length > 0) {
+        throw new OciImageError(`image "${request.image}": packages cannot be installed into an OCI image; build them into the image`);
+      }
+      return await resolveOciImage(this.ociDir, request.image);
+    } catch (err) {
+      throw err instanceof OciImageError ? new ImageBuildError(err.message) : err;
+    }
+  }
+
+  /** Applies an OCI image's layers into `<tmp>/rootfs`, in this process. */
+  private async buildOci(oci: OciImage, tmp: string, request: ImageRequest, log: Logger, onProgress: (line: string) => void): Promise<void> {
+    // The owner record keeps other processes sharing the cache from removing the build.
+    writeFileSync(join(tmp, 'build.json'), JSON.stringify({ ownerPid: process.pid }));
+    const controller = new AbortController();
+    this.ociBuilds.add(controller);
+    try {
+      await buildOciRootfs(oci, join(tmp, 'rootfs'), { user: request.user, home: request.home, uid: VM_UID, signal: controller.signal, onProgress });
+    } catch (err) {
+      throw err instanceof OciImageError ? new ImageBuildError(err.message) : err;
+    } finally {
+      this.ociBuilds.delete(controller);
+    }
+    log.info({ manifestDigest: oci.manifestDigest }, 'OCI image layers applied');
+  }
+
+  private async build(key: string, request: ImageRequest, log: Logger, onProgress: (message: string) => void, oci?: OciImage): Promise<ImageInfo> {
+    const suite = oci ? '' : suiteOf(request.image);
     const started = Date.now();
     const tmp = join(this.dir, `.build-${key}-${randomBytes(4).toString('hex')}`);
     mkdirSync(tmp);
@@ -170,7 +213,12 @@ export class ImageStore {
       'rm -f "$1/etc/resolv.conf" "$1/etc/hostname"',
     ];
     try {
-      await runMmdebstrap(
+      if (oci) {
+        await this.buildOci(oci, tmp, request, log, (line) => {
+          log.info({ imageKey: key, step: line }, 'image build');
+          onProgress(`building image ${request.image}: ${line}`);
+        });
+      } else await runMmdebstrap(
         tmp,
         this.groups,
         [
@@ -199,6 +247,7 @@ export class ImageStore {
         uid: VM_UID,
         built_at: new Date().toISOString(),
         build_ms: Date.now() - started,
+        ...(oci ? { manifest_digest: oci.manifestDigest } : {}),
       };
       rmSync(join(tmp, 'build.json'), { force: true });
       writeFileSync(join(tmp, 'image.json'), `${JSON.stringify(info, null, 2)}\n`);

@@ -48,7 +48,7 @@ export const gvisorCandidate: RuntimeCandidate = {
       return { skipped: `runsc does not run: ${(err as Error).message}` };
     }
     const pool = new AddressPool(db, config.networkPool);
-    const images = new ImageStore({ dir: config.imagesDir, log });
+    const images = new ImageStore({ dir: config.imagesDir, ociDir: config.ociDir, log });
     await images.removeAbandonedBuilds();
     const runtime = new GvisorRuntime({
       dataDir: config.dataDir,
