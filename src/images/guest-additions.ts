@@ -1,6 +1,7 @@
 // What roomkit adds to every image's root filesystem after the base is built, so that
 // instances behave as agents expect under this gVisor release: a preloaded library
-// that makes `ls` and `stat` work (see guest/statx-compat.c). Native parts are compiled
+// that makes `ls` and `stat` work (guest/statx-compat.c), and a `sudo` that reaches
+// root through a service roomkit starts in each instance (guest/sudo.py, rootd.py). Native parts are compiled
 // on the host once per source version and cached beside the images (host/native.ts).
 import { lstatSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -12,10 +13,16 @@ const STATX_SOURCE = join(GUEST_DIR, 'statx-compat.c');
 /** Where the additions live inside an instance. */
 export const GUEST_LIB_DIR = '/usr/local/lib/roomkit';
 const STATX_LIB = `${GUEST_LIB_DIR}/libstatx-compat.so`;
+/** The root service, started as root when an instance boots (if the image has python3). */
+export const ROOT_SERVICE = `${GUEST_LIB_DIR}/rootd`;
+const SCRIPTS: { source: string; target: string }[] = [
+  { source: join(GUEST_DIR, 'rootd.py'), target: ROOT_SERVICE },
+  { source: join(GUEST_DIR, 'sudo.py'), target: '/usr/local/bin/sudo' },
+];
 
 /** Changes whenever an addition's source changes, so images built with an older one are rebuilt. */
 export function guestAdditionsVersion(): string {
-  return sourceVersion(STATX_SOURCE);
+  return [STATX_SOURCE, ...SCRIPTS.map((s) => s.source)].map(sourceVersion).join('-');
 }
 
 export class GuestAdditionsError extends Error {}
@@ -61,6 +68,7 @@ export async function installGuestAdditions(rootfs: string, cacheDir: string): P
     throw err instanceof NativeBuildError ? new GuestAdditionsError(err.message) : err;
   }
   writeGuestFile(rootfs, STATX_LIB, readFileSync(lib), 0o644);
+  for (const script of SCRIPTS) writeGuestFile(rootfs, script.target, readFileSync(script.source), 0o755);
   let preload = '';
   try {
     const existing = join(rootfs, 'etc', 'ld.so.preload');

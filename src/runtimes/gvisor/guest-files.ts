@@ -31,7 +31,7 @@ read|stat)
   [ -f "$f" ] || exit 14
   # Opening it is the permission check (test -r is not reliable under gVisor); the
   # content comes from this descriptor, capped at the size reported first.
-  exec 3< "$f" 2>/dev/null || exit 11
+  command exec 3< "$f" 2>/dev/null || exit 11
   set -- "$@" $(info)
   [ -n "$9" ] || exit 1
   size=$6

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
 import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import { ImageStore, VM_UID } from '../../images/builder.ts';
+import { ROOT_SERVICE } from '../../images/guest-additions.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import {
   createNetns,
@@ -179,6 +180,7 @@ export class GvisorRuntime implements Runtime {
       await onStep('vm_started');
 
       await this.waitForInit(instanceId, signal);
+      await this.startRootService(instanceId);
       await onStep('vm_booted');
 
       const check = await this.exec(instanceId, ['sh', '-c', 'cd "$HOME" && test -w . && id -u'], {
@@ -210,7 +212,7 @@ export class GvisorRuntime implements Runtime {
         ? [`--user=${VM_UID}:${VM_UID}`, `--cwd=${options.home ?? '/'}`, `--env=HOME=${options.home ?? '/'}`]
         : ['--user=0:0', '--cwd=/', '--env=HOME=/root'];
     const env = [PATH_ENV, ...(options.env ?? [])].map((e) => `--env=${e}`);
-    return this.runsc.call(names.netns, ['exec', ...identity, ...env, instanceId, ...argv], { timeoutMs: options.timeoutMs });
+    return this.runsc.call(names.netns, ['exec', ...identity, ...env, instanceId, ...asUser(options.as, argv)], { timeoutMs: options.timeoutMs });
   }
 
   async destroy(instanceId: string): Promise<void> {
@@ -245,7 +247,7 @@ export class GvisorRuntime implements Runtime {
         ? [`--user=${VM_UID}:${VM_UID}`, `--cwd=${options.home ?? '/'}`, `--env=HOME=${options.home ?? '/'}`]
         : ['--user=0:0', '--cwd=/', '--env=HOME=/root'];
     const env = [PATH_ENV, ...Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`)].map((e) => `--env=${e}`);
-    return this.runsc.spawn(names.netns, ['exec', ...identity, ...env, instanceId, ...argv], {
+    return this.runsc.spawn(names.netns, ['exec', ...identity, ...env, instanceId, ...asUser(options.as, argv)], {
       combineOutput: options.combineOutput ?? false,
     });
   }
@@ -512,6 +514,20 @@ export class GvisorRuntime implements Runtime {
     throw new Error(`the sandbox's init did not answer within ${BOOT_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`);
   }
 
+  /**
+   * Starts the guest's root service (images/guest/rootd.py), through which its `sudo`
+   * works; images without it or without python3 simply have no sudo.
+   */
+  private async startRootService(instanceId: string): Promise<void> {
+    // Started in the background from a shell inside (this runsc's `exec --detach` fails),
+    // with no descriptor of ours, so it outlives this call and holds no pipe open.
+    const script = `[ -f ${ROOT_SERVICE} ] && command -v python3 >/dev/null || exit 0; setsid python3 ${ROOT_SERVICE} </dev/null >/dev/null 2>&1 &`;
+    const result = await this.exec(instanceId, ['sh', '-c', script], { as: 'root', timeoutMs: BOOT_TIMEOUT_MS });
+    if (result.code !== 0) {
+      throw new Error(`could not start the instance's root service (exit ${result.code}${result.timedOut ? ', timed out' : ''}): ${(result.stderr || result.stdout).trim()}`);
+    }
+  }
+
   private writeGuestConfig(rootfs: string, instanceId: string, egress: boolean): void {
     const nameservers = egress ? this.dnsServers : [];
     writeFileSync(join(rootfs, 'etc', 'resolv.conf'), nameservers.map((ns) => `nameserver ${ns}\n`).join(''));
@@ -530,6 +546,16 @@ export class GvisorRuntime implements Runtime {
       return undefined;
     }
   }
+}
+
+/**
+ * The argv to exec for a user. This runsc gives the first process of `exec --user=N`
+ * the sandbox's capabilities (CAP_DAC_OVERRIDE among them) whatever N is; an execve
+ * by a non-root user drops them, so the VM user's programs start through env(1) and
+ * no code of theirs runs with them.
+ */
+function asUser(as: 'vm' | 'root', argv: string[]): string[] {
+  return as === 'vm' ? ['/usr/bin/env', '--', ...argv] : argv;
 }
 
 interface Collected {
