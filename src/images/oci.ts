@@ -20,7 +20,11 @@
 // Nothing of the image runs on the host: the VM user is added by editing /etc/passwd,
 // /etc/group and the shadow files directly instead of running the image's `useradd` in
 // a chroot, because a chroot does not contain root and an image's programs are no more
-// trusted than its layers.
+// trusted than its layers. Every instance runs /usr/bin/tini as its init: an image
+// without it gets the host's static tini (Debian's `tini` package ships
+// /usr/bin/tini-static, which runs in any image, whatever its libc), and without that
+// the build fails saying what to install; a dynamically linked tini from the host could
+// not be trusted to find its libraries in the image.
 //
 // A registry pull would only need a function that writes a layout into the OCI
 // directory; everything from resolveOciImage() on is the same for it.
