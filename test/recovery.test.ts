@@ -280,6 +280,38 @@ describe('crash recovery: roomkit serve killed with SIGKILL and started again', 
     assert.deepEqual(await leftFor(id), NOTHING_FOR_ONE);
   });
 
+  it('adopts an instance whose command was running at the crash, records the command as interrupted and ends its processes', async () => {
+    const made = await createReady('r-exec');
+    const id = made.instance_id;
+    // A command that would run for ten minutes; its request dies with the server.
+    const pending = api('POST', `${room('r-exec')}/command`, { command: 'echo started > /tmp/started; sleep 600' }).catch((err: Error) => err);
+    let started = false;
+    for (const deadline = Date.now() + 20_000; !started && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 200));
+      const check = await api('GET', `${room('r-exec')}/file//tmp/started`);
+      started = check.status === 200;
+    }
+    assert.ok(started, `the command did not start\n${logTail()}`);
+    await crash();
+    assert.ok((await pending) instanceof Error, 'the request should have died with the server');
+
+    await start();
+    const res = await getRoom('r-exec');
+    assert.equal(res.body.state, 'ready', `${res.body.failure_reason}\n${logTail()}`);
+    assert.equal(res.body.instance_id, id);
+    const history = await api('GET', `${room('r-exec')}/commands`);
+    assert.equal(history.status, 200, JSON.stringify(history.body));
+    const interrupted = history.body.commands.find((c: { command: string }) => c.command.includes('sleep 600'));
+    assert.equal(interrupted?.state, 'interrupted', JSON.stringify(history.body));
+    const after = await api('POST', `${room('r-exec')}/command`, { command: 'ps -eo args | grep -c "^sleep 600" || true; echo alive' });
+    assert.equal(after.status, 200, JSON.stringify(after.body));
+    assert.equal(after.body.result.output, '0\nalive\n', 'the interrupted command\'s process is still running');
+
+    const deleted = await api('DELETE', room('r-exec'));
+    assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
+    assert.deepEqual(await leftFor(id), NOTHING_FOR_ONE);
+  });
+
   it('fails and removes an instance whose image was being built, with the abandoned build', async () => {
     const profile = await api('POST', '/api/profiles', {
       name: 'crash-build',

@@ -226,20 +226,36 @@ export class Commands {
     };
   }
 
-  /** Marks commands that were running when the service stopped; called at start. */
+  /**
+   * Called at start, after the instances were reconciled: commands that were running
+   * when the service stopped are recorded as interrupted, and whatever they left
+   * running in instances that were adopted is killed, so no half-done work goes on
+   * unseen.
+   */
   async recover(): Promise<number> {
-    const result = await this.db
-      .updateTable('commands')
-      .set({ state: 'interrupted', finished_at: nowIso() })
-      .where('state', '=', 'running')
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows);
+    const rows = await this.db
+      .selectFrom('commands')
+      .innerJoin('instances', 'instances.id', 'commands.instance_id')
+      .select(['commands.id as id', 'commands.instance_id as instance_id', 'instances.state as instance_state'])
+      .where('commands.state', '=', 'running')
+      .execute();
+    for (const row of rows) {
+      if (row.instance_state === 'ready') {
+        try {
+          await this.instances.activeRuntime().killCommand(row.instance_id, row.id);
+        } catch (err) {
+          this.log.warn({ instanceId: row.instance_id, commandId: row.id, err }, 'could not end an interrupted command');
+        }
+      }
+      await this.finish(row.id, 'interrupted', {});
+    }
+    return rows.length;
   }
 
   private async finish(
     commandId: string,
     state: CommandState,
-    fields: { exit_code?: number; output_bytes?: number; files_changed?: number; duration_ms: number },
+    fields: { exit_code?: number; output_bytes?: number; files_changed?: number; duration_ms?: number },
   ): Promise<void> {
     await this.db.updateTable('commands').set({ state, finished_at: nowIso(), ...fields }).where('id', '=', commandId).execute();
   }

@@ -136,6 +136,8 @@ export interface Runtime {
 
   /** Runs a shell command as the VM user; resolves whatever its exit code. */
   runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome>;
+  /** Kills every process a command started (e.g. one interrupted by a crash of the service). */
+  killCommand(instanceId: string, commandId: string): Promise<void>;
   /**
    * Opens a regular file for reading as the VM user: its info, and its bytes from
    * `start` to `end` (inclusive) as a stream. Fails with GuestFileError.

@@ -97,6 +97,12 @@ export class FakeRuntime implements Runtime {
     return { output: request.command, outputBytes: request.command.length, outputTruncated: false, exitCode: 0, timedOut: false, changes: [] };
   }
 
+  readonly killed: string[] = [];
+
+  async killCommand(_instanceId: string, commandId: string): Promise<void> {
+    this.killed.push(commandId);
+  }
+
   private fileMap(instanceId: string): Map<string, Buffer> {
     let map = this.files.get(instanceId);
     if (!map) this.files.set(instanceId, (map = new Map()));

@@ -286,7 +286,7 @@ export class GvisorRuntime implements Runtime {
   }
 
   /** Kills every process of a command, as root inside the instance. */
-  private async killCommand(instanceId: string, commandId: string): Promise<void> {
+  async killCommand(instanceId: string, commandId: string): Promise<void> {
     const result = await this.exec(instanceId, ['sh', '-c', KILL_SCRIPT, 'sh', commandId], { as: 'root', timeoutMs: 30_000 });
     if (result.code !== 0) this.log.warn({ instanceId, commandId, code: result.code, stderr: result.stderr }, 'a timed-out command left processes behind');
   }
