@@ -15,17 +15,9 @@ import { mountOverlay, unmountAll } from '../src/host/mounts.ts';
 import { ociSpec } from '../src/runtimes/gvisor/bundle.ts';
 import { ImageStore } from '../src/images/builder.ts';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
+import { percentile, summary } from './stats.ts';
 
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
-
-function summary(values: number[]): string {
-  return `p50 ${percentile(values, 50).toFixed(0).padStart(5)} ms   p95 ${percentile(values, 95).toFixed(0).padStart(5)} ms   (n=${values.length})`;
-}
 
 const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-bench-'));
 const config = loadConfig({ dataDir, logLevel: 'warn', runtime: 'gvisor', networkPool: '10.217.0.0/24', onShutdown: 'stop' });

@@ -10,7 +10,6 @@ export const FILE_STATUS = {
   10: 'not_found',
   11: 'permission_denied',
   12: 'is_a_directory',
-  13: 'too_large',
   14: 'invalid_path',
   15: 'not_a_directory',
 } as const satisfies Record<number, GuestFileError['kind']>;
@@ -19,47 +18,43 @@ export const FILE_STATUS = {
  * `sh -c FILE_SCRIPT sh OP PATH [ARGS...]`. `stat -L` and `find` use statx, which the
  * guest's compatibility library makes work on this gVisor (see images/guest).
  */
-export const FILE_SCRIPT = String.raw`
+// A plain template: `\${` below is the shell's parameter expansion, `\\0` find's NUL.
+export const FILE_SCRIPT = `
 op=$1; f=$2
-fail_for() { case "$1" in *"ermission denied"*) exit 11;; *"ot a directory"*|*"ile exists"*) exit 15;; *"o space left"*) echo "$1" >&2; exit 17;; *) echo "$1" >&2; exit 1;; esac; }
 missing() { d=$(dirname -- "$f"); if [ -e "$d" ] && ! (cd -- "$d" 2>/dev/null); then exit 11; fi; exit 10; }
-info() { stat -L -c '%s %.9Y %i %.9Z' -- "$f"; }
 case "$op" in
 read|stat)
   [ -e "$f" ] || missing
   [ -d "$f" ] && exit 12
   [ -f "$f" ] || exit 14
   # Opening it is the permission check (test -r is not reliable under gVisor); the
-  # content comes from this descriptor, capped at the size reported first.
+  # content comes from this descriptor. The caller enforces the size limit.
   command exec 3< "$f" 2>/dev/null || exit 11
-  set -- "$@" $(info)
-  [ -n "$9" ] || exit 1
-  size=$6
-  [ "$size" -le "$3" ] || { echo "$size" >&2; exit 13; }
-  printf '%s %s %s %s\n' "$6" "$7" "$8" "$9"
+  stat -L -c '%s %.9Y %i %.9Z' -- "$f" || exit 1
   [ "$op" = read ] || exit 0
-  if [ "$5" -lt 0 ]; then exec head -c "$size" <&3; fi
-  tail -c +$(($4 + 1)) <&3 | head -c "$5"
+  [ "$4" -ge 0 ] || exec cat <&3
+  tail -c +$(($3 + 1)) <&3 | head -c "$4"
   ;;
 write)
   [ -d "$f" ] && exit 12
   existed=0; { [ -e "$f" ] || [ -L "$f" ]; } && existed=1
-  d=$(dirname -- "$f")
-  [ -d "$d" ] || err=$(mkdir -p -- "$d" 2>&1) || fail_for "$err"
-  err=$( { cat > "$f"; } 2>&1) || fail_for "$err"
-  printf '%s %s\n' "$(info)" "$existed"
+  case "$f" in */*) d=\${f%/*}; d=\${d:-/} ;; *) d=. ;; esac
+  [ -d "$d" ] || mkdir -p -- "$d" || exit 16
+  cat > "$f" || exit 16
+  stat -L -c '%s %.9Y %i %.9Z' -- "$f" || exit 1
+  echo "$existed"
   ;;
 list)
   [ -e "$f" ] || missing
   [ -d "$f" ] || exit 15
   cd -- "$f" 2>/dev/null || exit 11
   ls -f . >/dev/null 2>&1 || exit 11
-  find . -mindepth 1 -maxdepth 1 -printf '%y %s %m %T@ %f\0' | head -z -n "$3"
+  find . -mindepth 1 -maxdepth 1 -printf '%y %s %m %T@ %f\\0' | head -z -n "$3"
   ;;
 delete)
   { [ -e "$f" ] || [ -L "$f" ]; } || missing
   [ -d "$f" ] && [ ! -L "$f" ] && exit 12
-  err=$(rm -f -- "$f" 2>&1) || fail_for "$err"
+  rm -f -- "$f" || exit 16
   ;;
 *) exit 2 ;;
 esac
@@ -70,21 +65,30 @@ export function absoluteGuestPath(path: string, home: string): string {
   return posix.resolve(home, path);
 }
 
-/** The GuestFileError for a script's exit status, or null when the status is not one of FILE_STATUS. */
-export function fileError(code: number | null, path: string, detail: string): GuestFileError | null {
-  const kind = code === null ? undefined : FILE_STATUS[code as keyof typeof FILE_STATUS];
-  if (code === 17) return new GuestFileError('no_space', `no space left in the instance to write ${path}`);
+/**
+ * The GuestFileError for a script's exit status, or null when the status is not one
+ * the caller can act on. Status 16 is a failed write or delete, told apart by the
+ * message the tool printed (the instance runs in the C locale).
+ */
+export function fileError(code: number | null, path: string, stderr: string): GuestFileError | null {
+  let kind: GuestFileError['kind'] | undefined = code === null ? undefined : FILE_STATUS[code as keyof typeof FILE_STATUS];
+  if (code === 16) {
+    if (/Permission denied|Operation not permitted|Read-only file system/.test(stderr)) kind = 'permission_denied';
+    else if (/Not a directory|File exists/.test(stderr)) kind = 'not_a_directory';
+    else if (/No space left|Disk quota exceeded/.test(stderr)) kind = 'no_space';
+    else if (/Is a directory/.test(stderr)) kind = 'is_a_directory';
+  }
   if (kind === undefined) return null;
   const messages: Record<GuestFileError['kind'], string> = {
     not_found: `no file at ${path} in the instance`,
     permission_denied: `the instance's user may not access ${path}`,
     is_a_directory: `${path} is a directory; list it with GET .../files?path=${path}`,
-    too_large: `${path} is ${detail} bytes, more than this endpoint serves`,
+    too_large: `${path} is larger than this endpoint serves`,
     invalid_path: `${path} is not a regular file (a device, socket or pipe)`,
     not_a_directory: `${path} is not a directory, or a component of it is not`,
     no_space: `no space left in the instance to write ${path}`,
   };
-  return new GuestFileError(kind, messages[kind], kind === 'too_large' ? Number(detail) : undefined);
+  return new GuestFileError(kind, messages[kind]);
 }
 
 /** Parses the `SIZE MTIME INO CTIME` line of `read`, `stat` and `write`. */

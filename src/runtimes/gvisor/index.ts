@@ -20,9 +20,10 @@ import {
   removeNetwork,
 } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, Readable, Transform } from 'node:stream';
 import { mimeTypeByExtension, sniffMimeType } from '../../core/mime.ts';
 import {
+  GuestFileError,
   type CommandOutcome,
   type CommandRequest,
   type FileAccess,
@@ -361,14 +362,21 @@ export class GvisorRuntime implements Runtime {
   ): Promise<{ info: GuestFileInfo; body: NodeJS.ReadableStream }> {
     const absolute = absoluteGuestPath(path, options.home);
     const range = options.range ? [String(options.range.start), String(options.range.end - options.range.start + 1)] : ['0', '-1'];
-    const child = this.fileOp(instanceId, options, ['read', path, String(options.maxBytes), ...range]);
+    const child = this.fileOp(instanceId, options, ['read', path, ...range]);
     const { header, body } = await headerThenBody(child, absolute, FILE_STREAM_TIMEOUT_MS);
-    return { info: parseInfo(header, absolute), body };
+    const info = parseInfo(header, absolute);
+    if (info.size > options.maxBytes) {
+      body.destroy();
+      throw new GuestFileError('too_large', `${absolute} is ${info.size} bytes, more than the ${options.maxBytes} served`, info.size);
+    }
+    // The file may grow while it is read: never send more than the size announced.
+    const expected = options.range ? Math.min(options.range.end + 1, info.size) - options.range.start : info.size;
+    return { info, body: capStream(body, Math.max(0, expected)) };
   }
 
   async statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo> {
     const absolute = absoluteGuestPath(path, options.home);
-    const result = await collect(this.fileOp(instanceId, options, ['stat', path, String(Number.MAX_SAFE_INTEGER), '0', '0']), FILE_OP_TIMEOUT_MS);
+    const result = await collect(this.fileOp(instanceId, options, ['stat', path]), FILE_OP_TIMEOUT_MS);
     throwIfFailed(result, absolute);
     return parseInfo(result.stdout.toString('utf8'), absolute);
   }
@@ -377,9 +385,8 @@ export class GvisorRuntime implements Runtime {
     const absolute = absoluteGuestPath(path, options.home);
     const result = await collect(this.fileOp(instanceId, options, ['write', path]), FILE_OP_TIMEOUT_MS, data);
     throwIfFailed(result, absolute);
-    const line = result.stdout.toString('utf8').trim();
-    const existed = line.endsWith(' 1');
-    return { info: parseInfo(line.slice(0, line.lastIndexOf(' ')), absolute), created: !existed };
+    const [line = '', existed = '0'] = result.stdout.toString('utf8').trim().split('\n');
+    return { info: parseInfo(line, absolute), created: existed.trim() !== '1' };
   }
 
   async listDirectory(
@@ -632,6 +639,31 @@ function headerThenBody(child: ExecChild, path: string, timeoutMs: number): Prom
       reject(fileError(code, path, stderr.trim()) ?? new Error(`reading ${path} failed (exit ${code}): ${stderr.trim()}`));
     });
   });
+}
+
+/** At most `limit` bytes of `source`; the source is destroyed (its read killed) once they are through. */
+function capStream(source: Readable, limit: number): Readable {
+  if (limit === 0) {
+    source.destroy();
+    return Readable.from([]);
+  }
+  let left = limit;
+  const out = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      if (left <= 0) return done();
+      const part = chunk.length > left ? chunk.subarray(0, left) : chunk;
+      left -= part.length;
+      done(null, part);
+      if (left <= 0) {
+        this.push(null);
+        source.destroy();
+      }
+    },
+  });
+  source.on('error', (err) => out.destroy(err));
+  source.pipe(out);
+  out.on('close', () => source.destroy());
+  return out;
 }
 
 /** The promise's outcome, or a rejection as soon as the signal aborts. */

@@ -1,0 +1,117 @@
+// Commands and files through the HTTP API on one real instance, next to floors
+// measured in the same run on the same instance without the service:
+// - exec round trip of `true` vs `runsc exec ... true` (same flags, same namespace);
+// - the same with 0 / 10,000 / 50,000 files in the writable layer (files_changed cost)
+//   vs the walker listing that layer once;
+// - file reads of 1 KiB and 10 MiB (JSON and raw endpoints) vs `runsc exec cat`.
+//
+//   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default)
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../src/config.ts';
+import { buildApp } from '../src/http/app.ts';
+import { run } from '../src/host/run.ts';
+import { createLogger } from '../src/log.ts';
+import { networkNames } from '../src/network/netns.ts';
+import { layerWalker, listLayer } from '../src/runtimes/gvisor/changes.ts';
+import type { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
+import { createServices } from '../src/services.ts';
+import { percentile, summary, timed } from './stats.ts';
+
+const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
+
+const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-bench-'));
+const config = loadConfig({ dataDir, logLevel: 'warn', runtime: 'gvisor', networkPool: '10.217.1.0/24', onShutdown: 'stop' });
+const log = createLogger('warn');
+const services = await createServices(config, log);
+if (!('runtime' in services.runtime)) {
+  console.error(`cannot benchmark: ${services.runtime.unavailable.reason}`);
+  process.exit(1);
+}
+const runtime = services.runtime.runtime as GvisorRuntime;
+const app = await buildApp(services);
+await app.listen({ host: '127.0.0.1', port: 0 });
+const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+
+try {
+  const { organization } = await services.organizations.ensure('bench');
+  const { secret } = await services.organizations.createKey(organization.organization_id, { env: 'test' });
+  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
+  const profileRes = await fetch(`${base}/api/profiles`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ name: 'bench-exec', disk_mb: 4096, network: { egress: 'none' }, command_timeout_s: 600 }),
+  });
+  const profile = (await profileRes.json()) as { profile_id: string };
+  const roomUrl = `${base}/api/profile/${profile.profile_id}/room/bench`;
+  const created = await fetch(roomUrl, { method: 'POST', headers, body: '{}' });
+  const instance = (await created.json()) as { instance_id: string; state: string };
+  if (instance.state !== 'ready') throw new Error(`the instance did not start: ${JSON.stringify(instance)}`);
+  const id = instance.instance_id;
+  const netns = networkNames(runtime.tag, id).netns;
+
+  const exec = async (command: string) => {
+    const res = await fetch(`${roomUrl}/command`, { method: 'POST', headers, body: JSON.stringify({ command }) });
+    const body = (await res.json()) as { result?: { exit_code: number; files_changed_total: number } };
+    if (res.status !== 200 || body.result?.exit_code !== 0) throw new Error(`${command} answered ${res.status}: ${JSON.stringify(body)}`);
+    return body.result;
+  };
+  const rawExec = async (args: string[]) => {
+    const result = await run(
+      'nsenter',
+      [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${join(dataDir, 'runsc')}`, '--network=host', '--platform=ptrace', 'exec', '--user=1000:1000', id, ...args],
+      { timeoutMs: 60_000, maxOutputBytes: 16 * 1024 * 1024 },
+    );
+    if (result.code !== 0) throw new Error(`runsc exec ${args.join(' ')}: ${result.stderr}`);
+  };
+  const upper = join(dataDir, 'instances', id, 'layer', 'upper');
+  const walker = await layerWalker(config.imagesDir);
+
+  console.log(`roomkit commands and files benchmark, ${RUNS} runs each, one instance\n`);
+  await exec('true'); // warm: the walker and the image's index
+  const floorExec = await timed(RUNS, () => rawExec(['true']));
+  const httpExec = await timed(RUNS, async () => void (await exec('true')));
+  console.log(`floor   runsc exec true (same instance, no service)        ${summary(floorExec)}`);
+  console.log(`roomkit POST .../command {"command":"true"} (HTTP)         ${summary(httpExec)}`);
+  console.log(`        overhead over the floor at p50: ${(percentile(httpExec, 50) - percentile(floorExec, 50)).toFixed(0)} ms\n`);
+
+  console.log('files_changed cost: exec of `true` with N files already in the writable layer');
+  let made = 0;
+  for (const target of [0, 10_000, 50_000]) {
+    if (target > made) {
+      await exec(`mkdir -p many && cd many && seq ${made + 1} ${target} | xargs touch`);
+      made = target;
+    }
+    const listing = await timed(RUNS, async () => void (await listLayer(walker, upper)));
+    const withFiles = await timed(RUNS, async () => void (await exec('true')));
+    console.log(`  ${String(target).padStart(6)} files   walker listing of the layer  ${summary(listing)}`);
+    console.log(`  ${String(target).padStart(6)} files   POST .../command true        ${summary(withFiles)}`);
+  }
+  await exec('rm -rf many');
+
+  console.log('\nfile reads');
+  await exec('head -c 1024 /dev/urandom > one-k.bin && head -c 10485760 /dev/urandom > ten-m.bin');
+  for (const [name, label] of [['one-k.bin', '1 KiB'], ['ten-m.bin', '10 MiB']] as const) {
+    const floor = await timed(RUNS, () => rawExec(['cat', `/home/user/${name}`]));
+    const json = await timed(RUNS, async () => {
+      const res = await fetch(`${roomUrl}/file/${name}`, { headers });
+      if (res.status !== 200) throw new Error(`read ${name}: ${res.status}`);
+      await res.arrayBuffer();
+    });
+    const raw = await timed(RUNS, async () => {
+      const res = await fetch(`${base}/vm/${id}/file/home/user/${name}`);
+      if (res.status !== 200) throw new Error(`raw ${name}: ${res.status}`);
+      await res.arrayBuffer();
+    });
+    console.log(`  ${label.padEnd(7)} floor runsc exec cat       ${summary(floor)}`);
+    console.log(`  ${label.padEnd(7)} GET .../file/ (JSON)       ${summary(json)}`);
+    console.log(`  ${label.padEnd(7)} GET /vm/.../file/ (raw)    ${summary(raw)}`);
+  }
+  const rss = process.memoryUsage().rss / 1024 / 1024;
+  console.log(`\nservice process RSS after the run: ${rss.toFixed(0)} MiB`);
+} finally {
+  await app.close();
+  await services.close();
+  rmSync(dataDir, { recursive: true, force: true });
+}
