@@ -21,6 +21,8 @@ export const REQUIRED_PROGRAMS: Record<string, string> = {
   nsenter: 'util-linux',
   mount: 'mount',
   'mkfs.ext4': 'e2fsprogs',
+  // Compiles the layer walker and the guest's compatibility library on first use.
+  cc: 'gcc',
 };
 
 export const gvisorCandidate: RuntimeCandidate = {
