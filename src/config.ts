@@ -48,6 +48,8 @@ export interface Config {
   readonly maxUploadBytes: number;
   /** Commands running at once in one instance. */
   readonly maxCommandsPerInstance: number;
+  /** Output of finished commands kept in memory, all together, for reading by command id. */
+  readonly commandOutputRetainBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -80,6 +82,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxFileReadBytes: 'ROOMKIT_MAX_FILE_READ_BYTES',
   maxUploadBytes: 'ROOMKIT_MAX_UPLOAD_BYTES',
   maxCommandsPerInstance: 'ROOMKIT_MAX_COMMANDS_PER_INSTANCE',
+  commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
 };
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -149,6 +152,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxFileReadBytes: int('maxFileReadBytes', 50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
     maxUploadBytes: int('maxUploadBytes', 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     maxCommandsPerInstance: int('maxCommandsPerInstance', 16, 1, 1024),
+    commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
   };
   return Object.freeze(config);
 }

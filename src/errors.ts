@@ -11,6 +11,8 @@ export const ERROR_STATUS = {
   invalid_path: 400,
   is_a_directory: 400,
   not_a_directory: 400,
+  unknown_tool: 400,
+  invalid_arguments: 400,
   // 401
   missing_api_key: 401,
   invalid_api_key: 401,
@@ -22,12 +24,14 @@ export const ERROR_STATUS = {
   instance_not_found: 404,
   key_not_found: 404,
   file_not_found: 404,
+  command_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409
   profile_in_use: 409,
   profile_name_taken: 409,
   instance_not_ready: 409,
+  command_not_running: 409,
   // 413
   body_too_large: 413,
   file_too_large: 413,

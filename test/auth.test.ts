@@ -10,6 +10,7 @@ let t: TestApp;
 let a: TestOrg;
 let b: TestOrg;
 let aKeyId: string;
+let aCommandId: string;
 const ROOM = 'walk-room';
 
 before(async () => {
@@ -20,10 +21,13 @@ before(async () => {
   aKeyId = key.json().key_id;
   const created = await t.app.inject({ method: 'POST', url: `/api/profile/${a.defaultProfileId}/room/${ROOM}`, headers: a.headers });
   assert.equal(created.statusCode, 201);
+  const command = await t.app.inject({ method: 'POST', url: `/api/profile/${a.defaultProfileId}/room/${ROOM}/command`, headers: a.headers, payload: { command: 'id' } });
+  assert.equal(command.statusCode, 200);
+  aCommandId = command.json().command_id;
 });
 after(() => t.close());
 
-function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string }): string {
+function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string; command_id: string }): string {
   return url.replace(/\*$/, 'notes.txt').replace(/:(\w+)/g, (_, name: string) => {
     const value = (ids as Record<string, string>)[name];
     if (value === undefined) throw new Error(`the route walk does not know how to fill :${name} in ${url}; add it`);
@@ -39,10 +43,11 @@ const BODIES: Record<string, unknown> = {
   'POST /api/profile/:profile_id/room/:room_id': { wait: true },
   'POST /api/profile/:profile_id/room/:room_id/command': { command: 'id' },
   'PUT /api/profile/:profile_id/room/:room_id/file/*': { content: 'x' },
+  'POST /api/profile/:profile_id/room/:room_id/tools/call': { name: 'list_files', arguments: {} },
 };
 
-const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId });
-const MISSING_IDS = () => ({ profile_id: randomUUID(), room_id: 'no-such-room', key_id: randomUUID() });
+const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId, command_id: aCommandId });
+const MISSING_IDS = () => ({ profile_id: randomUUID(), room_id: 'no-such-room', key_id: randomUUID(), command_id: randomUUID() });
 
 describe('authentication', () => {
   const cases: [string, Record<string, string>, string][] = [

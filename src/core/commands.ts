@@ -5,10 +5,11 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
-import type { FileChangeEntry } from '../runtimes/types.ts';
+import type { CommandSignal, FileChangeEntry } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import type { Instances } from './instances.ts';
+import { OutputLog } from './output-log.ts';
 import type { Profiles } from './profiles.ts';
 import { nowIso } from './time.ts';
 
@@ -22,6 +23,8 @@ export interface CommandInput {
   timeout_s?: number;
   cwd?: string;
   env?: Record<string, string>;
+  /** Start it and answer at once; follow it with GET .../commands/{id}. */
+  background?: boolean;
 }
 
 export interface FileChange {
@@ -51,7 +54,7 @@ export interface CommandResult {
   duration_ms: number;
 }
 
-export const COMMAND_STATES = ['running', 'exited', 'timed_out', 'interrupted', 'error'] as const;
+export const COMMAND_STATES = ['running', 'exited', 'timed_out', 'killed', 'interrupted', 'error'] as const;
 export type CommandState = (typeof COMMAND_STATES)[number];
 
 export interface CommandRecord {
@@ -87,14 +90,66 @@ export function toFileChanges(instanceId: string, entries: FileChangeEntry[]): F
   );
 }
 
+/** How long a kill request signals a command that has not started its processes yet, or waits for a killed one to end. */
+const KILL_WAIT_MS = 10_000;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+
+/** How long a finished command's output stays readable by its id. */
+const RETAIN_FINISHED_MS = 15 * 60_000;
+
+/** A command's state as GET .../commands/{id} answers it: the record, output from an offset, and the outcome once finished. */
+export interface CommandStatus {
+  command_id: string;
+  instance_id: string;
+  command: string;
+  state: CommandState;
+  background: boolean;
+  exit_code: number | null;
+  started_at: string;
+  finished_at: string | null;
+  duration_ms: number | null;
+  /** Output from `output_offset` (bytes) up to `next_offset`; empty when no longer kept. */
+  output: string;
+  output_offset: number;
+  next_offset: number;
+  /** Bytes printed so far. */
+  output_bytes: number;
+  /** Whether the output is still kept (for a while after the command ends). */
+  output_available: boolean;
+  /** Once ended (and while kept), as in a CommandResult; null before. */
+  timed_out: boolean | null;
+  files_changed: FileChange[] | null;
+  files_changed_total: number | null;
+  files_changed_truncated: boolean | null;
+}
+
+/** A command the service runs or ran recently: its output as it comes, and how it ended. */
+export interface CommandSession {
+  readonly id: string;
+  readonly organizationId: string;
+  readonly profileId: string;
+  readonly roomId: string;
+  readonly instanceId: string;
+  readonly command: string;
+  readonly background: boolean;
+  readonly startedAt: string;
+  readonly output: OutputLog;
+  /** Settles when the command has ended and been recorded; never rejects. */
+  readonly done: Promise<void>;
+  result?: CommandResult;
+  error?: AppError;
+  state: CommandState;
+  finishedAt?: number;
+}
+
 export class Commands {
   private readonly db: Db;
   private readonly instances: Instances;
   private readonly profiles: Profiles;
   private readonly config: Config;
   private readonly log: Logger;
-  /** Commands running now, per instance. */
-  private readonly running = new Map<string, number>();
+  /** Commands running now and finished ones kept for a while, by id, oldest first. */
+  private readonly sessions = new Map<string, CommandSession>();
 
   constructor(deps: { db: Db; instances: Instances; profiles: Profiles; config: Config; log: Logger }) {
     this.db = deps.db;
@@ -102,97 +157,258 @@ export class Commands {
     this.profiles = deps.profiles;
     this.config = deps.config;
     this.log = deps.log;
+    // An instance running a command is not idle, however long the command takes.
+    this.instances.setBusyCheck((instanceId) => this.runningIn(instanceId) > 0);
   }
 
+  /** Runs a command and answers when it has ended (the spec's command execution). */
   async run(organizationId: string, profileId: string, roomId: string, input: CommandInput): Promise<CommandResult> {
+    const session = await this.start(organizationId, profileId, roomId, input);
+    await session.done;
+    if (session.error) throw session.error;
+    return session.result!;
+  }
+
+  /**
+   * Starts a command and answers at once with its session, whose output can be
+   * followed as it comes and whose `done` settles when it has ended. Errors that stop
+   * the command from starting (validation, no ready instance, too many commands) are
+   * thrown here.
+   */
+  async start(organizationId: string, profileId: string, roomId: string, input: CommandInput): Promise<CommandSession> {
     validate(input);
     const { row: instance, spec } = await this.instances.requireReady(organizationId, profileId, roomId);
     const runtime = this.instances.activeRuntime();
-    if (input.timeout_s !== undefined && input.timeout_s > spec.command_timeout_s) {
+    const background = input.background === true;
+    // A command the request waits for is bound by the profile's limit; one in the
+    // background runs until it ends, is killed or the instance stops, unless it asks for a limit.
+    if (!background && input.timeout_s !== undefined && input.timeout_s > spec.command_timeout_s) {
       throw new AppError(
         'validation_error',
-        `timeout_s ${input.timeout_s} is more than the profile allows (command_timeout_s = ${spec.command_timeout_s}); ask for less, or raise the profile's command_timeout_s`,
+        `timeout_s ${input.timeout_s} is more than the profile allows (command_timeout_s = ${spec.command_timeout_s}); ask for less, raise the profile's command_timeout_s, or start the work with "background": true`,
       );
     }
-    const busy = this.running.get(instance.id) ?? 0;
+    const busy = this.runningIn(instance.id);
     if (busy >= this.config.maxCommandsPerInstance) {
       throw new AppError(
         'too_many_commands',
-        `the instance is already running ${busy} commands, the most it runs at once; wait for one to finish (start long work in the background with nohup ... &)`,
+        `the instance is already running ${busy} commands, the most it runs at once; wait for one to finish, or kill one with POST .../commands/{command_id}/kill`,
       );
     }
-    this.running.set(instance.id, busy + 1);
 
     const commandId = randomUUID();
     const startedAt = nowIso();
     const started = performance.now();
-    await this.db
-      .insertInto('commands')
-      .values({
-        id: commandId,
-        organization_id: organizationId,
-        instance_id: instance.id,
-        profile_id: profileId,
-        room_id: roomId,
-        command: input.command,
-        state: 'running',
-        exit_code: null,
-        output_bytes: null,
-        files_changed: null,
-        started_at: startedAt,
-        finished_at: null,
-        duration_ms: null,
-      })
-      .execute();
-    const log = this.log.child({ instanceId: instance.id, commandId });
+    const output = new OutputLog(this.config.maxOutputBytes);
+    let settle!: () => void;
+    const session: CommandSession = {
+      id: commandId,
+      organizationId,
+      profileId,
+      roomId,
+      instanceId: instance.id,
+      command: input.command,
+      background,
+      startedAt,
+      output,
+      done: new Promise<void>((resolve) => (settle = resolve)),
+      state: 'running',
+    };
+    // Counted as running before the first await, so racing requests see it.
+    this.sessions.set(commandId, session);
     try {
-      const outcome = await runtime.runCommand(instance.id, {
-        commandId,
-        command: input.command,
-        home: spec.home ?? `/home/${spec.user}`,
-        ...(input.cwd === undefined ? {} : { cwd: input.cwd }),
-        env: { ...spec.env, ...input.env },
-        timeoutMs: (input.timeout_s ?? spec.command_timeout_s) * 1000,
-        maxOutputBytes: this.config.maxOutputBytes,
-        trackChanges: true,
-      });
-      const durationMs = Math.round(performance.now() - started);
-      const changes = outcome.changes ?? [];
-      const limit = this.config.filesChangedLimit;
-      await this.finish(commandId, outcome.timedOut ? 'timed_out' : 'exited', {
-        exit_code: outcome.exitCode,
-        output_bytes: outcome.outputBytes,
-        files_changed: changes.length,
-        duration_ms: durationMs,
-      });
-      log.info({ exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs, filesChanged: changes.length }, 'command finished');
-      return {
-        instance_id: instance.id,
-        command: input.command,
-        status: outcome.exitCode === 0 ? 'success' : 'error',
-        result: {
-          output: outcome.output,
-          exit_code: outcome.exitCode,
-          files_changed: toFileChanges(instance.id, changes.slice(0, limit)),
-          timed_out: outcome.timedOut,
-          output_truncated: outcome.outputTruncated,
-          output_bytes: outcome.outputBytes,
-          files_changed_total: changes.length,
-          files_changed_truncated: changes.length > limit,
-        },
-        command_id: commandId,
-        started_at: startedAt,
-        duration_ms: durationMs,
-      };
+      await this.db
+        .insertInto('commands')
+        .values({
+          id: commandId,
+          organization_id: organizationId,
+          instance_id: instance.id,
+          profile_id: profileId,
+          room_id: roomId,
+          command: input.command,
+          state: 'running',
+          background: background ? 1 : 0,
+          exit_code: null,
+          output_bytes: null,
+          files_changed: null,
+          started_at: startedAt,
+          finished_at: null,
+          duration_ms: null,
+        })
+        .execute();
     } catch (err) {
-      log.error({ err }, 'command could not run');
-      await this.finish(commandId, 'error', { duration_ms: Math.round(performance.now() - started) });
-      throw new AppError('command_failed', `the command could not be run in instance ${instance.id}: ${(err as Error).message}`);
-    } finally {
-      const left = (this.running.get(instance.id) ?? 1) - 1;
-      if (left > 0) this.running.set(instance.id, left);
-      else this.running.delete(instance.id);
+      this.sessions.delete(commandId);
+      throw err;
     }
+    const log = this.log.child({ instanceId: instance.id, commandId });
+    const timeoutS = input.timeout_s ?? (background ? 0 : spec.command_timeout_s);
+    void (async () => {
+      try {
+        const outcome = await runtime.runCommand(instance.id, {
+          commandId,
+          command: input.command,
+          home: spec.home ?? `/home/${spec.user}`,
+          ...(input.cwd === undefined ? {} : { cwd: input.cwd }),
+          env: { ...spec.env, ...input.env },
+          timeoutMs: timeoutS * 1000,
+          maxOutputBytes: this.config.maxOutputBytes,
+          onOutput: (chunk) => output.append(chunk),
+          trackChanges: true,
+        });
+        output.flush();
+        const durationMs = Math.round(performance.now() - started);
+        const changes = outcome.changes ?? [];
+        const limit = this.config.filesChangedLimit;
+        // A command cut off by its instance stopping did not end on its own.
+        const stopped = session.state !== 'killed' && !outcome.timedOut && !(await this.instances.isReady(instance.id));
+        const state: CommandState = outcome.timedOut ? 'timed_out' : session.state === 'killed' ? 'killed' : stopped ? 'interrupted' : 'exited';
+        await this.finish(commandId, state, {
+          exit_code: outcome.exitCode,
+          output_bytes: outcome.outputBytes,
+          files_changed: changes.length,
+          duration_ms: durationMs,
+        });
+        log.info({ exitCode: outcome.exitCode, state, durationMs, filesChanged: changes.length }, 'command finished');
+        session.state = state;
+        session.result = {
+          instance_id: instance.id,
+          command: input.command,
+          status: outcome.exitCode === 0 ? 'success' : 'error',
+          result: {
+            output: outcome.output,
+            exit_code: outcome.exitCode,
+            files_changed: toFileChanges(instance.id, changes.slice(0, limit)),
+            timed_out: outcome.timedOut,
+            output_truncated: outcome.outputTruncated,
+            output_bytes: outcome.outputBytes,
+            files_changed_total: changes.length,
+            files_changed_truncated: changes.length > limit,
+          },
+          command_id: commandId,
+          started_at: startedAt,
+          duration_ms: durationMs,
+        };
+      } catch (err) {
+        output.flush();
+        log.error({ err }, 'command could not run');
+        session.state = 'error';
+        session.error = new AppError('command_failed', `the command could not be run in instance ${instance.id}: ${(err as Error).message}`);
+        await this.finish(commandId, 'error', { duration_ms: Math.round(performance.now() - started) }).catch((e: unknown) =>
+          log.error({ err: e }, 'could not record the command\'s end'),
+        );
+      } finally {
+        // The idle limit counts from the end of the last command, not its start.
+        await this.instances.touch(instance.id).catch(() => {});
+        session.finishedAt = Date.now();
+        this.forgetOld();
+        settle();
+      }
+    })();
+    return session;
+  }
+
+  /** A command of the room, running or finished: its record, its output from `offset` and, once ended, its outcome. */
+  async status(
+    organizationId: string,
+    profileId: string,
+    roomId: string,
+    commandId: string,
+    options: { offset?: number; maxBytes?: number } = {},
+  ): Promise<CommandStatus> {
+    const row = await this.findRow(organizationId, profileId, roomId, commandId);
+    const session = this.sessions.get(commandId);
+    const record = toRecord(row);
+    const read = session?.output.read(options.offset ?? 0, options.maxBytes ?? this.config.maxOutputBytes);
+    const result = session?.result?.result;
+    const printed = session?.output.total ?? row.output_bytes ?? 0;
+    return {
+      command_id: record.command_id,
+      instance_id: record.instance_id,
+      command: record.command,
+      state: record.state,
+      background: row.background === 1,
+      exit_code: record.exit_code,
+      started_at: record.started_at,
+      finished_at: record.finished_at,
+      duration_ms: record.duration_ms,
+      output: read?.data ?? '',
+      output_offset: read?.offset ?? Math.min(options.offset ?? 0, printed),
+      next_offset: read?.end ?? printed,
+      output_bytes: printed,
+      output_available: session !== undefined,
+      timed_out: result ? result.timed_out : record.state === 'running' ? null : record.state === 'timed_out',
+      files_changed: result ? result.files_changed : null,
+      files_changed_total: result ? result.files_changed_total : record.files_changed,
+      files_changed_truncated: result ? result.files_changed_truncated : null,
+    };
+  }
+
+  /** The session of a running or recently finished command of the room (for following its output). */
+  async session(organizationId: string, profileId: string, roomId: string, commandId: string): Promise<CommandSession | undefined> {
+    await this.findRow(organizationId, profileId, roomId, commandId);
+    return this.sessions.get(commandId);
+  }
+
+  /** Sends a signal to every process of a running command of the room. */
+  async kill(organizationId: string, profileId: string, roomId: string, commandId: string, signal: CommandSignal = 'KILL'): Promise<CommandStatus> {
+    const row = await this.findRow(organizationId, profileId, roomId, commandId);
+    const session = this.sessions.get(commandId);
+    if (row.state !== 'running' || !session || session.state !== 'running') {
+      throw new AppError('command_not_running', `command ${commandId} is not running (it is ${session?.state ?? row.state}); there is nothing to kill`);
+    }
+    if (signal === 'KILL') session.state = 'killed';
+    const runtime = this.instances.activeRuntime();
+    // A command asked to stop right after it started may have no process yet: signal
+    // again until one was hit (other signals) or the command has ended (KILL), so the
+    // answer says how it ended rather than "running".
+    const deadline = Date.now() + KILL_WAIT_MS;
+    for (;;) {
+      const hit = await runtime.killCommand(row.instance_id, commandId, signal);
+      if (signal !== 'KILL' && hit > 0) break;
+      await Promise.race([session.done, sleep(hit > 0 ? 1000 : 100)]);
+      if (session.finishedAt !== undefined || Date.now() > deadline) break;
+    }
+    return this.status(organizationId, profileId, roomId, commandId, { offset: session.output.total });
+  }
+
+  /** Commands running in an instance now. */
+  runningIn(instanceId: string): number {
+    let n = 0;
+    for (const session of this.sessions.values()) if (session.instanceId === instanceId && session.finishedAt === undefined) n++;
+    return n;
+  }
+
+  /** Drops finished commands' output past its retention, and the oldest beyond the memory budget. */
+  private forgetOld(now = Date.now()): void {
+    let kept = 0;
+    const finished = [...this.sessions.values()].filter((s) => s.finishedAt !== undefined);
+    for (const session of finished.reverse()) {
+      kept += session.output.size + Buffer.byteLength(session.result?.result.output ?? '');
+      if (now - session.finishedAt! > RETAIN_FINISHED_MS || kept > this.config.commandOutputRetainBytes) this.sessions.delete(session.id);
+    }
+  }
+
+  private async findRow(organizationId: string, profileId: string, roomId: string, commandId: string): Promise<CommandRow> {
+    this.forgetOld();
+    // Another organization's profile is not found, like a missing one.
+    await this.profiles.get(organizationId, profileId);
+    const row = UUID.test(commandId)
+      ? await this.db
+          .selectFrom('commands')
+          .selectAll()
+          .where('id', '=', commandId)
+          .where('organization_id', '=', organizationId)
+          .where('profile_id', '=', profileId)
+          .where('room_id', '=', roomId)
+          .executeTakeFirst()
+      : undefined;
+    if (!row) {
+      throw new AppError(
+        'command_not_found',
+        `no command ${commandId} in room "${roomId}" of profile ${profileId}; GET /api/profile/${profileId}/room/${roomId}/commands lists them`,
+      );
+    }
+    return row;
   }
 
   /** The room's commands, newest first. */
@@ -260,6 +476,8 @@ export class Commands {
     await this.db.updateTable('commands').set({ state, finished_at: nowIso(), ...fields }).where('id', '=', commandId).execute();
   }
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function validate(input: CommandInput): void {
   if (input.command.trim() === '') throw new AppError('validation_error', 'command is empty; send the shell command to run, e.g. {"command": "ls -la"}');

@@ -73,6 +73,7 @@ export class Instances {
   private readonly provisioning = new Map<string, Provisioning>();
   private closing = false;
   private expiryTimer: NodeJS.Timeout | undefined;
+  private busy: (instanceId: string) => boolean = () => false;
 
   constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; log: Logger }) {
     this.db = deps.db;
@@ -172,6 +173,12 @@ export class Instances {
     return { row, spec: row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec) };
   }
 
+  /** The profile spec the room's live instance was made from; undefined when the room has none. */
+  async liveSpec(organizationId: string, profileId: string, roomId: string): Promise<ProfileSpec | undefined> {
+    const row = await this.findLive(organizationId, profileId, roomId);
+    return row?.spec ? (JSON.parse(row.spec) as ProfileSpec) : undefined;
+  }
+
   /** A ready instance by its id alone (for the unauthenticated raw file endpoint), or undefined. */
   async readyById(instanceId: string): Promise<{ row: InstanceRow; spec: ProfileSpec } | undefined> {
     const row = await this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).where('state', '=', 'ready').executeTakeFirst();
@@ -184,6 +191,17 @@ export class Instances {
   /** The runtime instances run on; throws runtime_unavailable when there is none. */
   activeRuntime(): Runtime {
     return this.runtime();
+  }
+
+  /** Whether the instance is ready now (not stopping, stopped or failed). */
+  async isReady(instanceId: string): Promise<boolean> {
+    const row = await this.db.selectFrom('instances').select('state').where('id', '=', instanceId).executeTakeFirst();
+    return row?.state === 'ready';
+  }
+
+  /** Tells whether an instance is busy (running a command), which keeps it from going idle. */
+  setBusyCheck(check: (instanceId: string) => boolean): void {
+    this.busy = check;
   }
 
   /** Records a command or file request, which keeps the instance from going idle. */
@@ -208,7 +226,7 @@ export class Instances {
       const idle = (now - Date.parse(row.last_active_at ?? row.created_at)) / 1000;
       let reason: string | undefined;
       if (row.max_lifetime_s > 0 && age >= row.max_lifetime_s) reason = `reached its lifetime limit of ${row.max_lifetime_s} s`;
-      else if (row.idle_timeout_s > 0 && idle >= row.idle_timeout_s) reason = `idle for ${row.idle_timeout_s} s`;
+      else if (row.idle_timeout_s > 0 && idle >= row.idle_timeout_s && !this.busy(row.id)) reason = `idle for ${row.idle_timeout_s} s`;
       if (!reason) continue;
       this.log.info({ instanceId: row.id, reason }, 'instance expired');
       try {

@@ -26,16 +26,23 @@ export class HeadTailBuffer {
       chunk = chunk.subarray(take);
     }
     if (chunk.length === 0 || this.tailMax === 0) return;
+    // Chunks are kept as they came (a pipe hands out a fresh buffer each time); the
+    // ones that fall out of the tail's window become garbage at once.
     if (chunk.length >= this.tailMax) {
-      this.tail = [Buffer.from(chunk.subarray(chunk.length - this.tailMax))];
+      this.tail = [chunk.subarray(chunk.length - this.tailMax)];
       this.tailLen = this.tailMax;
       return;
     }
-    this.tail.push(Buffer.from(chunk));
+    this.tail.push(chunk);
     this.tailLen += chunk.length;
     while (this.tailLen - (this.tail[0]?.length ?? 0) >= this.tailMax) {
       this.tailLen -= this.tail.shift()?.length ?? 0;
     }
+  }
+
+  /** Memory the kept chunks hold, counting whole underlying buffers (a slice keeps its parent alive). */
+  get retainedBytes(): number {
+    return retainedBytes([...this.head, ...this.tail]);
   }
 
   get truncated(): boolean {
@@ -51,4 +58,12 @@ export class HeadTailBuffer {
     const omitted = this.total - this.headLen - tail.length;
     return `${head}\n[... ${omitted} bytes of output omitted ...]\n${tail.toString('utf8')}`;
   }
+}
+
+/** Bytes of the distinct memory blocks behind `buffers`. */
+export function retainedBytes(buffers: readonly Buffer[]): number {
+  const blocks = new Set<ArrayBufferLike>(buffers.map((b) => b.buffer));
+  let total = 0;
+  for (const block of blocks) total += block.byteLength;
+  return total;
 }

@@ -2,6 +2,7 @@
 // inject() and `roomkit serve` can listen on it. Routes stay thin: authenticate,
 // validate (by their schemas), call a service, shape the response.
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -108,8 +109,23 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   });
 
   let closing = false;
+  // Node's server.close() ends idle keep-alive connections but waits for ones on which
+  // no request has started yet until its headers timeout (60 s): a client's spare
+  // connection would hold a shutdown for a minute. While closing, such connections and
+  // newly idle ones are ended every half second; requests in flight finish.
+  const sockets = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
   app.addHook('preClose', async () => {
     closing = true;
+    const sweep = setInterval(() => {
+      for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+      app.server.closeIdleConnections();
+    }, 500);
+    sweep.unref();
+    app.server.once('close', () => clearInterval(sweep));
   });
   app.addHook('onRequest', async () => {
     if (closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');

@@ -51,12 +51,22 @@ export interface CommandRequest {
   /** Working directory, absolute or relative to the home; the home when absent. */
   cwd?: string;
   env: Record<string, string>;
+  /** Time limit; 0 for none (the command runs until it ends, is killed or the instance stops). */
   timeoutMs: number;
+  /**
+   * Receives the output (stdout and stderr as produced) while the command runs, whole
+   * and in order, whatever is kept of it for the outcome.
+   */
+  onOutput?: (chunk: Buffer) => void;
   /** Output beyond this is dropped from the middle, keeping its start and end. */
   maxOutputBytes: number;
   /** Whether to compute the files the command changed. */
   trackChanges: boolean;
 }
+
+/** Signals a caller may send to a command's processes. */
+export const COMMAND_SIGNALS = ['TERM', 'KILL', 'INT', 'HUP'] as const;
+export type CommandSignal = (typeof COMMAND_SIGNALS)[number];
 
 export interface CommandOutcome {
   /** stdout and stderr interleaved as produced (lossy UTF-8), possibly truncated. */
@@ -136,8 +146,12 @@ export interface Runtime {
 
   /** Runs a shell command as the VM user; resolves whatever its exit code. */
   runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome>;
-  /** Kills every process a command started (e.g. one interrupted by a crash of the service). */
-  killCommand(instanceId: string, commandId: string): Promise<void>;
+  /**
+   * Sends a signal (default KILL) to every process a command started, e.g. one
+   * interrupted by a crash of the service, or one a caller asked to stop. Resolves with
+   * how many processes it signalled (0 when none had started yet or all had ended).
+   */
+  killCommand(instanceId: string, commandId: string, signal?: CommandSignal): Promise<number>;
   /**
    * Opens a regular file for reading as the VM user: its info, and its bytes from
    * `start` to `end` (inclusive) as a stream. Fails with GuestFileError.

@@ -148,6 +148,12 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0006_command_background': {
+    async up(db: Kysely<any>) {
+      // Whether the request waited for the command (0) or started it in the background (1).
+      await db.schema.alterTable('commands').addColumn('background', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,7 +1,7 @@
 // Table types of roomkit's store, as Kysely sees them. Timestamps are ISO-8601 UTC
 // strings and structured values are JSON text, so the same schema works on SQLite and
 // PostgreSQL.
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 export interface OrganizationsTable {
   id: string;
@@ -67,8 +67,13 @@ export interface CommandsTable {
   profile_id: string;
   room_id: string;
   command: string;
-  /** running, exited, timed_out, interrupted (the service stopped during it), error (it could not run). */
+  /**
+   * running, exited, timed_out, killed (a caller asked), interrupted (the service
+   * stopped during it), error (it could not run).
+   */
   state: string;
+  /** 1 when started with `background: true`. */
+  background: Generated<number>;
   exit_code: number | null;
   output_bytes: number | null;
   files_changed: number | null;

@@ -99,8 +99,9 @@ export class FakeRuntime implements Runtime {
 
   readonly killed: string[] = [];
 
-  async killCommand(_instanceId: string, commandId: string): Promise<void> {
+  async killCommand(_instanceId: string, commandId: string): Promise<number> {
     this.killed.push(commandId);
+    return 1;
   }
 
   private fileMap(instanceId: string): Map<string, Buffer> {

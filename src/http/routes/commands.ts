@@ -1,9 +1,12 @@
 // Running commands in a room's instance, and the room's command history.
 import Type from 'typebox';
 import { COMMAND_STATES, MAX_COMMAND_BYTES } from '../../core/commands.ts';
+import { AppError } from '../../errors.ts';
+import { COMMAND_SIGNALS } from '../../runtimes/types.ts';
 import type { Services } from '../../services.ts';
 import { callerOf } from '../auth.ts';
 import { errorResponses, RoomParams } from '../schemas.ts';
+import { streamCommand } from '../sse.ts';
 import type { App } from '../types.ts';
 
 const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
@@ -57,7 +60,36 @@ const CommandRecord = Type.Object(
   { title: 'CommandRecord' },
 );
 
-export function commandRoutes(app: App, { commands }: Services): void {
+const CommandStatus = Type.Object(
+  {
+    command_id: Type.String({ format: 'uuid' }),
+    instance_id: Type.String({ format: 'uuid' }),
+    command: Type.String(),
+    state: Type.Enum(COMMAND_STATES, { description: '`running` until it ends; `killed`: ended by a kill request' }),
+    background: Type.Boolean(),
+    exit_code: Type.Union([Type.Integer(), Type.Null()], { description: 'null while running' }),
+    started_at: Type.String({ format: 'date-time' }),
+    finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+    output: Type.String({ description: 'Output from output_offset to next_offset (stdout and stderr interleaved)' }),
+    output_offset: Type.Integer({ description: 'Byte offset where `output` starts: more than asked for when older output was no longer kept' }),
+    next_offset: Type.Integer({ description: 'Byte offset to ask for next (`?offset=`) to get only newer output' }),
+    output_bytes: Type.Integer({ description: 'Bytes printed so far' }),
+    output_available: Type.Boolean({ description: 'false once the output is no longer kept (15 minutes after the end, or a server restart)' }),
+    timed_out: Type.Union([Type.Boolean(), Type.Null()]),
+    files_changed: Type.Union([Type.Array(FileChange), Type.Null()], { description: 'Once ended and while kept, as in a CommandResult' }),
+    files_changed_total: Type.Union([Type.Integer(), Type.Null()]),
+    files_changed_truncated: Type.Union([Type.Boolean(), Type.Null()]),
+  },
+  { title: 'CommandStatus' },
+);
+
+const CommandParams = Type.Object({
+  ...RoomParams.properties,
+  command_id: Type.String({ format: 'uuid', description: 'Command id, from a CommandResult, a CommandStatus or the room\'s command list' }),
+});
+
+export function commandRoutes(app: App, { commands, log }: Services): void {
   app.post(
     '/api/profile/:profile_id/room/:room_id/command',
     {
@@ -66,7 +98,10 @@ export function commandRoutes(app: App, { commands }: Services): void {
         description:
           'Runs the command with `sh -c` as the profile\'s user in its home directory and answers when the shell exits, ' +
           'with its output, exit code and the files it changed. A failing command is still 200, with `status: "error"`. ' +
-          'Processes left in the background keep running; their later output is not captured.',
+          'Processes left in the background keep running; their later output is not captured. ' +
+          'With `"stream": true` or `Accept: text/event-stream` the answer is a stream of Server-Sent Events instead: ' +
+          '`started`, `output` (each `{data, offset}` as it is printed) and a final `result` (the CommandResult) or `error` (an Error body). ' +
+          'With `"background": true` it answers 202 at once with a CommandStatus; follow it with GET .../commands/{command_id}.',
         tags: ['commands'],
         params: RoomParams,
         body: Type.Object(
@@ -81,15 +116,85 @@ export function commandRoutes(app: App, { commands }: Services): void {
                 description: 'Extra environment variables, over the profile\'s',
               }),
             ),
+            stream: Type.Optional(Type.Boolean({ description: 'Answer with Server-Sent Events as the command prints (as `Accept: text/event-stream` does)' })),
+            kill_on_disconnect: Type.Optional(
+              Type.Boolean({ description: 'With a stream: kill the command when the client goes away (default false: it runs on, readable by its id)' }),
+            ),
+            background: Type.Optional(
+              Type.Boolean({ description: 'Answer 202 at once; no time limit unless timeout_s is given (the profile\'s ceiling does not apply)' }),
+            ),
           },
           { additionalProperties: false },
         ),
-        response: { 200: CommandResult, ...errorResponses(400, 401, 404, 409, 429, 500, 503) },
+        response: { 200: CommandResult, 202: CommandStatus, ...errorResponses(400, 401, 404, 409, 429, 500, 503) },
+      },
+    },
+    async (request, reply) => {
+      const { profile_id, room_id } = request.params;
+      const { stream, kill_on_disconnect, background, ...input } = request.body;
+      const organizationId = callerOf(request).organizationId;
+      const wantsStream = stream === true || (stream === undefined && (request.headers.accept ?? '').includes('text/event-stream'));
+      if (background === true && wantsStream) {
+        throw new AppError('validation_error', 'background and stream exclude each other: stream a command to watch it, or start it in the background and read it with GET .../commands/{command_id}');
+      }
+      if (kill_on_disconnect !== undefined && !wantsStream) throw new AppError('validation_error', 'kill_on_disconnect applies only to a streamed command ("stream": true)');
+      if (background === true) {
+        const session = await commands.start(organizationId, profile_id, room_id, { ...input, background: true });
+        return reply.code(202).send(await commands.status(organizationId, profile_id, room_id, session.id));
+      }
+      if (!wantsStream) return commands.run(organizationId, profile_id, room_id, input);
+      const session = await commands.start(organizationId, profile_id, room_id, input);
+      streamCommand(request, reply, session, {
+        onDisconnect: () => {
+          if (kill_on_disconnect !== true) return;
+          commands.kill(organizationId, profile_id, room_id, session.id).catch((err: unknown) => log.warn({ err, commandId: session.id }, 'could not kill a command whose client went away'));
+        },
+      });
+      return reply;
+    },
+  );
+
+  app.get(
+    '/api/profile/:profile_id/room/:room_id/commands/:command_id',
+    {
+      schema: {
+        summary: 'A command\'s state and output',
+        description:
+          'The state of a command of the room (running or ended), its output from `offset` (bytes; default 0) and, once ended, its exit code and files_changed. ' +
+          'Poll with `offset` set to the last `next_offset` to get only what is new. Output is kept for 15 minutes after a command ends; the record stays.',
+        tags: ['commands'],
+        params: CommandParams,
+        querystring: Type.Object(
+          { offset: Type.Optional(Type.String({ pattern: '^[0-9]{1,15}$', description: 'Byte offset to read the output from' })) },
+          { additionalProperties: false },
+        ),
+        response: { 200: CommandStatus, ...errorResponses(400, 401, 404) },
       },
     },
     async (request) => {
-      const { profile_id, room_id } = request.params;
-      return commands.run(callerOf(request).organizationId, profile_id, room_id, request.body);
+      const { profile_id, room_id, command_id } = request.params;
+      const { offset } = request.query;
+      return commands.status(callerOf(request).organizationId, profile_id, room_id, command_id, offset === undefined ? {} : { offset: Number(offset) });
+    },
+  );
+
+  app.post(
+    '/api/profile/:profile_id/room/:room_id/commands/:command_id/kill',
+    {
+      schema: {
+        summary: 'Signal a running command',
+        description:
+          'Sends a signal (default KILL) to every process of the command, including those it left in the background. ' +
+          'With KILL it answers once the command has ended (state `killed`); other signals are only sent, and the command may go on.',
+        tags: ['commands'],
+        params: CommandParams,
+        body: Type.Object({ signal: Type.Optional(Type.Enum(COMMAND_SIGNALS, { description: 'Default KILL' })) }, { additionalProperties: false }),
+        response: { 200: CommandStatus, ...errorResponses(400, 401, 404, 409) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id, command_id } = request.params;
+      return commands.kill(callerOf(request).organizationId, profile_id, room_id, command_id, request.body.signal ?? 'KILL');
     },
   );
 

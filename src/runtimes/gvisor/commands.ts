@@ -19,25 +19,34 @@ const OUTPUT_GRACE_MS = 100;
 const KILL_GRACE_MS = 5_000;
 
 /**
- * Run as root in the guest with the command id: kills every process carrying the
- * command's marker and every process in their sessions (which covers children that
- * cleared their environment), again until none is left, since a process may fork while
- * this runs. A process that called setsid() and cleared its environment escapes.
+ * Run as root in the guest with the command id and a signal name: signals every process
+ * carrying the command's marker and every process in their sessions (which covers
+ * children that cleared their environment). For KILL, again until none is left, since a
+ * process may fork while this runs; other signals are sent once, since their receivers
+ * may rightly go on. Prints how many processes it signalled. A process that called
+ * setsid() and cleared its environment escapes.
  */
 export const KILL_SCRIPT = String.raw`
 marker="${COMMAND_MARKER}=$1"
+sig="$2"
 i=0
+hit=0
 while [ $i -lt 40 ]; do
   pids=$(grep -lzxF "$marker" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3)
-  [ -n "$pids" ] || exit 0
+  if [ -z "$pids" ]; then echo $hit; exit 0; fi
+  hit=$((hit + $(echo $pids | wc -w)))
   sids=$(ps -o sid= -p "$(echo $pids | tr ' ' ,)" 2>/dev/null | sort -u)
-  kill -KILL $pids 2>/dev/null
-  for s in $sids; do [ "$s" -gt 1 ] && pkill -KILL -s "$s"; done
+  kill -"$sig" $pids 2>/dev/null
+  for s in $sids; do [ "$s" -gt 1 ] && pkill -"$sig" -s "$s"; done
+  if [ "$sig" != KILL ]; then echo $hit; exit 0; fi
   i=$((i + 1))
   sleep 0.05
 done
+echo $hit
 exit 1
 `;
+/** The longest delay a Node timer takes; a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export type ExecChild = ChildProcessByStdio<Writable, Readable, Readable>;
 
@@ -57,7 +66,7 @@ export interface RunOutcome {
  */
 export function superviseCommand(
   child: ExecChild,
-  options: { timeoutMs: number; maxOutputBytes: number; killTree: () => Promise<void> },
+  options: { timeoutMs: number; maxOutputBytes: number; onOutput?: (chunk: Buffer) => void; killTree: () => Promise<void> },
 ): Promise<RunOutcome> {
   return new Promise((resolve, reject) => {
     const output = new HeadTailBuffer(options.maxOutputBytes);
@@ -66,11 +75,13 @@ export function superviseCommand(
     let ended = false;
     child.stdin.end();
     child.stdout.on('data', (chunk: Buffer) => {
-      if (capturing) output.push(chunk);
+      if (!capturing) return;
+      output.push(chunk);
+      options.onOutput?.(chunk);
     });
     child.stdout.on('end', () => (ended = true));
     child.stderr.resume();
-    const deadline = setTimeout(() => {
+    const onDeadline = () => {
       timedOut = true;
       const hardKill = setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS);
       hardKill.unref();
@@ -78,7 +89,8 @@ export function superviseCommand(
         .killTree()
         .catch(() => child.kill('SIGKILL'))
         .finally(() => child.once('exit', () => clearTimeout(hardKill)));
-    }, options.timeoutMs);
+    };
+    const deadline = options.timeoutMs > 0 ? setTimeout(onDeadline, Math.min(options.timeoutMs, MAX_TIMER_MS)) : undefined;
     child.on('error', (err) => {
       clearTimeout(deadline);
       reject(err);

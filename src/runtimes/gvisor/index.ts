@@ -26,6 +26,7 @@ import {
   GuestFileError,
   type CommandOutcome,
   type CommandRequest,
+  type CommandSignal,
   type FileAccess,
   type FileChangeEntry,
   type GuestDirEntry,
@@ -268,7 +269,8 @@ export class GvisorRuntime implements Runtime {
     const outcome = await superviseCommand(child, {
       timeoutMs: request.timeoutMs,
       maxOutputBytes: request.maxOutputBytes,
-      killTree: () => this.killCommand(instanceId, request.commandId),
+      ...(request.onOutput ? { onOutput: request.onOutput } : {}),
+      killTree: async () => void (await this.killCommand(instanceId, request.commandId)),
     });
     if (outcome.lingering) this.keepDraining(instanceId, outcome.lingering);
     let changes: FileChangeEntry[] | null = null;
@@ -286,10 +288,11 @@ export class GvisorRuntime implements Runtime {
     };
   }
 
-  /** Kills every process of a command, as root inside the instance. */
-  async killCommand(instanceId: string, commandId: string): Promise<void> {
-    const result = await this.exec(instanceId, ['sh', '-c', KILL_SCRIPT, 'sh', commandId], { as: 'root', timeoutMs: 30_000 });
-    if (result.code !== 0) this.log.warn({ instanceId, commandId, code: result.code, stderr: result.stderr }, 'a timed-out command left processes behind');
+  /** Signals every process of a command, as root inside the instance. */
+  async killCommand(instanceId: string, commandId: string, signal: CommandSignal = 'KILL'): Promise<number> {
+    const result = await this.exec(instanceId, ['sh', '-c', KILL_SCRIPT, 'sh', commandId, signal], { as: 'root', timeoutMs: 30_000 });
+    if (result.code !== 0) this.log.warn({ instanceId, commandId, code: result.code, stderr: result.stderr }, 'a killed command left processes behind');
+    return Number.parseInt(result.stdout.trim(), 10) || 0;
   }
 
   /** Reads on from a pipe that background processes hold, so their writes do not fail, until they end. */

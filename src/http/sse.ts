@@ -1,0 +1,83 @@
+// Streams a running command to the client as Server-Sent Events: `started`, then
+// `output` pieces as the command prints, then `result` (the CommandResult) or `error`
+// (an Error body). A slow client never makes the server hold more than the command's
+// kept output: while the socket is full nothing is queued, and once it drains the
+// client gets what is kept from where it stopped (an `offset` past the previous piece's
+// end shows what was skipped).
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { CommandSession } from '../core/commands.ts';
+import type { OutputPiece } from '../core/output-log.ts';
+
+/** A comment line this often keeps proxies and clients from timing out a quiet command. */
+const KEEPALIVE_MS = 15_000;
+/** Most output sent in one catch-up event. */
+const CATCH_UP_BYTES = 256 * 1024;
+
+export function streamCommand(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  session: CommandSession,
+  options: { onDisconnect: () => void },
+): void {
+  reply.hijack();
+  const raw = reply.raw;
+  raw.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-accel-buffering': 'no',
+    'x-content-type-options': 'nosniff',
+    'x-request-id': request.id,
+  });
+  let sent = 0;
+  let paused = false;
+  let finished = false;
+  const write = (event: string, data: unknown): void => {
+    if (!raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)) paused = true;
+  };
+  const catchUp = (): void => {
+    while (!paused) {
+      const read = session.output.read(sent, CATCH_UP_BYTES);
+      if (read.end <= sent) return;
+      write('output', { data: read.data, offset: read.offset });
+      sent = read.end;
+    }
+  };
+  const onPiece = (piece: OutputPiece): void => {
+    if (paused || piece.end <= sent) return;
+    if (piece.offset !== sent) return catchUp();
+    write('output', { data: piece.data, offset: piece.offset });
+    sent = piece.end;
+  };
+  raw.on('drain', () => {
+    paused = false;
+    catchUp();
+    if (session.finishedAt !== undefined && !paused) end();
+  });
+
+  write('started', { command_id: session.id, instance_id: session.instanceId, started_at: session.startedAt });
+  catchUp();
+  const unsubscribe = session.output.subscribe(onPiece);
+  const keepalive = setInterval(() => {
+    if (!paused) raw.write(': keepalive\n\n');
+  }, KEEPALIVE_MS);
+
+  const end = (): void => {
+    if (finished) return;
+    finished = true;
+    unsubscribe();
+    clearInterval(keepalive);
+    if (session.error) write('error', session.error.toBody());
+    else write('result', session.result);
+    raw.end();
+  };
+  raw.on('close', () => {
+    unsubscribe();
+    clearInterval(keepalive);
+    if (!finished && session.finishedAt === undefined) options.onDisconnect();
+  });
+  void session.done.then(() => {
+    catchUp();
+    // What is still to send goes first; the final event follows once the socket drains.
+    if (!paused) end();
+  });
+}
