@@ -5,6 +5,7 @@ import { ConfigError, LOG_LEVELS } from '../config.ts';
 import pkg from '../../package.json' with { type: 'json' };
 import { API_VERSION } from '../http/app.ts';
 import { doctor } from './doctor.ts';
+import { registerClientCommands } from './client.ts';
 import { CliError } from './errors.ts';
 import { imagesBuild, imagesList, imagesPrune } from './images.ts';
 import { keysCreate } from './keys.ts';
@@ -79,6 +80,8 @@ images
   .action(async (options: { dataDir?: string; json?: boolean }) => {
     await imagesPrune(options);
   });
+
+registerClientCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,0 +1,877 @@
+// Types of the roomkit HTTP API, generated from the server's /openapi.json by
+// sdk/scripts/generate.ts. Do not edit: change the route schemas, then run
+// `npm run sdk:generate`.
+
+/** The API version these types were generated from. */
+export const API_VERSION = '1.0.0';
+
+/** Every error code the server defines (the `error` field of an error body). */
+export type KnownErrorCode =
+  | 'validation_error'
+  | 'invalid_json'
+  | 'invalid_cursor'
+  | 'invalid_url'
+  | 'invalid_path'
+  | 'is_a_directory'
+  | 'not_a_directory'
+  | 'unknown_tool'
+  | 'invalid_arguments'
+  | 'missing_api_key'
+  | 'invalid_api_key'
+  | 'permission_denied'
+  | 'not_found'
+  | 'profile_not_found'
+  | 'instance_not_found'
+  | 'key_not_found'
+  | 'file_not_found'
+  | 'command_not_found'
+  | 'method_not_allowed'
+  | 'profile_in_use'
+  | 'profile_name_taken'
+  | 'instance_not_ready'
+  | 'command_not_running'
+  | 'body_too_large'
+  | 'file_too_large'
+  | 'uri_too_long'
+  | 'unsupported_media_type'
+  | 'range_not_satisfiable'
+  | 'too_many_commands'
+  | 'instance_start_failed'
+  | 'internal_error'
+  | 'command_failed'
+  | 'runtime_unavailable'
+  | 'shutting_down'
+  | 'no_space';
+
+export interface ApiKey {
+  key_id: string;
+  name: string | null;
+  /** The first characters of the key, to recognise it */
+  prefix: string;
+  env: 'live' | 'test';
+  created_at: string;
+  /** Last authenticated request, to the minute */
+  last_used_at: string | null;
+}
+
+export interface CommandRecord {
+  command_id: string;
+  instance_id: string;
+  command: string;
+  /** `interrupted`: the service stopped while it ran; `error`: it could not be run */
+  state: 'running' | 'exited' | 'timed_out' | 'killed' | 'interrupted' | 'error';
+  exit_code: number | null;
+  output_bytes: number | null;
+  files_changed: number | null;
+  started_at: string;
+  finished_at: string | null;
+  duration_ms: number | null;
+}
+
+export interface CommandResult {
+  instance_id: string;
+  command: string;
+  /** `success` when exit_code is 0, else `error` */
+  status: 'success' | 'error';
+  result: {
+    /** stdout and stderr interleaved as produced; the middle is cut beyond the output limit */
+    output: string;
+    /** 128+n when killed by signal n; 124 when the time limit killed it */
+    exit_code: number;
+    /** Regular files created, modified or deleted while the command ran, sorted by path */
+    files_changed: FileChange[];
+    timed_out: boolean;
+    output_truncated: boolean;
+    /** Bytes the command printed, all of them */
+    output_bytes: number;
+    files_changed_total: number;
+    files_changed_truncated: boolean;
+  };
+  command_id: string;
+  started_at: string;
+  duration_ms: number;
+}
+
+export interface CommandStatus {
+  command_id: string;
+  instance_id: string;
+  command: string;
+  /** `running` until it ends; `killed`: ended by a kill request */
+  state: 'running' | 'exited' | 'timed_out' | 'killed' | 'interrupted' | 'error';
+  background: boolean;
+  /** null while running */
+  exit_code: number | null;
+  started_at: string;
+  finished_at: string | null;
+  duration_ms: number | null;
+  /** Output from output_offset to next_offset (stdout and stderr interleaved) */
+  output: string;
+  /** Byte offset where `output` starts: more than asked for when older output was no longer kept */
+  output_offset: number;
+  /** Byte offset to ask for next (`?offset=`) to get only newer output */
+  next_offset: number;
+  /** Bytes printed so far */
+  output_bytes: number;
+  /** false once the output is no longer kept (15 minutes after the end, or a server restart) */
+  output_available: boolean;
+  timed_out: boolean | null;
+  /** Once ended and while kept, as in a CommandResult */
+  files_changed: FileChange[] | null;
+  files_changed_total: number | null;
+  files_changed_truncated: boolean | null;
+}
+
+export interface CreatedApiKey {
+  key_id: string;
+  name: string | null;
+  /** The first characters of the key, to recognise it */
+  prefix: string;
+  env: 'live' | 'test';
+  created_at: string;
+  /** Last authenticated request, to the minute */
+  last_used_at: string | null;
+  /** The key itself. Shown only in this response: store it now. */
+  api_key: string;
+}
+
+export interface ErrorBody {
+  /** Stable error code */
+  error: string;
+  /** What went wrong and, where possible, how to fix it */
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+export interface FileChange {
+  /** Absolute path in the instance */
+  path: string;
+  status: 'created' | 'modified' | 'deleted';
+  /** Bytes (created and modified files) */
+  size?: number;
+  mime_type?: string;
+  /** Relative URL of the file's raw content, no authentication needed */
+  public_url?: string;
+}
+
+export interface FileContent {
+  /** Absolute path of the file in the instance */
+  file_path: string;
+  /** The content: text when `encoding` is utf-8, else base64 */
+  content: string;
+  instance_id: string;
+  /** `utf-8` when the bytes are valid UTF-8 without NUL, else `base64` */
+  encoding: 'utf-8' | 'base64';
+  size: number;
+  mime_type: string;
+}
+
+export interface FileWritten {
+  file_path: string;
+  instance_id: string;
+  status: 'created' | 'modified';
+  size: number;
+}
+
+export interface Instance {
+  instance_id: string;
+  profile_id: string;
+  room_id: string;
+  state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'stopping' | 'stopped' | 'failed';
+  /** Every state the instance has been in, oldest first, with when it got there */
+  state_history: {
+    state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'stopping' | 'stopped' | 'failed';
+    at: string;
+    reason?: string;
+  }[];
+  /** Why it failed, when state is `failed` */
+  failure_reason: string | null;
+  /** What provisioning is doing right now when a step takes long, e.g. building the image; null otherwise */
+  progress: string | null;
+  /** The runtime the instance runs on, e.g. `gvisor` */
+  runtime: string;
+  resources: {
+    memory_mb: number;
+    vcpus: number;
+    disk_mb: number;
+  };
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Profile {
+  profile_id: string;
+  /** Unique within the organization. */
+  name: string;
+  /** Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server's OCI directory. */
+  image: string;
+  /** Distribution packages installed into the image, e.g. `["nodejs", "jq"]`. */
+  packages: string[];
+  /** Memory of each instance, MiB. */
+  memory_mb: number;
+  /** CPUs each instance may use. */
+  vcpus: number;
+  /** Size of the writable filesystem layer of each instance, MiB. */
+  disk_mb: number;
+  /** Unprivileged user that commands run as (not `root`). */
+  user: string;
+  /** Home and working directory of the user; defaults to `/home/<user>`. */
+  home: string;
+  /** Environment variables set for every command. */
+  env: Record<string, string>;
+  /** Time limit of a command, seconds: the default, and the most a command may ask for. */
+  command_timeout_s: number;
+  /** Stop an instance after this long without a command or file request; 0 = never. */
+  idle_timeout_s: number;
+  /** Stop an instance this long after it was created, whatever it is doing; 0 = never. */
+  max_lifetime_s: number;
+  /** Egress policy of the instances. */
+  network: {
+    /** `internet`: outbound traffic to public addresses; `none`: no route out. */
+    egress: 'none' | 'internet';
+    /** Reserved for a later version (an egress allowlist); must be empty. */
+    allow: string[];
+  };
+  /** Free-form organization-specific JSON, stored and returned as given (at most 16384 bytes). */
+  settings: Record<string, unknown>;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ToolCallResult {
+  name: string;
+  /** What the model reads, in order */
+  content: ({
+    type: 'text';
+    text: string;
+  } | {
+    type: 'image';
+    /** base64 */
+    data: string;
+    mime_type: string;
+  })[];
+  /** A non-zero exit code, or an error the arguments caused (file not found, ...) */
+  is_error: boolean;
+  /** The JSON the tool's endpoint answers (its Error body when is_error comes from an error; for read_file without `content`) */
+  structured_content: unknown;
+}
+
+export interface ToolEndpoint {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** `{path}` stands for the `path` argument */
+  path: string;
+  /** Arguments sent as query parameters */
+  query?: string[];
+  /** Arguments sent as JSON body fields */
+  body?: string[];
+}
+
+export interface ToolSet {
+  format: 'roomkit' | 'openai' | 'anthropic' | 'mcp';
+  profile_id: string;
+  room_id: string;
+  /** Where any of these tools is run by name */
+  call: {
+    method: 'POST';
+    path: string;
+  };
+  /** `roomkit`: {name, title, description, input_schema, annotations, endpoint}; `openai`: Chat Completions function tools {type: "function", function: {name, description, parameters}}; `anthropic`: Messages API tools {name, description, input_schema}; `mcp`: MCP Tool objects {name, title, description, inputSchema, annotations} */
+  tools: unknown[];
+  /** The API endpoint each tool maps to, by tool name */
+  endpoints: Record<string, ToolEndpoint>;
+}
+
+/** Every route: its path and query parameters, JSON body, and responses by status. */
+export interface Paths {
+  '/api/keys': {
+    /** List API keys */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: {
+          keys: ApiKey[];
+        };
+        401: ErrorBody;
+      };
+    };
+    /** Create an API key */
+    post: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: {
+        env?: 'live' | 'test';
+        /** A label for the key */
+        name?: string;
+      };
+      responses: {
+        201: CreatedApiKey;
+        400: ErrorBody;
+        401: ErrorBody;
+      };
+    };
+  };
+  '/api/keys/{key_id}': {
+    /** Revoke an API key */
+    delete: {
+      params: {
+        /** API key id (UUID), as listed by GET /api/keys */
+        key_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        204: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+  };
+  '/api/profiles': {
+    /** List profiles */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: {
+          profiles: Profile[];
+        };
+        401: ErrorBody;
+      };
+    };
+    /** Create a profile */
+    post: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: {
+        /** Unique within the organization. */
+        name: string;
+        /** Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server's OCI directory. */
+        image?: string;
+        /** Distribution packages installed into the image, e.g. `["nodejs", "jq"]`. */
+        packages?: string[];
+        /** Memory of each instance, MiB. */
+        memory_mb?: number;
+        /** CPUs each instance may use. */
+        vcpus?: number;
+        /** Size of the writable filesystem layer of each instance, MiB. */
+        disk_mb?: number;
+        /** Unprivileged user that commands run as (not `root`). */
+        user?: string;
+        /** Home and working directory of the user; defaults to `/home/<user>`. */
+        home?: string;
+        /** Environment variables set for every command. */
+        env?: Record<string, string>;
+        /** Time limit of a command, seconds: the default, and the most a command may ask for. */
+        command_timeout_s?: number;
+        /** Stop an instance after this long without a command or file request; 0 = never. */
+        idle_timeout_s?: number;
+        /** Stop an instance this long after it was created, whatever it is doing; 0 = never. */
+        max_lifetime_s?: number;
+        network?: {
+          /** `internet`: outbound traffic to public addresses; `none`: no route out. */
+          egress?: 'none' | 'internet';
+          /** Reserved for a later version (an egress allowlist); must be empty. */
+          allow?: string[];
+        };
+        /** Free-form organization-specific JSON, stored and returned as given (at most 16384 bytes). */
+        settings?: Record<string, unknown>;
+      };
+      responses: {
+        201: Profile;
+        400: ErrorBody;
+        401: ErrorBody;
+        409: ErrorBody;
+      };
+    };
+  };
+  '/api/profiles/{profile_id}': {
+    /** Get a profile */
+    get: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Profile;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+    /** Delete a profile */
+    delete: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        204: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+      };
+    };
+    /** Change a profile */
+    patch: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** Unique within the organization. */
+        name?: string;
+        /** Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server's OCI directory. */
+        image?: string;
+        /** Distribution packages installed into the image, e.g. `["nodejs", "jq"]`. */
+        packages?: string[];
+        /** Memory of each instance, MiB. */
+        memory_mb?: number;
+        /** CPUs each instance may use. */
+        vcpus?: number;
+        /** Size of the writable filesystem layer of each instance, MiB. */
+        disk_mb?: number;
+        /** Unprivileged user that commands run as (not `root`). */
+        user?: string;
+        /** Home and working directory of the user; defaults to `/home/<user>`. */
+        home?: string;
+        /** Environment variables set for every command. */
+        env?: Record<string, string>;
+        /** Time limit of a command, seconds: the default, and the most a command may ask for. */
+        command_timeout_s?: number;
+        /** Stop an instance after this long without a command or file request; 0 = never. */
+        idle_timeout_s?: number;
+        /** Stop an instance this long after it was created, whatever it is doing; 0 = never. */
+        max_lifetime_s?: number;
+        network?: {
+          /** `internet`: outbound traffic to public addresses; `none`: no route out. */
+          egress?: 'none' | 'internet';
+          /** Reserved for a later version (an egress allowlist); must be empty. */
+          allow?: string[];
+        };
+        /** Free-form organization-specific JSON, stored and returned as given (at most 16384 bytes). */
+        settings?: Record<string, unknown>;
+      };
+      responses: {
+        200: Profile;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}': {
+    /** Get the room's instance */
+    get: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Instance;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+    /** Create the room's instance */
+    post: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** Wait until the instance is ready (default true) */
+        wait?: boolean;
+      };
+      responses: {
+        200: Instance;
+        201: Instance;
+        202: Instance;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        500: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+    /** Delete the room's instance */
+    delete: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Instance;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+  };
+  '/api/instances': {
+    /** List instances */
+    get: {
+      params: Record<string, never>;
+      query: {
+        profile_id?: string;
+        state?: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'stopping' | 'stopped' | 'failed';
+        /** 1-200, default 50 */
+        limit?: string;
+        cursor?: string;
+      };
+      body: undefined;
+      responses: {
+        200: {
+          instances: Instance[];
+          next_cursor: string | null;
+        };
+        400: ErrorBody;
+        401: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/command': {
+    /** Run a command */
+    post: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** Shell command, at most 65536 bytes */
+        command: string;
+        /** Time limit, seconds; default and maximum: the profile's command_timeout_s */
+        timeout_s?: number;
+        /** Working directory, absolute or relative to the home */
+        cwd?: string;
+        /** Extra environment variables, over the profile's */
+        env?: Record<string, string>;
+        /** Answer with Server-Sent Events as the command prints (as `Accept: text/event-stream` does) */
+        stream?: boolean;
+        /** With a stream: kill the command when the client goes away (default false: it runs on, readable by its id) */
+        kill_on_disconnect?: boolean;
+        /** Answer 202 at once; no time limit unless timeout_s is given (the profile's ceiling does not apply) */
+        background?: boolean;
+      };
+      responses: {
+        200: CommandResult;
+        202: CommandStatus;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        500: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/commands/{command_id}': {
+    /** A command's state and output */
+    get: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** Command id, from a CommandResult, a CommandStatus or the room's command list */
+        command_id: string;
+      };
+      query: {
+        /** Byte offset to read the output from */
+        offset?: string;
+      };
+      body: undefined;
+      responses: {
+        200: CommandStatus;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/commands/{command_id}/kill': {
+    /** Signal a running command */
+    post: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** Command id, from a CommandResult, a CommandStatus or the room's command list */
+        command_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** Default KILL */
+        signal?: 'TERM' | 'KILL' | 'INT' | 'HUP';
+      };
+      responses: {
+        200: CommandStatus;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/commands': {
+    /** List the room's commands */
+    get: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: {
+        /** 1-200, default 50 */
+        limit?: string;
+        cursor?: string;
+      };
+      body: undefined;
+      responses: {
+        200: {
+          commands: CommandRecord[];
+          next_cursor: string | null;
+        };
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/file/{*}': {
+    /** Read a file */
+    get: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts) */
+        '*': string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: FileContent;
+        400: ErrorBody;
+        401: ErrorBody;
+        403: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        413: ErrorBody;
+      };
+    };
+    /** Write a file */
+    put: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts) */
+        '*': string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: FileWritten;
+        201: FileWritten;
+        400: ErrorBody;
+        401: ErrorBody;
+        403: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        413: ErrorBody;
+        507: ErrorBody;
+      };
+    };
+    /** Delete a file */
+    delete: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts) */
+        '*': string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: {
+          file_path: string;
+          instance_id: string;
+          status: 'deleted';
+        };
+        400: ErrorBody;
+        401: ErrorBody;
+        403: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/files': {
+    /** List a directory */
+    get: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: {
+        /** Absolute, or relative to the home directory */
+        path?: string;
+      };
+      body: undefined;
+      responses: {
+        200: {
+          path: string;
+          instance_id: string;
+          entries: {
+            name: string;
+            type: 'file' | 'directory' | 'symlink' | 'other';
+            size: number;
+            /** Permission bits, octal */
+            mode: string;
+            mtime: string;
+          }[];
+          truncated: boolean;
+        };
+        400: ErrorBody;
+        401: ErrorBody;
+        403: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+      };
+    };
+  };
+  '/vm/{instance_id}/file/{*}': {
+    /** Raw file content (no authentication) */
+    get: {
+      params: {
+        instance_id: string;
+        '*': string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        400: ErrorBody;
+        403: ErrorBody;
+        404: ErrorBody;
+        416: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/tools': {
+    /** Get the room's tool schema */
+    get: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: {
+        /** Shape of `tools` (default roomkit) */
+        format?: 'roomkit' | 'openai' | 'anthropic' | 'mcp';
+      };
+      body: undefined;
+      responses: {
+        200: ToolSet;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/tools/call': {
+    /** Run one of the room's tools */
+    post: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** The tool, e.g. `run_command` */
+        name: string;
+        /** The tool's arguments: an object, or its JSON text (as OpenAI tool calls carry it); default {} */
+        arguments?: Record<string, unknown> | string;
+      };
+      responses: {
+        200: ToolCallResult;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        413: ErrorBody;
+        429: ErrorBody;
+        500: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
+  '/mcp': {
+    /** MCP server (Streamable HTTP) */
+    post: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        401: ErrorBody;
+        413: ErrorBody;
+        415: ErrorBody;
+      };
+    };
+  };
+  '/healthz': {
+    /** Health of the service */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: {
+          status: 'ok';
+          version: string;
+          runtime: {
+            available: boolean;
+            name?: string;
+            reason?: string;
+          };
+        };
+      };
+    };
+  };
+}

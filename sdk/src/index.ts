@@ -1,0 +1,9 @@
+// roomkit's TypeScript SDK: `new Roomkit()`, then `rk.room(profile, room)` to create an
+// instance, run commands in it and move files in and out. Everything public is
+// exported from here.
+export { DEFAULT_BASE_URL, Instances, Keys, Profiles, Roomkit, type InstanceFilter, type RoomkitOptions } from './client.ts';
+export { RoomkitConnectionError, RoomkitError, type ConnectionErrorCode, type ErrorCode, type RoomkitErrorInit } from './errors.ts';
+export { API_VERSION } from './generated/api.ts';
+export { CommandHandle, contentBytes, Room, type CreateOptions, type ExecStreamOptions, type RawFile } from './room.ts';
+export type { RequestOptions } from './http.ts';
+export type * from './types.ts';

@@ -1,0 +1,355 @@
+// A room of a profile and its instance: create it, run commands in it, move files in
+// and out, delete it. The room is addressed by (profile, room) as the API does; a
+// profile given by name is resolved on first use.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { RoomkitConnectionError, RoomkitError } from './errors.ts';
+import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance } from './generated/api.ts';
+import { readEvents, type RequestOptions, type Transport } from './http.ts';
+import type {
+  CommandPage,
+  CommandStarted,
+  DirectoryListing,
+  ExecOptions,
+  FileDeleted,
+  KillSignal,
+} from './types.ts';
+
+const ROOM = '/api/profile/{profile_id}/room/{room_id}' as const;
+const DEFAULT_POLL_MS = 500;
+
+/** What a Room needs from the client that made it. */
+export interface RoomContext {
+  transport: Transport;
+  resolveProfileId(profile: string, options?: RequestOptions): Promise<string>;
+  /** The profile's home directory, to make relative paths absolute for the raw endpoint. */
+  homeOf(profileId: string, options?: RequestOptions): Promise<string>;
+  pollIntervalMs: number;
+}
+
+export interface CreateOptions extends RequestOptions {
+  /** Answer once the instance is ready (default true); false answers at once, still provisioning. */
+  wait?: boolean;
+  /**
+   * Called with the instance when creation starts and whenever its state or progress
+   * text changes. With it, the SDK creates without waiting and polls, so a long image
+   * build can be shown as it goes.
+   */
+  onProgress?: (instance: Instance) => void;
+  /** Between polls when onProgress is given; default the client's pollIntervalMs. */
+  pollIntervalMs?: number;
+}
+
+export interface ExecStreamOptions extends ExecOptions, RequestOptions {
+  /** Output as the command prints it; `offset` is the byte offset of `data` in the whole output. */
+  onOutput?: (data: string, info: { offset: number }) => void;
+  onStarted?: (started: CommandStarted) => void;
+  /** Kill the command if this client goes away before it ends (default: it runs on). */
+  killOnDisconnect?: boolean;
+}
+
+export interface RawFile {
+  /** The file's bytes (or the asked range) as they arrive. */
+  body: ReadableStream<Uint8Array>;
+  /** 200, or 206 for a range. */
+  status: number;
+  contentType: string;
+  /** Bytes in `body`, when the server said. */
+  length: number | undefined;
+  etag: string | undefined;
+}
+
+export class Room {
+  readonly profile: string;
+  readonly roomId: string;
+  readonly #ctx: RoomContext;
+
+  constructor(ctx: RoomContext, profile: string, roomId: string) {
+    this.#ctx = ctx;
+    this.profile = profile;
+    this.roomId = roomId;
+  }
+
+  /** The profile's id, resolving a name through GET /api/profiles once. */
+  profileId(options: RequestOptions = {}): Promise<string> {
+    return this.#ctx.resolveProfileId(this.profile, options);
+  }
+
+  async #params(options: RequestOptions): Promise<{ profile_id: string; room_id: string }> {
+    return { profile_id: await this.profileId(options), room_id: this.roomId };
+  }
+
+  /**
+   * Creates the room's instance, or returns the live one it already has. Safe to retry
+   * (the server keeps one live instance per room), so connection errors and 502-504
+   * are retried. A start failure throws RoomkitError `instance_start_failed`.
+   */
+  async create(options: CreateOptions = {}): Promise<Instance> {
+    const params = await this.#params(options);
+    const { onProgress } = options;
+    const wait = options.wait ?? true;
+    const send = (waitForReady: boolean) =>
+      this.#ctx.transport.json('post', ROOM, { params, body: { wait: waitForReady } }, { idempotent: true, signal: options.signal });
+    if (onProgress === undefined) return send(wait);
+
+    let instance = await send(false);
+    onProgress(instance);
+    const interval = options.pollIntervalMs ?? this.#ctx.pollIntervalMs;
+    while (wait && instance.state !== 'ready') {
+      if (instance.state === 'failed' || instance.state === 'stopping' || instance.state === 'stopped') throw startFailure(instance);
+      await sleep(interval, undefined, { signal: options.signal });
+      const next = await this.#ctx.transport.json('get', ROOM, { params }, { signal: options.signal });
+      const changed = next.instance_id !== instance.instance_id || next.state !== instance.state || next.progress !== instance.progress;
+      instance = next;
+      if (changed) onProgress(instance);
+    }
+    return instance;
+  }
+
+  /** The room's instance: the live one, or the last one if it failed. */
+  async get(options: RequestOptions = {}): Promise<Instance> {
+    return this.#ctx.transport.json('get', ROOM, { params: await this.#params(options) }, options);
+  }
+
+  /** Stops and removes the instance; answers with its final state. Not retried: a repeat would answer instance_not_found. */
+  async delete(options: RequestOptions = {}): Promise<Instance> {
+    return this.#ctx.transport.json('delete', ROOM, { params: await this.#params(options) }, options);
+  }
+
+  /**
+   * Runs a shell command and answers when it ends. A failing command is a result with a
+   * non-zero exit_code, not an exception. Never retried: a command may not be safe to
+   * run twice.
+   */
+  async exec(command: string, options: ExecOptions & RequestOptions = {}): Promise<CommandResult> {
+    const { signal, ...body } = options;
+    // Without `background` the server answers 200 with the result.
+    return (await this.#ctx.transport.json('post', `${ROOM}/command`, { params: await this.#params(options), body: { command, ...body } }, { signal, idempotent: false })) as CommandResult;
+  }
+
+  /**
+   * Runs a shell command, passing its output to onOutput as it is printed, and answers
+   * with the same CommandResult as exec. If the connection breaks before the result,
+   * throws RoomkitConnectionError `stream_interrupted` with the command's id: the
+   * command runs on (unless killOnDisconnect) and `room.command(id)` follows it.
+   */
+  async execStream(command: string, options: ExecStreamOptions = {}): Promise<CommandResult> {
+    const { signal, onOutput, onStarted, killOnDisconnect, ...rest } = options;
+    const body = { command, ...rest, stream: true, ...(killOnDisconnect === undefined ? {} : { kill_on_disconnect: killOnDisconnect }) };
+    const { response, url } = await this.#ctx.transport.send(
+      'post',
+      `${ROOM}/command`,
+      { params: await this.#params(options), body },
+      { signal, idempotent: false, stream: true, headers: { accept: 'text/event-stream' } },
+    );
+    if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+      await response.body?.cancel();
+      throw new RoomkitError({
+        status: response.status,
+        code: 'unexpected_response',
+        message: `POST ${url} answered ${response.headers.get('content-type') ?? 'no content type'} instead of an event stream; the server may be older than this SDK`,
+        requestId: response.headers.get('x-request-id') ?? undefined,
+      });
+    }
+    const requestId = response.headers.get('x-request-id') ?? undefined;
+    let commandId: string | undefined;
+    const interrupted = (cause?: unknown) =>
+      new RoomkitConnectionError({
+        code: 'stream_interrupted',
+        message: `the stream of the command ended before its result${commandId ? `; the command (${commandId}) may still be running` : ''}`,
+        method: 'POST',
+        url,
+        cause,
+        commandId,
+      });
+    try {
+      for await (const { event, data } of readEvents(response.body as ReadableStream<Uint8Array>)) {
+        if (event === 'started') {
+          const started = JSON.parse(data) as CommandStarted;
+          commandId = started.command_id;
+          onStarted?.(started);
+        } else if (event === 'output') {
+          const piece = JSON.parse(data) as { data: string; offset: number };
+          onOutput?.(piece.data, { offset: piece.offset });
+        } else if (event === 'result') {
+          return JSON.parse(data) as CommandResult;
+        } else if (event === 'error') {
+          const error = JSON.parse(data) as { error: string; message: string; details?: Record<string, unknown> };
+          throw new RoomkitError({ status: 500, code: error.error, message: error.message, details: error.details, requestId });
+        }
+      }
+    } catch (err) {
+      if (err instanceof RoomkitError) throw err;
+      if (signal?.aborted) throw signal.reason;
+      throw interrupted(err);
+    }
+    throw interrupted();
+  }
+
+  /**
+   * Starts a command in the background and answers at once with a handle to follow it.
+   * No time limit applies unless timeout_s is given.
+   */
+  async execBackground(command: string, options: ExecOptions & RequestOptions = {}): Promise<CommandHandle> {
+    const { signal, ...rest } = options;
+    const status = (await this.#ctx.transport.json(
+      'post',
+      `${ROOM}/command`,
+      { params: await this.#params(options), body: { command, ...rest, background: true } },
+      { signal, idempotent: false },
+    )) as CommandStatus;
+    return this.#handle(status.command_id, status);
+  }
+
+  /** A handle on a command of this room by its id (from a result, a status or the history). */
+  command(commandId: string): CommandHandle {
+    return this.#handle(commandId, undefined);
+  }
+
+  #handle(commandId: string, initial: CommandStatus | undefined): CommandHandle {
+    const transport = this.#ctx.transport;
+    const params = async (options: RequestOptions) => ({ ...(await this.#params(options)), command_id: commandId });
+    return new CommandHandle(this, commandId, initial, {
+      status: async (offset, options) =>
+        transport.json('get', `${ROOM}/commands/{command_id}`, { params: await params(options), query: { offset: String(offset) } }, options),
+      kill: async (signalName, options) =>
+        transport.json('post', `${ROOM}/commands/{command_id}/kill`, { params: await params(options), body: { signal: signalName } }, { ...options, idempotent: false }),
+    });
+  }
+
+  /** The room's command history, newest first; pass `next_cursor` back as `cursor`. */
+  async commands(options: { limit?: number; cursor?: string } & RequestOptions = {}): Promise<CommandPage> {
+    const query = { ...(options.limit === undefined ? {} : { limit: String(options.limit) }), ...(options.cursor === undefined ? {} : { cursor: options.cursor }) };
+    return this.#ctx.transport.json('get', `${ROOM}/commands`, { params: await this.#params(options), query }, options);
+  }
+
+  /**
+   * Reads a file as JSON: text as it is, binary as base64 (`encoding` says which; see
+   * `contentBytes`). Relative paths are relative to the home directory.
+   */
+  async readFile(path: string, options: RequestOptions = {}): Promise<FileContent> {
+    return this.#ctx.transport.json('get', `${ROOM}/file/{*}`, { params: { ...(await this.#params(options)), '*': path } }, options);
+  }
+
+  /** A file's bytes, through the JSON endpoint (at most the server's JSON read limit; readRaw has none). */
+  async readBytes(path: string, options: RequestOptions = {}): Promise<Buffer> {
+    return contentBytes(await this.readFile(path, options));
+  }
+
+  /**
+   * Opens a file through the unauthenticated raw endpoint (`/vm/{instance_id}/file/...`),
+   * which streams any size and serves ranges. Relative paths are taken from the
+   * profile's home directory.
+   */
+  async openRaw(path: string, options: { range?: { start: number; end?: number } } & RequestOptions = {}): Promise<RawFile> {
+    const instance = await this.get(options);
+    const absolute = path.startsWith('/') ? path : `${(await this.#ctx.homeOf(instance.profile_id, options)).replace(/\/$/, '')}/${path}`;
+    const headers: Record<string, string> = { accept: '*/*' };
+    if (options.range) headers.range = `bytes=${options.range.start}-${options.range.end ?? ''}`;
+    const { response } = await this.#ctx.transport.send(
+      'get',
+      '/vm/{instance_id}/file/{*}',
+      { params: { instance_id: instance.instance_id, '*': absolute.replace(/^\/+/, '') } },
+      { ...options, headers, stream: true },
+    );
+    const length = response.headers.get('content-length');
+    return {
+      body: response.body ?? new ReadableStream({ start: (c) => c.close() }),
+      status: response.status,
+      contentType: response.headers.get('content-type') ?? 'application/octet-stream',
+      length: length === null ? undefined : Number(length),
+      etag: response.headers.get('etag') ?? undefined,
+    };
+  }
+
+  /** A file's bytes through the raw endpoint: any size, no base64. */
+  async readRaw(path: string, options: { range?: { start: number; end?: number } } & RequestOptions = {}): Promise<Buffer> {
+    const file = await this.openRaw(path, options);
+    return Buffer.from(await new Response(file.body).arrayBuffer());
+  }
+
+  /** Creates or replaces a file (and its parent directories). Strings are written as UTF-8. */
+  async writeFile(path: string, data: string | Uint8Array, options: RequestOptions = {}): Promise<FileWritten> {
+    const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data;
+    return this.#ctx.transport.json(
+      'put',
+      `${ROOM}/file/{*}`,
+      { params: { ...(await this.#params(options)), '*': path } },
+      { ...options, rawBody: bytes },
+    );
+  }
+
+  /** Lists a directory (default: the home directory). */
+  async list(dir?: string, options: RequestOptions = {}): Promise<DirectoryListing> {
+    return this.#ctx.transport.json('get', `${ROOM}/files`, { params: await this.#params(options), query: dir === undefined ? {} : { path: dir } }, options);
+  }
+
+  /** Deletes a file or link; directories are removed with a command. */
+  async deleteFile(path: string, options: RequestOptions = {}): Promise<FileDeleted> {
+    return this.#ctx.transport.json('delete', `${ROOM}/file/{*}`, { params: { ...(await this.#params(options)), '*': path } }, options);
+  }
+}
+
+interface CommandCalls {
+  status(offset: number, options: RequestOptions): Promise<CommandStatus>;
+  kill(signal: KillSignal, options: RequestOptions): Promise<CommandStatus>;
+}
+
+/** A command started in the background (or any command of the room, by id). */
+export class CommandHandle {
+  readonly room: Room;
+  readonly commandId: string;
+  /** The status this handle last saw, if any. */
+  last: CommandStatus | undefined;
+  readonly #calls: CommandCalls;
+
+  constructor(room: Room, commandId: string, initial: CommandStatus | undefined, calls: CommandCalls) {
+    this.room = room;
+    this.commandId = commandId;
+    this.last = initial;
+    this.#calls = calls;
+  }
+
+  /** The command's state and its output from `offset` (bytes; default 0). */
+  async status(options: { offset?: number } & RequestOptions = {}): Promise<CommandStatus> {
+    this.last = await this.#calls.status(options.offset ?? 0, options);
+    return this.last;
+  }
+
+  /**
+   * Polls until the command ends, passing new output to onOutput, and answers with the
+   * final status. Output the server no longer keeps is skipped (`offset` jumps).
+   */
+  async wait(
+    options: { onOutput?: (data: string, info: { offset: number }) => void; pollIntervalMs?: number; offset?: number } & RequestOptions = {},
+  ): Promise<CommandStatus> {
+    let offset = options.offset ?? 0;
+    for (;;) {
+      const status = await this.status({ offset, signal: options.signal });
+      if (status.output !== '') options.onOutput?.(status.output, { offset: status.output_offset });
+      offset = status.next_offset;
+      if (status.state !== 'running') return status;
+      await sleep(options.pollIntervalMs ?? DEFAULT_POLL_MS, undefined, { signal: options.signal });
+    }
+  }
+
+  /** Sends a signal to every process of the command: KILL (the default) answers once it ended. */
+  async kill(signal: KillSignal = 'KILL', options: RequestOptions = {}): Promise<CommandStatus> {
+    this.last = await this.#calls.kill(signal, options);
+    return this.last;
+  }
+}
+
+/** The bytes of a FileContent, whichever encoding the server chose. */
+export function contentBytes(file: Pick<FileContent, 'content' | 'encoding'>): Buffer {
+  return Buffer.from(file.content, file.encoding === 'base64' ? 'base64' : 'utf8');
+}
+
+function startFailure(instance: Instance): RoomkitError {
+  const reason = instance.failure_reason ?? (instance.state === 'failed' ? 'no reason given' : `it was deleted while starting (${instance.state})`);
+  return new RoomkitError({
+    status: 500,
+    code: 'instance_start_failed',
+    message: `instance ${instance.instance_id} failed to start: ${reason}`,
+    details: { instance_id: instance.instance_id, state_history: instance.state_history },
+  });
+}

@@ -1,0 +1,42 @@
+// Names for the shapes the SDK's methods take and return, all derived from the
+// generated API types so that they follow the server's schemas.
+import type { Instance, Paths } from './generated/api.ts';
+
+export type {
+  ApiKey,
+  CommandRecord,
+  CommandResult,
+  CommandStatus,
+  CreatedApiKey,
+  ErrorBody,
+  FileChange,
+  FileContent,
+  FileWritten,
+  Instance,
+  KnownErrorCode,
+  Paths,
+  Profile,
+} from './generated/api.ts';
+
+type RoomPath = '/api/profile/{profile_id}/room/{room_id}';
+type CommandBody = Paths[`${RoomPath}/command`]['post']['body'];
+
+export type InstanceState = Instance['state'];
+export type ProfileCreate = Paths['/api/profiles']['post']['body'];
+export type ProfileUpdate = Paths['/api/profiles/{profile_id}']['patch']['body'];
+export type KeyCreate = Paths['/api/keys']['post']['body'];
+export type Health = Paths['/healthz']['get']['responses'][200];
+export type InstancePage = Paths['/api/instances']['get']['responses'][200];
+export type CommandPage = Paths[`${RoomPath}/commands`]['get']['responses'][200];
+export type DirectoryListing = Paths[`${RoomPath}/files`]['get']['responses'][200];
+export type DirectoryEntry = DirectoryListing['entries'][number];
+export type FileDeleted = Paths[`${RoomPath}/file/{*}`]['delete']['responses'][200];
+export type KillSignal = NonNullable<Paths[`${RoomPath}/commands/{command_id}/kill`]['post']['body']['signal']>;
+/** How a command runs: time limit, working directory, extra environment. */
+export type ExecOptions = Omit<CommandBody, 'command' | 'stream' | 'kill_on_disconnect' | 'background'>;
+/** Data sent to `started` listeners of a streamed command. */
+export interface CommandStarted {
+  command_id: string;
+  instance_id: string;
+  started_at: string;
+}

@@ -1,0 +1,335 @@
+// The client commands of `roomkit` (create, exec, cat, put, ls, rm, status, destroy):
+// a room's instance from a shell, through the SDK against a running server. Results
+// go to stdout (as JSON with --json), progress and notes to stderr; a failure is one
+// line `roomkit: error <code>: <message>` on stderr and a non-zero exit.
+import { readFile } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import {
+  type CommandResult,
+  type Instance,
+  type Room,
+  Roomkit,
+  RoomkitConnectionError,
+  RoomkitError,
+} from '../../sdk/src/index.ts';
+
+/** roomkit's own failure during `exec`, told apart from the command's exit codes (as `docker run` does). */
+const EXEC_FAILURE_EXIT = 125;
+const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+const PROGRESSION = ['active', 'network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted', 'ready'];
+
+interface ConnectionOptions {
+  url?: string;
+  apiKey?: string;
+  json?: boolean;
+}
+
+interface RoomOptions extends ConnectionOptions {
+  profile?: string;
+}
+
+/** A failure found before asking the server, with a code like the API's. */
+class ClientError extends Error {
+  readonly code: string;
+  readonly exitCode: number;
+  constructor(code: string, message: string, exitCode = 2) {
+    super(message);
+    this.code = code;
+    this.exitCode = exitCode;
+  }
+}
+
+export function registerClientCommands(program: Command): void {
+  // `exec ROOM ls -la` passes -la on to the command, so options must come before the
+  // room there; that needs positional options on the program.
+  program.enablePositionalOptions();
+
+  roomCommand(program, 'create <room>', 'create the room\'s instance (or find its live one), showing progress on stderr until it is ready')
+    .option('--no-wait', 'answer at once, while the instance is still starting')
+    .action(run(async (roomId: string, options: RoomOptions & { wait: boolean }) => {
+      const room = roomOf(roomId, options);
+      const progress = new Progress(roomId);
+      let instance: Instance;
+      try {
+        instance = await room.create({ wait: options.wait, onProgress: (i) => progress.update(i) });
+      } finally {
+        progress.stop();
+      }
+      if (options.json) return printJson(instance);
+      const how = instance.state !== 'ready' ? '' : progress.reported ? ` in ${progress.elapsed()}` : ' (already running)';
+      process.stdout.write(`${instance.state}: room ${roomId} (profile ${options.profile ?? 'default'}), instance ${instance.instance_id}${how}\n`);
+    }));
+
+  roomCommand(program, 'exec <room> <command...>', 'run a shell command in the room\'s instance and exit with its exit code')
+    .usage('[options] <room> <command...>')
+    .addHelpText('after', '\nOptions go before the room; everything after it is the command (quote it, or put it after --).\n' +
+      'Human output: the command\'s output as it is printed on stdout, then the files it changed on stderr.\n' +
+      `Exit code: the command's own; ${EXEC_FAILURE_EXIT} when roomkit itself failed.`)
+    .option('--timeout <seconds>', 'time limit (default and maximum: the profile\'s command_timeout_s)', positiveInteger)
+    .option('--cwd <dir>', 'working directory, absolute or relative to the home directory')
+    .option('-e, --env <NAME=VALUE>', 'an environment variable (repeatable)', collectEnv)
+    .passThroughOptions()
+    .action(run(async (roomId: string, words: string[], options: RoomOptions & { timeout?: number; cwd?: string; env?: Record<string, string> }) => {
+      const room = roomOf(roomId, options);
+      // `exec ROOM -- cmd` reaches here with the `--` when options pass through.
+      const command = (words[0] === '--' ? words.slice(1) : words).join(' ');
+      if (command.trim() === '') throw new ClientError('validation_error', 'no command: give it after the room, e.g. roomkit exec ROOM ls -la');
+      const execOptions = {
+        ...(options.timeout === undefined ? {} : { timeout_s: options.timeout }),
+        ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+        ...(options.env === undefined ? {} : { env: options.env }),
+      };
+      let result: CommandResult;
+      if (options.json) {
+        result = await room.exec(command, execOptions);
+        printJson(result);
+      } else {
+        // Interrupting roomkit (Ctrl-C) ends the command in the instance too.
+        result = await room.execStream(command, { ...execOptions, killOnDisconnect: true, onOutput: (data) => process.stdout.write(data) });
+        reportCommand(result);
+      }
+      process.exitCode = result.result.exit_code;
+    }, EXEC_FAILURE_EXIT));
+
+  roomCommand(program, 'cat <room> <path>', 'write a file of the instance to stdout, byte for byte (relative paths are from the home directory)', { json: false })
+    .action(run(async (roomId: string, path: string, options: RoomOptions) => {
+      const file = await roomOf(roomId, options).openRaw(path);
+      try {
+        await pipeline(Readable.fromWeb(file.body as WebReadableStream<Uint8Array>), process.stdout, { end: false });
+      } catch (err) {
+        // A reader that stops early (`| head`) is not a failure.
+        if ((err as NodeJS.ErrnoException).code !== 'EPIPE') throw err;
+      }
+    }));
+
+  roomCommand(program, 'put <room> <local> <remote>', 'upload a local file (- for stdin) to a path in the instance, creating its directories')
+    .action(run(async (roomId: string, local: string, remote: string, options: RoomOptions) => {
+      const bytes = local === '-' ? await readStdin() : await readLocal(local);
+      const written = await roomOf(roomId, options).writeFile(remote, bytes);
+      if (options.json) return printJson(written);
+      process.stdout.write(`${written.status} ${written.file_path} (${size(written.size)})\n`);
+    }));
+
+  roomCommand(program, 'ls <room> [dir]', 'list a directory of the instance (default: the home directory)')
+    .action(run(async (roomId: string, dir: string | undefined, options: RoomOptions) => {
+      const listing = await roomOf(roomId, options).list(dir);
+      if (options.json) return printJson(listing);
+      const width = Math.max(0, ...listing.entries.map((e) => String(e.size).length));
+      for (const e of listing.entries) {
+        const kind = e.type === 'directory' ? 'd' : e.type === 'symlink' ? 'l' : e.type === 'file' ? '-' : '?';
+        const name = e.type === 'directory' ? `${e.name}/` : e.name;
+        process.stdout.write(`${kind}${permissions(e.mode)} ${String(e.size).padStart(width)} ${e.mtime.slice(0, 16).replace('T', ' ')} ${name}\n`);
+      }
+      if (listing.truncated) process.stderr.write(`roomkit: only the first ${listing.entries.length} entries of ${listing.path} are listed\n`);
+    }));
+
+  roomCommand(program, 'rm <room> <path>', 'delete a file (or link) in the instance; remove directories with exec')
+    .action(run(async (roomId: string, path: string, options: RoomOptions) => {
+      const deleted = await roomOf(roomId, options).deleteFile(path);
+      if (options.json) return printJson(deleted);
+      process.stdout.write(`deleted ${deleted.file_path}\n`);
+    }));
+
+  roomCommand(program, 'status [room]', 'show the room\'s instance, or without a room the organization\'s newest instances')
+    .action(run(async (roomId: string | undefined, options: RoomOptions) => {
+      if (roomId !== undefined) {
+        const instance = await roomOf(roomId, options).get();
+        if (options.json) return printJson(instance);
+        return printInstance(instance);
+      }
+      const client = clientOf(options);
+      const page = await client.instances.list({ ...(options.profile === undefined ? {} : { profile: options.profile }), limit: 20 });
+      if (options.json) return printJson(page);
+      if (page.instances.length === 0) return void process.stdout.write('no instances\n');
+      const rows = page.instances.map((i) => [i.room_id, i.state, i.instance_id, i.profile_id, i.created_at]);
+      printTable(['ROOM', 'STATE', 'INSTANCE', 'PROFILE', 'CREATED'], rows);
+    }));
+
+  roomCommand(program, 'destroy <room>', 'stop the room\'s instance and remove it with everything it holds')
+    .action(run(async (roomId: string, options: RoomOptions) => {
+      const instance = await roomOf(roomId, options).delete();
+      if (options.json) return printJson(instance);
+      process.stdout.write(`${instance.state}: room ${roomId}, instance ${instance.instance_id}${instance.failure_reason ? ` (${instance.failure_reason})` : ''}\n`);
+    }));
+}
+
+/** A client command with the options every one of them takes. */
+function roomCommand(program: Command, nameAndArgs: string, description: string, extra: { json?: boolean } = {}): Command {
+  const command = program
+    .command(nameAndArgs)
+    .description(description)
+    .option('--url <url>', 'the roomkit server (env ROOMKIT_URL; default http://127.0.0.1:8080)')
+    .option('--api-key <key>', 'API key (env ROOMKIT_API_KEY, which keeps it out of the process list)')
+    .option('--profile <profile>', 'profile id or name (default: default)');
+  if (extra.json !== false) command.addOption(new Option('--json', 'print the API\'s JSON answer instead of text'));
+  return command;
+}
+
+function clientOf(options: ConnectionOptions): Roomkit {
+  const apiKey = options.apiKey ?? process.env.ROOMKIT_API_KEY;
+  if (apiKey === undefined || apiKey.trim() === '') {
+    throw new ClientError('missing_api_key', 'no API key: set ROOMKIT_API_KEY or pass --api-key (`roomkit keys create --org NAME` makes one)');
+  }
+  try {
+    return new Roomkit({ baseUrl: options.url, apiKey });
+  } catch (err) {
+    throw new ClientError('invalid_url', (err as Error).message);
+  }
+}
+
+function roomOf(roomId: string, options: RoomOptions): Room {
+  return clientOf(options).room(options.profile ?? 'default', roomId);
+}
+
+/** Wraps an action: SDK and client failures become one line on stderr and an exit code. */
+function run<A extends unknown[]>(action: (...args: A) => Promise<void>, failureExit = 1): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    const options = args.find((a): a is ConnectionOptions => typeof a === 'object' && a !== null && !Array.isArray(a)) as ConnectionOptions | undefined;
+    try {
+      await action(...args);
+    } catch (err) {
+      if (!(err instanceof RoomkitError || err instanceof RoomkitConnectionError || err instanceof ClientError)) throw err;
+      process.stderr.write(`roomkit: error ${err.code}: ${err.message}\n`);
+      if (options?.json) {
+        const details = err instanceof RoomkitError ? err.details : undefined;
+        const requestId = err instanceof RoomkitError ? err.requestId : undefined;
+        printJson({ error: err.code, message: err.message, ...(details ? { details } : {}), ...(requestId ? { request_id: requestId } : {}) });
+      }
+      process.exitCode = err instanceof ClientError && failureExit === 1 ? err.exitCode : failureExit;
+    }
+  };
+}
+
+/** Instance progress on stderr: a spinner on a terminal, otherwise one line per change. */
+class Progress {
+  readonly #room: string;
+  readonly #started = Date.now();
+  readonly #tty = process.stderr.isTTY === true;
+  #text = '';
+  #frame = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #reported = false;
+
+  constructor(room: string) {
+    this.#room = room;
+  }
+
+  /** Whether the instance was seen starting (a room's live instance is found ready at once). */
+  get reported(): boolean {
+    return this.#reported;
+  }
+
+  update(instance: Instance): void {
+    if (!this.#reported && instance.state === 'ready') return;
+    this.#reported = true;
+    const step = PROGRESSION.indexOf(instance.state);
+    const position = step === -1 ? '' : ` (${step + 1}/${PROGRESSION.length})`;
+    this.#text = `${this.#room}: ${instance.state}${position}${instance.progress ? `: ${instance.progress}` : ''}`;
+    if (!this.#tty) {
+      process.stderr.write(`${this.#text}${instance.state === 'ready' ? ` in ${this.elapsed()}` : ''}\n`);
+      return;
+    }
+    this.#timer ??= setInterval(() => this.#draw(), 80);
+    this.#draw();
+  }
+
+  #draw(): void {
+    // A pseudo-terminal may report no width at all.
+    const columns = process.stderr.columns > 20 ? process.stderr.columns : 80;
+    const line = `${SPINNER[this.#frame++ % SPINNER.length]} ${this.#text} ${this.elapsed()}`;
+    process.stderr.write(`\r\x1b[2K${line.slice(0, columns - 1)}`);
+  }
+
+  stop(): void {
+    if (this.#timer === undefined) return;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    process.stderr.write('\r\x1b[2K');
+  }
+
+  elapsed(): string {
+    return `${((Date.now() - this.#started) / 1000).toFixed(1)} s`;
+  }
+}
+
+/** After a command's output: what it changed and anything unusual, on stderr. */
+function reportCommand(result: CommandResult): void {
+  const r = result.result;
+  if (r.output !== '' && !r.output.endsWith('\n') && process.stdout.isTTY) process.stdout.write('\n');
+  if (r.timed_out) process.stderr.write(`roomkit: the command reached its time limit and was killed (exit code ${r.exit_code})\n`);
+  if (r.output_truncated) process.stderr.write(`roomkit: the result kept only the start and end of ${size(r.output_bytes)} of output\n`);
+  if (r.files_changed.length === 0) return;
+  const lines = r.files_changed.map((c) => `  ${c.status.padEnd(8)} ${c.path}${c.size === undefined ? '' : ` (${size(c.size)})`}`);
+  const more = r.files_changed_truncated ? `\n  ... and ${r.files_changed_total - r.files_changed.length} more` : '';
+  process.stderr.write(`files changed:\n${lines.join('\n')}${more}\n`);
+}
+
+function printInstance(instance: Instance): void {
+  const rows: [string, string][] = [
+    ['room', instance.room_id],
+    ['profile', instance.profile_id],
+    ['instance', instance.instance_id],
+    ['state', instance.state + (instance.progress ? ` (${instance.progress})` : '')],
+    ['runtime', instance.runtime],
+    ['resources', `${instance.resources.memory_mb} MiB memory, ${instance.resources.vcpus} vCPU, ${instance.resources.disk_mb} MiB disk`],
+    ['created', instance.created_at],
+  ];
+  if (instance.failure_reason) rows.push(['failure', instance.failure_reason]);
+  for (const [name, value] of rows) process.stdout.write(`${name.padEnd(10)} ${value}\n`);
+}
+
+function printTable(header: string[], rows: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  for (const row of [header, ...rows]) process.stdout.write(`${row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')}\n`);
+}
+
+function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** `rwxr-xr-x` from octal permission bits. */
+function permissions(mode: string): string {
+  const bits = Number.parseInt(mode, 8);
+  if (Number.isNaN(bits)) return mode;
+  return [6, 3, 0].map((shift) => ((bits >> shift) & 4 ? 'r' : '-') + ((bits >> shift) & 2 ? 'w' : '-') + ((bits >> shift) & 1 ? 'x' : '-')).join('');
+}
+
+function size(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = -1;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(1)} ${units[unit]}`;
+}
+
+function positiveInteger(value: string): number {
+  if (!/^[1-9][0-9]*$/.test(value)) throw new InvalidArgumentError('expected a whole number of seconds');
+  return Number(value);
+}
+
+function collectEnv(value: string, previous: Record<string, string> | undefined): Record<string, string> {
+  const eq = value.indexOf('=');
+  if (eq <= 0) throw new InvalidArgumentError('expected NAME=VALUE');
+  return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
+}
+
+async function readLocal(path: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    throw new ClientError('local_file', `cannot read ${path}: ${(err as Error).message}`, 1);
+  }
+}
+
+async function readStdin(): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
