@@ -7,6 +7,7 @@ import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
 import { Organizations } from './core/orgs.ts';
 import { Profiles } from './core/profiles.ts';
+import { Tools } from './core/tool-service.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
@@ -21,6 +22,8 @@ export interface Services {
   instances: Instances;
   commands: Commands;
   files: Files;
+  /** The agent tool layer: GET .../tools, POST .../tools/call, /mcp. */
+  tools: Tools;
   runtime: RuntimeSelection;
   close(): Promise<void>;
 }
@@ -42,6 +45,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const instances = new Instances({ db, profiles, runtime, log });
     const commands = new Commands({ db, instances, profiles, config, log });
     const files = new Files({ instances, config });
+    const tools = new Tools({ profiles, instances, commands, files, config });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
     const interrupted = await commands.recover();
@@ -57,6 +61,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       instances,
       commands,
       files,
+      tools,
       runtime,
       close() {
         closed ??= (async () => {

@@ -9,6 +9,7 @@ import { registerClientCommands } from './client.ts';
 import { CliError } from './errors.ts';
 import { imagesBuild, imagesList, imagesPrune } from './images.ts';
 import { keysCreate } from './keys.ts';
+import { mcpStdio } from './mcp.ts';
 import { serve } from './serve.ts';
 
 const program = new Command()
@@ -52,6 +53,15 @@ program
   .option('--json', 'print the checks as JSON')
   .action(async (options: { dataDir?: string; json?: boolean }) => {
     process.exitCode = await doctor(options);
+  });
+
+program
+  .command('mcp')
+  .description("serve roomkit's tools over MCP on stdio (for desktop agent clients), using a roomkit server's API")
+  .option('--url <url>', 'the roomkit server (env ROOMKIT_URL; default http://127.0.0.1:8080)')
+  .option('--api-key <key>', 'API key (env ROOMKIT_API_KEY, which keeps it out of the process list)')
+  .action(async (options: { url?: string; apiKey?: string }) => {
+    await mcpStdio(options);
   });
 
 const images = program.command('images').description('build, list and prune the root filesystems instances start from');

@@ -16,8 +16,10 @@ import { installErrorHandling, sendError } from './errors.ts';
 import { commandRoutes } from './routes/commands.ts';
 import { fileRoutes } from './routes/files.ts';
 import { keyRoutes } from './routes/keys.ts';
+import { mcpRoutes } from './routes/mcp.ts';
 import { profileRoutes } from './routes/profiles.ts';
 import { roomRoutes } from './routes/rooms.ts';
+import { toolRoutes } from './routes/tools.ts';
 import { ErrorBody } from './schemas.ts';
 import type { App } from './types.ts';
 
@@ -151,6 +153,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
         { name: 'instances', description: 'A room\'s instance' },
         { name: 'commands', description: 'Shell commands in a room\'s instance' },
         { name: 'files', description: 'Files of a room\'s instance' },
+        { name: 'agents', description: 'Tools for AI agents: tool schemas, tool calls, MCP' },
         { name: 'profiles', description: 'VM configuration templates' },
         { name: 'keys', description: 'API keys of the organization' },
         { name: 'meta', description: 'Service health and this document' },
@@ -172,6 +175,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   roomRoutes(app, services);
   commandRoutes(app, services);
   fileRoutes(app, services);
+  toolRoutes(app, services);
+  mcpRoutes(app, services);
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get(

@@ -1,5 +1,5 @@
-// Bearer-key authentication for every route under /api/. The app attaches this hook to
-// each such route as it is registered, so a route cannot be added without it.
+// Bearer-key authentication for every route under /api/ and for /mcp. The app attaches
+// this hook to each such route as it is registered, so a route cannot be added without it.
 import type { FastifyRequest, onRequestHookHandler } from 'fastify';
 import { AppError } from '../errors.ts';
 import type { Caller, Organizations } from '../core/orgs.ts';
@@ -10,8 +10,9 @@ declare module 'fastify' {
   }
 }
 
+/** Whether a route (or request URL) needs an API key: the API under /api/, and the MCP endpoint. */
 export function requiresAuth(url: string): boolean {
-  return url === '/api' || url.startsWith('/api/');
+  return url === '/api' || url.startsWith('/api/') || /^\/mcp(?:[/?]|$)/.test(url);
 }
 
 export function authenticate(organizations: Organizations): onRequestHookHandler {

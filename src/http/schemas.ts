@@ -4,9 +4,9 @@ import Type from 'typebox';
 import { ERROR_STATUS } from '../errors.ts';
 import { KEY_ENVS } from '../core/apikeys.ts';
 import { STATES } from '../core/lifecycle.ts';
+import { ROOM_ID_PATTERN } from '../core/rooms.ts';
 
-/** 1-128 of A-Z a-z 0-9 . _ -, but not `.` or `..`, which paths and URLs treat specially. */
-export const ROOM_ID_PATTERN = '^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,128}$';
+export { ROOM_ID_PATTERN };
 
 export const ErrorBody = Type.Object(
   {

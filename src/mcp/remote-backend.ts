@@ -1,0 +1,69 @@
+// The tool layer's backend over roomkit's HTTP API, through the SDK: what `roomkit mcp`
+// runs tools with, on the machine of a desktop agent client, against a roomkit server
+// elsewhere. Failures arrive as the SDK's RoomkitError, whose `code` is the API's.
+import { Roomkit, type RoomkitOptions } from '../../sdk/src/index.ts';
+import type { CommandResult } from '../core/commands.ts';
+import type { FileContent } from '../core/files.ts';
+import type { DirectoryListing, FileDeleted, FileWritten, InstanceInfo, ProfileFacts, RoomRef, ToolBackend } from '../core/tools.ts';
+
+export class RemoteToolBackend implements ToolBackend {
+  readonly client: Roomkit;
+
+  constructor(options: RoomkitOptions) {
+    this.client = new Roomkit(options);
+  }
+
+  private room(ref: RoomRef) {
+    return this.client.room(ref.profile, ref.room);
+  }
+
+  private async facts(ref: RoomRef): Promise<ProfileFacts> {
+    const p = await this.client.profiles.get(ref.profile);
+    return {
+      profile_id: p.profile_id,
+      name: p.name,
+      image: p.image,
+      user: p.user,
+      home: p.home,
+      commandTimeoutS: p.command_timeout_s,
+      egress: p.network.egress,
+    };
+  }
+
+  async createInstance(ref: RoomRef): Promise<InstanceInfo> {
+    const instance = await this.room(ref).create();
+    return { instance, profile: await this.facts(ref) };
+  }
+
+  async getInstance(ref: RoomRef): Promise<InstanceInfo> {
+    const instance = await this.room(ref).get();
+    return { instance, profile: await this.facts(ref) };
+  }
+
+  async deleteInstance(ref: RoomRef): Promise<InstanceInfo> {
+    const profile = await this.facts(ref);
+    const instance = await this.room(ref).delete();
+    return { instance, profile };
+  }
+
+  async runCommand(ref: RoomRef, input: { command: string; cwd?: string; timeout_s?: number }): Promise<CommandResult> {
+    const { command, ...options } = input;
+    return this.room(ref).exec(command, options);
+  }
+
+  async readFile(ref: RoomRef, path: string): Promise<FileContent> {
+    return this.room(ref).readFile(path);
+  }
+
+  async writeFile(ref: RoomRef, path: string, data: Buffer): Promise<FileWritten> {
+    return this.room(ref).writeFile(path, data);
+  }
+
+  async listFiles(ref: RoomRef, path: string): Promise<DirectoryListing> {
+    return this.room(ref).list(path);
+  }
+
+  async deleteFile(ref: RoomRef, path: string): Promise<FileDeleted> {
+    return this.room(ref).deleteFile(path);
+  }
+}
