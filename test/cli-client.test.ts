@@ -11,7 +11,6 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
 import { BIN } from './support/cli.ts';
-import { hostObjects, NOTHING } from './support/host.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -69,12 +68,9 @@ before(async () => {
 });
 
 after(async () => {
-  const dataDir = t.dataDir;
   try {
-    await t.services.close();
-    assert.deepEqual({ ...(await hostObjects(dataDir)), egressRules: [] }, NOTHING);
+    await t.closeLeavingNothing();
   } finally {
-    await t.close();
     rmSync(scratch, { recursive: true, force: true });
   }
 });

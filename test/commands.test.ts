@@ -4,7 +4,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
-import { hostObjects, NOTHING } from './support/host.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -53,13 +52,7 @@ before(async () => {
 });
 
 after(async () => {
-  const dataDir = t.dataDir;
-  try {
-    await t.services.close();
-    assert.deepEqual({ ...(await hostObjects(dataDir)), egressRules: [] }, NOTHING);
-  } finally {
-    await t.close();
-  }
+  await t.closeLeavingNothing();
 });
 
 describe('a command', () => {

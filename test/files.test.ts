@@ -6,7 +6,6 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
-import { hostObjects, NOTHING } from './support/host.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -51,13 +50,7 @@ before(async () => {
 });
 
 after(async () => {
-  const dataDir = t.dataDir;
-  try {
-    await t.services.close();
-    assert.deepEqual({ ...(await hostObjects(dataDir)), egressRules: [] }, NOTHING);
-  } finally {
-    await t.close();
-  }
+  await t.closeLeavingNothing();
 });
 
 describe('reading a file (JSON)', () => {

@@ -14,7 +14,6 @@ import { toolLimits } from '../src/core/tool-service.ts';
 import { toMcpTool, toolDefinitions } from '../src/core/tools.ts';
 import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
 import { BIN, run } from './support/cli.ts';
-import { hostObjects, NOTHING } from './support/host.ts';
 
 let t: TestApp;
 let a: TestOrg;
@@ -91,13 +90,7 @@ before(async () => {
 
 after(async () => {
   await client?.close();
-  const dataDir = t.dataDir;
-  try {
-    await t.services.close();
-    assert.deepEqual({ ...(await hostObjects(dataDir)), egressRules: [] }, NOTHING);
-  } finally {
-    await t.close();
-  }
+  await t.closeLeavingNothing();
 });
 
 describe('/mcp over Streamable HTTP', () => {

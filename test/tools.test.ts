@@ -9,7 +9,6 @@ import { after, before, describe, it } from 'node:test';
 import { ListToolsResultSchema, ToolSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
-import { hostObjects, NOTHING } from './support/host.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -78,13 +77,7 @@ before(async () => {
 });
 
 after(async () => {
-  const dataDir = t.dataDir;
-  try {
-    await t.services.close();
-    assert.deepEqual({ ...(await hostObjects(dataDir)), egressRules: [] }, NOTHING);
-  } finally {
-    await t.close();
-  }
+  await t.closeLeavingNothing();
 });
 
 describe('GET .../tools', () => {

@@ -1,5 +1,6 @@
 // Builds a real roomkit app (real SQLite store in a temporary data directory) for
 // in-process tests, with a test double as the runtime unless one is given.
+import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { createLogger } from '../../src/log.ts';
 import type { RuntimeSelection } from '../../src/runtimes/types.ts';
 import { createServices, type Services } from '../../src/services.ts';
 import { FakeRuntime } from './fake-runtime.ts';
+import { hostObjects, NOTHING } from './host.ts';
 
 export interface TestOrg {
   organizationId: string;
@@ -28,6 +30,11 @@ export interface TestApp {
   /** A new organization with a key; each call makes another. */
   newOrg(name?: string): Promise<TestOrg>;
   close(): Promise<void>;
+  /**
+   * Closes the services (stopping their instances), checks that nothing of them is
+   * left on the host (namespaces, interfaces, mounts, sandboxes, processes), then closes.
+   */
+  closeLeavingNothing(): Promise<void>;
 }
 
 let orgCounter = 0;
@@ -60,6 +67,11 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const services = await createServices(config, log, real ? {} : { runtime: options.selection ?? { runtime } });
   const app = await buildApp(services);
   await app.ready();
+  const close = async () => {
+    await app.close();
+    await services.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
   return {
     app,
     services,
@@ -78,10 +90,15 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
         headers: { authorization: `Bearer ${secret}` },
       };
     },
-    async close() {
-      await app.close();
-      await services.close();
-      rmSync(dataDir, { recursive: true, force: true });
+    close,
+    async closeLeavingNothing() {
+      try {
+        await services.close();
+        // The firewall table goes with the last instance; its egress set is checked per test where it matters.
+        assert.deepEqual({ ...(await hostObjects(dataDir)), egressRules: [] }, NOTHING);
+      } finally {
+        await close();
+      }
     },
   };
 }
