@@ -3,11 +3,17 @@
 // - exec round trip of `true` vs `runsc exec ... true` (same flags, same namespace);
 // - the same with 0 / 10,000 / 50,000 files in the writable layer (files_changed cost)
 //   vs the walker listing that layer once;
-// - file reads of 1 KiB and 10 MiB (JSON and raw endpoints) vs `runsc exec cat`.
+// - file reads of 1 KiB and 10 MiB (JSON and raw endpoints) vs `runsc exec cat`;
+// - agent interfaces: the first output event of a streamed command vs the first byte of
+//   `runsc exec`, and `true` through POST .../tools/call and the MCP endpoint (the
+//   real SDK client) vs POST .../command.
 //
 //   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default)
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config.ts';
 import { buildApp } from '../src/http/app.ts';
@@ -17,6 +23,8 @@ import { networkNames } from '../src/network/netns.ts';
 import { layerWalker, listLayer } from '../src/runtimes/gvisor/changes.ts';
 import type { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
 import { createServices } from '../src/services.ts';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { percentile, summary, timed } from './stats.ts';
 
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
@@ -76,6 +84,50 @@ try {
   console.log(`roomkit POST .../command {"command":"true"} (HTTP)         ${summary(httpExec)}`);
   console.log(`        overhead over the floor at p50: ${(percentile(httpExec, 50) - percentile(floorExec, 50)).toFixed(0)} ms\n`);
 
+  console.log('agent interfaces');
+  const runscArgs = (args: string[]) => [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${join(dataDir, 'runsc')}`, '--network=host', '--platform=ptrace', 'exec', '--user=1000:1000', id, ...args];
+  const STREAMED = 'echo first; sleep 0.2; echo second';
+  // Floor: from spawning runsc exec to the first byte of the command's output.
+  const floorFirstByte = await timed(RUNS, () =>
+    new Promise<void>((resolve, reject) => {
+      const child = spawn('nsenter', runscArgs(['sh', '-c', STREAMED]), { stdio: ['ignore', 'pipe', 'ignore'] });
+      child.stdout.once('data', () => resolve());
+      child.once('error', reject);
+      child.stdout.resume();
+    }),
+  );
+  const streamFirstOutput = await timed(RUNS, async () => {
+    const res = await fetch(`${roomUrl}/command`, { method: 'POST', headers: { ...headers, accept: 'text/event-stream' }, body: JSON.stringify({ command: STREAMED }) });
+    const reader = res.body!.getReader();
+    let text = '';
+    while (!text.includes('event: output')) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error('the stream ended before any output');
+      text += Buffer.from(value).toString();
+    }
+    await reader.cancel();
+  });
+  console.log(`floor   runsc exec: spawn to the first output byte          ${summary(floorFirstByte)}`);
+  console.log(`roomkit streamed command: request to the first output event ${summary(streamFirstOutput)}`);
+  const toolCall = await timed(RUNS, async () => {
+    const res = await fetch(`${roomUrl}/tools/call`, { method: 'POST', headers, body: JSON.stringify({ name: 'run_command', arguments: { command: 'true' } }) });
+    if (res.status !== 200) throw new Error(`tools/call answered ${res.status}: ${await res.text()}`);
+    await res.arrayBuffer();
+  });
+  console.log(`roomkit POST .../tools/call run_command true              ${summary(toolCall)}`);
+  const mcp = new Client({ name: 'roomkit-bench', version: '1.0.0' });
+  await mcp.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: headers.authorization } } }));
+  try {
+    const mcpCall = await timed(RUNS, async () => {
+      const result = await mcp.callTool({ name: 'run_command', arguments: { room: 'bench', profile: 'bench-exec', command: 'true' } });
+      if (result.isError) throw new Error(`MCP run_command failed: ${JSON.stringify(result.content)}`);
+    });
+    console.log(`roomkit MCP tools/call run_command true (SDK client)      ${summary(mcpCall)}`);
+    console.log(`        POST .../command true, for comparison              ${summary(httpExec)}\n`);
+  } finally {
+    await mcp.close();
+  }
+
   console.log('files_changed cost: exec of `true` with N files already in the writable layer');
   let made = 0;
   for (const target of [0, 10_000, 50_000]) {
@@ -108,8 +160,17 @@ try {
     console.log(`  ${label.padEnd(7)} GET .../file/ (JSON)       ${summary(json)}`);
     console.log(`  ${label.padEnd(7)} GET /vm/.../file/ (raw)    ${summary(raw)}`);
   }
-  const rss = process.memoryUsage().rss / 1024 / 1024;
-  console.log(`\nservice process RSS after the run: ${rss.toFixed(0)} MiB`);
+  const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MiB`;
+  const memory = (label: string) => {
+    const m = process.memoryUsage();
+    console.log(`${label}: RSS ${mib(m.rss)}, JS heap used ${mib(m.heapUsed)}, buffers ${mib(m.arrayBuffers)}`);
+  };
+  console.log('');
+  memory('service process after the run');
+  // What the service holds, as opposed to garbage not yet collected.
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+  memory('after a full garbage collection');
 } finally {
   await app.close();
   await services.close();
