@@ -18,7 +18,7 @@ let instanceId: string;
 
 const ROOM = 'agent';
 const TIMEOUT_S = 30;
-const ROOM_TOOLS = ['run_command', 'read_file', 'write_file', 'list_files', 'delete_file'];
+const ROOM_TOOLS = ['run_command', 'command_output', 'kill_command', 'read_file', 'write_file', 'list_files', 'delete_file'];
 /** A 1x1 PNG. */
 const PNG = Buffer.from(
   '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a3a4e05a0000000049454e44ae426082',
@@ -101,12 +101,20 @@ describe('GET .../tools', () => {
       // The endpoint is a route this server has, for this very room.
       const { method, path, query = [], body: fields = [] } = tool.endpoint;
       assert.ok(path.startsWith(roomPath()), path);
-      const pattern = path.replace(roomPath(), '/api/profile/:profile_id/room/:room_id').replace('{path}', '*');
+      const pattern = path.replace(roomPath(), '/api/profile/:profile_id/room/:room_id').replace('{path}', '*').replace('{command_id}', ':command_id');
       assert.ok(routes.has(`${method} ${pattern}`), `${tool.name}: ${method} ${pattern} is not a route`);
       for (const arg of [...query, ...fields]) assert.ok(tool.input_schema.properties[arg], `${tool.name}: ${arg} is an argument`);
     }
     const readOnly = Object.fromEntries(body.tools.map((tool: any) => [tool.name, tool.annotations.readOnlyHint]));
-    assert.deepEqual(readOnly, { run_command: false, read_file: true, write_file: false, list_files: true, delete_file: false });
+    assert.deepEqual(readOnly, {
+      run_command: false,
+      command_output: true,
+      kill_command: false,
+      read_file: true,
+      write_file: false,
+      list_files: true,
+      delete_file: false,
+    });
   });
 
   it('describes this room\'s machine and the server\'s limits in words a model can act on', async () => {
@@ -244,6 +252,43 @@ describe('POST .../tools/call', () => {
     assert.equal(slow.structured_content.result.timed_out, true);
   });
 
+  it('run_command with background, command_output from an offset, and kill_command', async () => {
+    const started = await call('run_command', { command: 'for i in 1 2 3; do echo "step $i"; sleep 0.4; done; echo done > bg-done.txt', background: true });
+    assert.equal(started.is_error, false);
+    const commandId = started.structured_content.command_id;
+    assert.match(text(started), new RegExp(`^Started in the background: command_id ${commandId}\.`));
+    assert.equal(started.structured_content.state, 'running');
+    // Read on from each answer's next_offset until the command has ended: every piece once.
+    let offset = 0;
+    let output = '';
+    for (let i = 0; ; i++) {
+      const read = await call('command_output', { command_id: commandId, offset });
+      assert.equal(read.is_error, false);
+      output += read.structured_content.output;
+      offset = read.structured_content.next_offset;
+      if (read.structured_content.state !== 'running') {
+        assert.match(text(read), /has ended: exited, exit code 0/);
+        assert.match(text(read), /Files changed \(1\):\ncreated \/home\/user\/bg-done\.txt http:\/\//);
+        break;
+      }
+      assert.match(text(read), new RegExp(`Read on with offset ${offset}\.`));
+      assert.ok(i < 50, 'the background command did not end');
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    assert.equal(output, 'step 1\nstep 2\nstep 3\n');
+
+    const long = await call('run_command', { command: 'sleep 600', background: true });
+    const killed = await call('kill_command', { command_id: long.structured_content.command_id });
+    assert.equal(killed.is_error, false);
+    assert.match(text(killed), /is killed \(exit code 137\)/);
+    const again = await call('kill_command', { command_id: long.structured_content.command_id });
+    assert.equal(again.is_error, true);
+    assert.match(text(again), /^Error command_not_running/);
+    const unknown = await call('command_output', { command_id: '00000000-0000-4000-8000-000000000000' });
+    assert.equal(unknown.is_error, true);
+    assert.match(text(unknown), /^Error command_not_found/);
+  });
+
   it('write_file then read_file: the exact text back; a second write replaces', async () => {
     const content = 'line one\nünïcödé ✓\n\ttabbed\n';
     const written = await call('write_file', { path: 'docs/readme.md', content });
@@ -346,7 +391,7 @@ describe('POST .../tools/call', () => {
     const unknown = await callRaw({ name: 'create_instance', arguments: {} });
     assert.equal(unknown.statusCode, 400);
     assert.equal(unknown.json().error, 'unknown_tool');
-    assert.match(unknown.json().message, /run_command, read_file, write_file, list_files, delete_file/);
+    assert.match(unknown.json().message, /run_command, command_output, kill_command, read_file, write_file, list_files, delete_file/);
 
     const bad = await callRaw({ name: 'run_command', arguments: { command: 7, timeout_s: TIMEOUT_S + 1, shell: 'bash' } });
     assert.equal(bad.statusCode, 400);

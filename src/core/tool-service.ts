@@ -2,6 +2,7 @@
 // server at /mcp run tools with, scoped to one organization, and the room tool set that
 // GET .../tools describes.
 import type { Config } from '../config.ts';
+import type { CommandSignal } from '../runtimes/types.ts';
 import { AppError } from '../errors.ts';
 import type { Commands } from './commands.ts';
 import { type Files, MAX_LIST_ENTRIES } from './files.ts';
@@ -101,6 +102,22 @@ export class LocalToolBackend implements ToolBackend {
   async runCommand(ref: RoomRef, input: { command: string; cwd?: string; timeout_s?: number }) {
     const profile = await this.profile(ref.profile);
     return this.deps.commands.run(this.organizationId, profile.profile_id, ref.room, input);
+  }
+
+  async startCommand(ref: RoomRef, input: { command: string; cwd?: string; timeout_s?: number }) {
+    const profile = await this.profile(ref.profile);
+    const session = await this.deps.commands.start(this.organizationId, profile.profile_id, ref.room, { ...input, background: true });
+    return this.deps.commands.status(this.organizationId, profile.profile_id, ref.room, session.id);
+  }
+
+  async commandStatus(ref: RoomRef, commandId: string, offset: number) {
+    const profile = await this.profile(ref.profile);
+    return this.deps.commands.status(this.organizationId, profile.profile_id, ref.room, commandId, { offset });
+  }
+
+  async killCommand(ref: RoomRef, commandId: string, signal: CommandSignal) {
+    const profile = await this.profile(ref.profile);
+    return this.deps.commands.kill(this.organizationId, profile.profile_id, ref.room, commandId, signal);
   }
 
   async readFile(ref: RoomRef, path: string) {

@@ -6,7 +6,8 @@
 import Schema from 'typebox/schema';
 import { AppError, ERROR_STATUS } from '../errors.ts';
 import { ROOM_ID_PATTERN } from './rooms.ts';
-import { type CommandResult, publicUrl } from './commands.ts';
+import { type CommandResult, type CommandStatus, publicUrl } from './commands.ts';
+import { COMMAND_SIGNALS, type CommandSignal } from '../runtimes/types.ts';
 import type { FileContent } from './files.ts';
 import type { Instance } from './instances.ts';
 import { PROFILE_DEFAULTS } from './profile-schema.ts';
@@ -15,7 +16,7 @@ export const TOOL_FORMATS = ['roomkit', 'openai', 'anthropic', 'mcp'] as const;
 export type ToolFormat = (typeof TOOL_FORMATS)[number];
 
 /** Tools that act on a room's instance. */
-export const ROOM_TOOLS = ['run_command', 'read_file', 'write_file', 'list_files', 'delete_file'] as const;
+export const ROOM_TOOLS = ['run_command', 'command_output', 'kill_command', 'read_file', 'write_file', 'list_files', 'delete_file'] as const;
 /** Tools that create, show and delete a room's instance (MCP only: there the model picks rooms). */
 export const INSTANCE_TOOLS = ['create_instance', 'get_instance', 'delete_instance'] as const;
 export type ToolName = (typeof ROOM_TOOLS)[number] | (typeof INSTANCE_TOOLS)[number];
@@ -93,6 +94,7 @@ export type ToolScope =
 // Definitions
 
 const ROOM_PATH = '/api/profile/{profile_id}/room/{room_id}';
+const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
 function size(bytes: number): string {
   const units: [number, string][] = [
@@ -163,7 +165,8 @@ export function toolDefinitions(scope: ToolScope, limits: ToolLimits): ToolDefin
         `Runs a shell command with \`sh -c\` in ${where}, ${machineIntro}, and returns its output, its exit code and the files it changed.${network}`,
         `- Runs as ${user} in ${home}; relative paths are ${relative}. \`sudo\` works without a password (e.g. \`sudo apt-get install -y jq\`).`,
         '- Each call is a new shell: `cd` and variables do not carry over. Chain commands with `&&`, or pass `cwd`.',
-        `- Time limit: ${timeout}. At the limit every process of the command is killed and the exit code is 124. Start servers and other long work in the background (\`nohup CMD > log.txt 2>&1 &\`) and check on them with later commands.`,
+        `- Time limit: ${timeout}. At the limit every process of the command is killed and the exit code is 124.`,
+        '- Long work (servers, builds, test suites, downloads): pass `background: true`. The call then answers at once with a command_id; the command has no time limit, command_output shows its new output and, once it ends, its exit code, and kill_command stops it.',
         '- Standard input is empty: use non-interactive options (`-y`, `--yes`).',
         `- Output is stdout and stderr interleaved in the order written. Beyond ${size(limits.maxOutputBytes)} the middle is cut: the first and the last ${half} are kept.`,
         '- A non-zero exit code is reported, not raised: read the output to see what failed.',
@@ -177,13 +180,50 @@ export function toolDefinitions(scope: ToolScope, limits: ToolLimits): ToolDefin
             type: 'integer',
             minimum: 1,
             ...(m ? { maximum: m.commandTimeoutS } : {}),
-            description: `Time limit in seconds (default and most: ${m ? `${m.commandTimeoutS}` : "the profile's command_timeout_s"}).`,
+            description: `Time limit in seconds (default and most: ${m ? `${m.commandTimeoutS}` : "the profile's command_timeout_s"}; with background: none unless given).`,
           },
+          background: { type: 'boolean', description: 'Start the command and answer at once with its command_id instead of waiting for it (default false).' },
         },
         ['command'],
       ),
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: m ? m.egress === 'internet' : true },
-      endpoint: { method: 'POST', path: `${base}/command`, body: ['command', 'cwd', 'timeout_s'] },
+      endpoint: { method: 'POST', path: `${base}/command`, body: ['command', 'cwd', 'timeout_s', 'background'] },
+    },
+    {
+      name: 'command_output',
+      title: 'Check a command',
+      description: [
+        `Shows a command started with run_command in ${where} (with background: true, or any earlier one), by its command_id: whether it still runs, its output from \`offset\` on and, once it has ended, its exit code and the files it changed.`,
+        '- Output is counted in bytes. The answer gives next_offset: pass it as offset next time to get only the output printed since.',
+        `- The last ${size(limits.maxOutputBytes)} of a command's output is kept, for 15 minutes after it ends.`,
+        '- To wait for a background command, call this again after a while (e.g. run_command `sleep 10` in between for long work).',
+      ].join('\n'),
+      input_schema: object(
+        {
+          command_id: { type: 'string', pattern: UUID_PATTERN, description: 'The command_id run_command answered with.' },
+          offset: { type: 'integer', minimum: 0, description: 'Byte offset to read the output from: the next_offset of the previous call (default 0: from the start).' },
+        },
+        ['command_id'],
+      ),
+      annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      endpoint: { method: 'GET', path: `${base}/commands/{command_id}`, query: ['offset'] },
+    },
+    {
+      name: 'kill_command',
+      title: 'Stop a command',
+      description: [
+        `Stops a running command of ${where} by its command_id, with every process it started (also ones it left in the background).`,
+        '- signal KILL (default) ends it at once; TERM (or INT, HUP) asks it to stop, so it may clean up first: check with command_output.',
+      ].join('\n'),
+      input_schema: object(
+        {
+          command_id: { type: 'string', pattern: UUID_PATTERN, description: 'The command_id run_command answered with.' },
+          signal: { type: 'string', enum: [...COMMAND_SIGNALS], description: 'The signal to send (default KILL).' },
+        },
+        ['command_id'],
+      ),
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+      endpoint: { method: 'POST', path: `${base}/commands/{command_id}/kill`, body: ['signal'] },
     },
     {
       name: 'read_file',
@@ -352,6 +392,10 @@ export interface ToolBackend {
   getInstance(ref: RoomRef): Promise<InstanceInfo>;
   deleteInstance(ref: RoomRef): Promise<InstanceInfo>;
   runCommand(ref: RoomRef, input: { command: string; cwd?: string; timeout_s?: number }): Promise<CommandResult>;
+  /** Starts a command in the background and answers with its status at once. */
+  startCommand(ref: RoomRef, input: { command: string; cwd?: string; timeout_s?: number }): Promise<CommandStatus>;
+  commandStatus(ref: RoomRef, commandId: string, offset: number): Promise<CommandStatus>;
+  killCommand(ref: RoomRef, commandId: string, signal: CommandSignal): Promise<CommandStatus>;
   readFile(ref: RoomRef, path: string): Promise<FileContent>;
   writeFile(ref: RoomRef, path: string, data: Buffer): Promise<FileWritten>;
   listFiles(ref: RoomRef, path: string): Promise<DirectoryListing>;
@@ -390,6 +434,8 @@ export const ARGUMENT_ERRORS: ReadonlySet<string> = new Set([
   'file_too_large',
   'body_too_large',
   'no_space',
+  'command_not_found',
+  'command_not_running',
 ]);
 
 /** The API error an exception carries, if it is one (from the services or over HTTP). */
@@ -485,12 +531,34 @@ export async function executeCall(
   try {
     switch (definition.name) {
       case 'run_command': {
-        const result = await backend.runCommand(ref, {
+        const input = {
           command: String(args.command),
           ...(typeof args.cwd === 'string' ? { cwd: args.cwd } : {}),
           ...(typeof args.timeout_s === 'number' ? { timeout_s: args.timeout_s } : {}),
-        });
+        };
+        if (args.background === true) {
+          const status = await backend.startCommand(ref, input);
+          const text = [
+            `Started in the background: command_id ${status.command_id}. It runs until it ends${input.timeout_s === undefined ? '' : `, reaches ${input.timeout_s} s`} or is stopped with kill_command.`,
+            `Check it with command_output (command_id ${status.command_id}, offset 0).`,
+          ].join('\n');
+          return { content: [{ type: 'text', text }], isError: false, structured: status };
+        }
+        const result = await backend.runCommand(ref, input);
         return { content: [{ type: 'text', text: commandText(result, url) }], isError: result.result.exit_code !== 0, structured: result };
+      }
+      case 'command_output': {
+        const status = await backend.commandStatus(ref, String(args.command_id), typeof args.offset === 'number' ? args.offset : 0);
+        return { content: [{ type: 'text', text: statusText(status, url) }], isError: false, structured: status };
+      }
+      case 'kill_command': {
+        const signal = (typeof args.signal === 'string' ? args.signal : 'KILL') as CommandSignal;
+        const status = await backend.killCommand(ref, String(args.command_id), signal);
+        const text =
+          status.state === 'running'
+            ? `Sent ${signal} to command ${status.command_id}; it is still running (it may be cleaning up): check it with command_output.`
+            : `Command ${status.command_id} is ${status.state}${status.exit_code === null ? '' : ` (exit code ${status.exit_code})`}.`;
+        return { content: [{ type: 'text', text }], isError: false, structured: status };
       }
       case 'read_file': {
         const file = await backend.readFile(ref, String(args.path));
@@ -583,6 +651,36 @@ function commandText(result: CommandResult, url: (relative: string) => string): 
       lines.push(`${change.status} ${change.path}${facts ? ` (${facts})` : ''}${change.public_url ? ` ${url(change.public_url)}` : ''}`);
     }
     if (r.files_changed_truncated) lines.push(`... and ${r.files_changed_total - r.files_changed.length} more, not listed`);
+  }
+  return lines.join('\n');
+}
+
+/** A command's status for a model: its state, the output since the offset asked for, where to read on. */
+function statusText(status: CommandStatus, url: (relative: string) => string): string {
+  const lines: string[] = [];
+  const ended = status.state !== 'running';
+  lines.push(
+    ended
+      ? `Command ${status.command_id} has ended: ${status.state}${status.exit_code === null ? '' : `, exit code ${status.exit_code}`}${status.duration_ms === null ? '' : ` after ${(status.duration_ms / 1000).toFixed(1)} s`}.`
+      : `Command ${status.command_id} is still running (started ${status.started_at}).`,
+  );
+  if (!status.output_available) {
+    lines.push('Its output is no longer kept (15 minutes after the end, or the server restarted).');
+    return lines.join('\n');
+  }
+  if (status.output === '') lines.push(`No new output from byte ${status.output_offset} (of ${status.output_bytes}).`);
+  else {
+    lines.push(`Output, bytes ${status.output_offset}-${status.next_offset} of ${status.output_bytes}:`);
+    lines.push(status.output.endsWith('\n') ? status.output.slice(0, -1) : status.output);
+  }
+  if (!ended) lines.push(`Read on with offset ${status.next_offset}.`);
+  if (ended && status.files_changed !== null) {
+    if (status.files_changed_total === 0) lines.push('Files changed: none');
+    else {
+      lines.push(`Files changed (${status.files_changed_total}):`);
+      for (const change of status.files_changed) lines.push(`${change.status} ${change.path}${change.public_url ? ` ${url(change.public_url)}` : ''}`);
+      if (status.files_changed_truncated) lines.push(`... and ${(status.files_changed_total ?? 0) - status.files_changed.length} more, not listed`);
+    }
   }
   return lines.join('\n');
 }

@@ -2,7 +2,8 @@
 // runs tools with, on the machine of a desktop agent client, against a roomkit server
 // elsewhere. Failures arrive as the SDK's RoomkitError, whose `code` is the API's.
 import { Roomkit, type RoomkitOptions } from '../../sdk/src/index.ts';
-import type { CommandResult } from '../core/commands.ts';
+import type { CommandResult, CommandStatus } from '../core/commands.ts';
+import type { CommandSignal } from '../runtimes/types.ts';
 import type { FileContent } from '../core/files.ts';
 import type { DirectoryListing, FileDeleted, FileWritten, InstanceInfo, ProfileFacts, RoomRef, ToolBackend } from '../core/tools.ts';
 
@@ -49,6 +50,20 @@ export class RemoteToolBackend implements ToolBackend {
   async runCommand(ref: RoomRef, input: { command: string; cwd?: string; timeout_s?: number }): Promise<CommandResult> {
     const { command, ...options } = input;
     return this.room(ref).exec(command, options);
+  }
+
+  async startCommand(ref: RoomRef, input: { command: string; cwd?: string; timeout_s?: number }): Promise<CommandStatus> {
+    const { command, ...options } = input;
+    const handle = await this.room(ref).execBackground(command, options);
+    return handle.last ?? handle.status();
+  }
+
+  async commandStatus(ref: RoomRef, commandId: string, offset: number): Promise<CommandStatus> {
+    return this.room(ref).command(commandId).status({ offset });
+  }
+
+  async killCommand(ref: RoomRef, commandId: string, signal: CommandSignal): Promise<CommandStatus> {
+    return this.room(ref).command(commandId).kill(signal);
   }
 
   async readFile(ref: RoomRef, path: string): Promise<FileContent> {
