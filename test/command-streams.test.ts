@@ -65,7 +65,7 @@ async function streamCommand(body: Record<string, unknown>, options: { headers?:
   return { res, events, json: undefined as any };
 }
 
-async function api(method: 'GET' | 'POST', url: string, payload?: Record<string, unknown>) {
+async function api(method: 'GET' | 'POST' | 'DELETE', url: string, payload?: Record<string, unknown>) {
   return t.app.inject({ method, url, headers: org.headers, ...(payload ? { payload } : {}) });
 }
 
@@ -264,6 +264,29 @@ describe('a background command', () => {
     assert.equal(ended.exit_code, 5);
     // The shell may also report its `sleep` child's death ("Terminated") before the handler runs.
     assert.match(ended.output, /^ready\n(Terminated\n)?got TERM\n$/);
+  });
+
+  it('is recorded as interrupted, not exited, when its instance is deleted under it', async () => {
+    const doomed = `/api/profile/${profileId}/room/doomed`;
+    const created = await api('POST', doomed);
+    assert.equal(created.statusCode, 201, created.body);
+    const res = await api('POST', `${doomed}/command`, { command: 'echo started; sleep 600', background: true });
+    assert.equal(res.statusCode, 202, res.body);
+    const commandId = res.json().command_id;
+    await new Promise((r) => setTimeout(r, 500));
+    const deleted = await api('DELETE', doomed);
+    assert.equal(deleted.statusCode, 200, deleted.body);
+    assert.equal(deleted.json().state, 'stopped');
+    const deadline = Date.now() + 10_000;
+    let status;
+    do {
+      status = (await api('GET', `${doomed}/commands/${commandId}`)).json();
+      if (status.state !== 'running') break;
+      await new Promise((r) => setTimeout(r, 200));
+    } while (Date.now() < deadline);
+    assert.equal(status.state, 'interrupted');
+    // (runsc may add a line of its own about the sandbox going away.)
+    assert.match(status.output, /^started\n/);
   });
 
   it('answers 404 command_not_found for an unknown id, and 400 for a bad signal', async () => {
