@@ -3,6 +3,7 @@
 // that server over HTTP). One real gVisor instance, made and deleted through MCP tools,
 // serves the whole file.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -13,7 +14,7 @@ import pkg from '../package.json' with { type: 'json' };
 import { toolLimits } from '../src/core/tool-service.ts';
 import { toMcpTool, toolDefinitions } from '../src/core/tools.ts';
 import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
-import { BIN, run } from './support/cli.ts';
+import { BIN, collect, run } from './support/cli.ts';
 
 let t: TestApp;
 let a: TestOrg;
@@ -281,6 +282,22 @@ describe('roomkit mcp (stdio)', () => {
     assert.equal(result.code, 2);
     assert.equal(result.stdout, '', 'stdout is the protocol channel');
     assert.match(result.stderr, /roomkit mcp needs an API key: set ROOMKIT_API_KEY/);
+  });
+
+  it('answers requests already sent when the client closes its stdin at once, then exits', async () => {
+    const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ROOMKIT_')));
+    const child = spawn(process.execPath, [BIN, 'mcp'], { env: { ...inherited, ROOMKIT_URL: base, ROOMKIT_API_KEY: a.apiKey }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const messages = [
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '1' } } },
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_command', arguments: { room: ROOM, command: 'sleep 1; echo piped' } } },
+    ];
+    child.stdin.end(messages.map((m) => `${JSON.stringify(m)}\n`).join(''));
+    const result = await collect(child);
+    assert.equal(result.code, 0, result.stderr);
+    const answers = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { id: number; result: { content?: { text: string }[] } });
+    assert.deepEqual(answers.map((r) => r.id), [1, 2]);
+    assert.match(answers[1]!.result.content![0]!.text, /^Exit code: 0\nOutput:\npiped\n/);
   });
 
   it('serves the same tools over the HTTP API and exits when the client closes it', async () => {

@@ -3,6 +3,7 @@
 // roomkit server over its HTTP API with an API key, so stdout carries only the protocol:
 // anything for people goes to stderr.
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { DEFAULT_BASE_URL } from '../../sdk/src/index.ts';
 import { loadConfig } from '../config.ts';
 import { toolLimits } from '../core/tool-service.ts';
@@ -42,9 +43,33 @@ export async function mcpStdio(options: { url?: string | undefined; apiKey?: str
   const closed = new Promise<void>((resolve) => {
     server.onclose = resolve;
   });
-  await server.connect(new StdioServerTransport());
-  // The client ends the session by closing our stdin, or with a signal.
-  process.stdin.once('end', () => void server.close());
+  const transport = new StdioServerTransport();
+  await server.connect(transport);
+  // The client ends the session by closing our stdin, or with a signal. After stdin
+  // ends, requests already received are still answered (a client may write its requests
+  // and close its end at once), then the server closes.
+  let pending = 0;
+  let ending = false;
+  const closeWhenDone = () => {
+    if (ending && pending === 0) void server.close();
+  };
+  const receive = transport.onmessage;
+  transport.onmessage = (message: JSONRPCMessage) => {
+    if ('method' in message && 'id' in message) pending++;
+    receive?.(message);
+  };
+  const send = transport.send.bind(transport);
+  transport.send = async (message: JSONRPCMessage) => {
+    await send(message);
+    if (!('method' in message) && 'id' in message) {
+      pending--;
+      closeWhenDone();
+    }
+  };
+  process.stdin.once('end', () => {
+    ending = true;
+    closeWhenDone();
+  });
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void server.close());
 
   // A wrong URL or key would otherwise show only at the first tool call, inside the
