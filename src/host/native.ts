@@ -2,7 +2,7 @@
 // layer walker (host side) and the guest's compatibility library. Each build is cached
 // under a directory named after its source's hash, so a changed source builds anew
 // and concurrent servers sharing the cache never see a half-written binary.
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { run } from './run.ts';
@@ -18,11 +18,25 @@ export function sourceVersion(source: string): string {
  * The compiled `source` under `cacheDir`, compiling it first if needed. `flags` are the
  * compiler's (e.g. `-shared -fPIC` for a library); `name` is the output's file name.
  */
-export async function compiled(source: string, name: string, cacheDir: string, flags: string[] = []): Promise<string> {
+export function compiled(source: string, name: string, cacheDir: string, flags: string[] = []): Promise<string> {
   const out = join(cacheDir, '.native', sourceVersion(source), name);
-  if (existsSync(out)) return out;
+  if (existsSync(out)) return Promise.resolve(out);
+  // Callers in one process that ask at once share one build.
+  let build = building.get(out);
+  if (!build) {
+    build = compile(source, name, out, flags).finally(() => building.delete(out));
+    building.set(out, build);
+  }
+  return build;
+}
+
+/** Builds under way in this process, by output path. */
+const building = new Map<string, Promise<string>>();
+
+async function compile(source: string, name: string, out: string, flags: string[]): Promise<string> {
   mkdirSync(dirname(out), { recursive: true });
-  const tmp = `${out}.${process.pid}.tmp`;
+  // Unique per build, so builds in other processes never rename each other's file.
+  const tmp = `${out}.${process.pid}.${randomUUID()}.tmp`;
   const result = await run('cc', [...flags, '-O2', '-Wall', '-o', tmp, source], { timeoutMs: 120_000 }).catch((err: Error) => ({
     code: -1,
     stderr: err.message,
