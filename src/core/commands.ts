@@ -9,6 +9,7 @@ import type { CommandSignal, FileChangeEntry } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import type { Instances } from './instances.ts';
+import { isUuid } from './ids.ts';
 import { OutputLog } from './output-log.ts';
 import type { Profiles } from './profiles.ts';
 import { nowIso } from './time.ts';
@@ -392,7 +393,7 @@ export class Commands {
     this.forgetOld();
     // Another organization's profile is not found, like a missing one.
     await this.profiles.get(organizationId, profileId);
-    const row = UUID.test(commandId)
+    const row = isUuid(commandId)
       ? await this.db
           .selectFrom('commands')
           .selectAll()
@@ -476,8 +477,6 @@ export class Commands {
     await this.db.updateTable('commands').set({ state, finished_at: nowIso(), ...fields }).where('id', '=', commandId).execute();
   }
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function validate(input: CommandInput): void {
   if (input.command.trim() === '') throw new AppError('validation_error', 'command is empty; send the shell command to run, e.g. {"command": "ls -la"}');

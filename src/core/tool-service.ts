@@ -2,6 +2,7 @@
 // server at /mcp run tools with, scoped to one organization, and the room tool set that
 // GET .../tools describes.
 import type { Config } from '../config.ts';
+import { isUuid } from './ids.ts';
 import type { CommandSignal } from '../runtimes/types.ts';
 import { AppError } from '../errors.ts';
 import type { Commands } from './commands.ts';
@@ -25,7 +26,6 @@ import {
   type ToolScope,
 } from './tools.ts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function machineFacts(spec: ProfileSpec): MachineFacts {
   return {
@@ -68,7 +68,7 @@ export class LocalToolBackend implements ToolBackend {
   /** The profile a call names, by id or by name. */
   private async profile(ref: string): Promise<Profile> {
     const { profiles } = this.deps;
-    if (UUID.test(ref)) return profiles.get(this.organizationId, ref.toLowerCase());
+    if (isUuid(ref)) return profiles.get(this.organizationId, ref.toLowerCase());
     const found = (await profiles.list(this.organizationId)).find((p) => p.name === ref);
     if (!found) throw new AppError('profile_not_found', `no profile named "${ref}" in this organization; name one that GET /api/profiles lists, or give its id`);
     return found;

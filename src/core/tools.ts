@@ -5,7 +5,7 @@
 // MCP server at /mcp and `roomkit mcp` all use it, so they cannot drift apart.
 import Schema from 'typebox/schema';
 import { AppError, ERROR_STATUS } from '../errors.ts';
-import { ROOM_ID_PATTERN } from './rooms.ts';
+import { ROOM_ID_PATTERN, UUID_PATTERN } from './ids.ts';
 import { type CommandResult, type CommandStatus, publicUrl } from './commands.ts';
 import { COMMAND_SIGNALS, type CommandSignal } from '../runtimes/types.ts';
 import type { FileContent } from './files.ts';
@@ -94,7 +94,6 @@ export type ToolScope =
 // Definitions
 
 const ROOM_PATH = '/api/profile/{profile_id}/room/{room_id}';
-const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
 function size(bytes: number): string {
   const units: [number, string][] = [

@@ -4,7 +4,7 @@ import Type from 'typebox';
 import { ERROR_STATUS } from '../errors.ts';
 import { KEY_ENVS } from '../core/apikeys.ts';
 import { STATES } from '../core/lifecycle.ts';
-import { ROOM_ID_PATTERN } from '../core/rooms.ts';
+import { ROOM_ID_PATTERN } from '../core/ids.ts';
 
 export { ROOM_ID_PATTERN };
 
