@@ -50,6 +50,11 @@ export interface Config {
   readonly maxCommandsPerInstance: number;
   /** Output of finished commands kept in memory, all together, for reading by command id. */
   readonly commandOutputRetainBytes: number;
+  /**
+   * The address clients reach the service at (e.g. behind a proxy), for the whole URLs
+   * tool results give; without it, the address each request came to.
+   */
+  readonly publicUrl: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -83,6 +88,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxUploadBytes: 'ROOMKIT_MAX_UPLOAD_BYTES',
   maxCommandsPerInstance: 'ROOMKIT_MAX_COMMANDS_PER_INSTANCE',
   commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
+  publicUrl: 'ROOMKIT_PUBLIC_URL',
 };
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -132,6 +138,21 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
   };
   const dataDir = path('dataDir') ?? join(PACKAGE_ROOT, '.roomkit');
 
+  const origin = (key: keyof Config): string | undefined => {
+    const value = raw(key);
+    if (value === undefined) return undefined;
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new ConfigError(`${where(key)} must be a URL such as https://roomkit.example.com, got "${value}"`);
+    }
+    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '' || url.username !== '') {
+      throw new ConfigError(`${where(key)} must be an http(s) URL without credentials, query or fragment, got "${value}"`);
+    }
+    return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+  };
+
   const config: Config = {
     host: raw('host') ?? '127.0.0.1',
     port: int('port', 8080, 0, 65535),
@@ -153,6 +174,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxUploadBytes: int('maxUploadBytes', 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     maxCommandsPerInstance: int('maxCommandsPerInstance', 16, 1, 1024),
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
+    publicUrl: origin('publicUrl'),
   };
   return Object.freeze(config);
 }

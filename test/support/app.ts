@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig, PACKAGE_ROOT } from '../../src/config.ts';
+import { type ConfigOverrides, loadConfig, PACKAGE_ROOT } from '../../src/config.ts';
 import { buildApp } from '../../src/http/app.ts';
 import type { App } from '../../src/http/types.ts';
 import { createLogger } from '../../src/log.ts';
@@ -48,6 +48,8 @@ export interface TestAppOptions {
   /** Use the real gVisor runtime, with instances in this address pool. */
   gvisorPool?: string;
   onShutdown?: 'keep' | 'stop';
+  /** Further settings, as flags would give them. */
+  config?: ConfigOverrides;
 }
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -59,6 +61,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       logLevel: 'silent',
       ...(real ? { runtime: 'gvisor', networkPool: options.gvisorPool, imagesDir: TEST_IMAGES_DIR } : {}),
       onShutdown: options.onShutdown ?? 'stop',
+      ...options.config,
     },
     {},
   );

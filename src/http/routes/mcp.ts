@@ -32,7 +32,7 @@ export function mcpRoutes(app: App, { tools, config }: Services): void {
       const server = createMcpServer({
         backend: tools.backend(caller.organizationId),
         limits: tools.limits,
-        publicBaseUrl: originOf(request),
+        publicBaseUrl: originOf(request, config.publicUrl),
         // API errors are tool results already; what is left is a bug.
         describeFailure: (err) => {
           request.log.error({ err }, 'MCP tool call failed');

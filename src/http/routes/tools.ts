@@ -56,9 +56,9 @@ const ToolCallResult = Type.Object(
   { title: 'ToolCallResult' },
 );
 
-/** Where the service is reached, so results can carry whole public URLs. */
-export function originOf(request: FastifyRequest): string {
-  return `${request.protocol}://${request.host}`;
+/** Where clients reach the service, so results can carry whole public URLs: ROOMKIT_PUBLIC_URL, else the request's own address. */
+export function originOf(request: FastifyRequest, publicUrl: string | undefined): string {
+  return publicUrl ?? `${request.protocol}://${request.host}`;
 }
 
 export function toHttpResult(name: string, result: ToolResult) {
@@ -134,7 +134,7 @@ export function toolRoutes(app: App, { tools, config }: Services): void {
     },
     async (request) => {
       const { profile_id, room_id } = request.params;
-      const result = await tools.call(callerOf(request).organizationId, profile_id, room_id, request.body, { publicBaseUrl: originOf(request) });
+      const result = await tools.call(callerOf(request).organizationId, profile_id, room_id, request.body, { publicBaseUrl: originOf(request, config.publicUrl) });
       return toHttpResult(request.body.name, result);
     },
   );
