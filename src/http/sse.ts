@@ -31,11 +31,14 @@ export function streamCommand(
   let sent = 0;
   let paused = false;
   let finished = false;
+  /** The client went away: nothing more is written. */
+  let gone = false;
   const write = (event: string, data: unknown): void => {
+    if (gone) return;
     if (!raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)) paused = true;
   };
   const catchUp = (): void => {
-    while (!paused) {
+    while (!paused && !gone) {
       const read = session.output.read(sent, CATCH_UP_BYTES);
       if (read.end <= sent) return;
       write('output', { data: read.data, offset: read.offset });
@@ -58,7 +61,7 @@ export function streamCommand(
   catchUp();
   const unsubscribe = session.output.subscribe(onPiece);
   const keepalive = setInterval(() => {
-    if (!paused) raw.write(': keepalive\n\n');
+    if (!paused && !gone) raw.write(': keepalive\n\n');
   }, KEEPALIVE_MS);
 
   const end = (): void => {
@@ -68,9 +71,10 @@ export function streamCommand(
     clearInterval(keepalive);
     if (session.error) write('error', session.error.toBody());
     else write('result', session.result);
-    raw.end();
+    if (!gone) raw.end();
   };
   raw.on('close', () => {
+    gone = true;
     unsubscribe();
     clearInterval(keepalive);
     if (!finished && session.finishedAt === undefined) options.onDisconnect();
