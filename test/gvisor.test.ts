@@ -175,6 +175,30 @@ describe('an instance on gVisor', () => {
     assert.equal(after.stdout, 'alive\n');
   });
 
+  it('does not count the files an instance writes as its memory: no process is killed', async () => {
+    const profile = await t.app.inject({
+      method: 'POST',
+      url: '/api/profiles',
+      headers: org.headers,
+      payload: { name: 'writer', memory_mb: 256, disk_mb: 1024, network: { egress: 'none' } },
+    });
+    assert.equal(profile.statusCode, 201, profile.body);
+    const writer = (await createInstance('writer', profile.json().profile_id)).instance_id;
+    try {
+      // 600 MiB written: far past memory_mb, all of it the host's file cache, charged to the sandbox's cgroup.
+      for (let i = 0; i < 4; i++) {
+        const res = await sh(writer, `dd if=/dev/zero of=big${i}.bin bs=1M count=150 2>/dev/null && sleep 0.3 && echo written`);
+        assert.equal(res.stdout, 'written\n', `write ${i}: exit ${res.code}, ${res.stderr}`);
+      }
+      const cgroup = `/sys/fs/cgroup/memory/roomkit/${writer}`;
+      const usage = Number(readFileSync(`${cgroup}/memory.usage_in_bytes`, 'utf8'));
+      assert.ok(usage > 256 * 1024 * 1024, `the cgroup's usage (${usage >> 20} MiB) did not pass memory_mb: the check would prove nothing`);
+    } finally {
+      const deleted = await t.app.inject({ method: 'DELETE', url: room('writer', profile.json().profile_id), headers: org.headers });
+      assert.equal(deleted.statusCode, 200, deleted.body);
+    }
+  });
+
   it('limits open files per process', async () => {
     const res = await sh(id, 'ulimit -n; python3 -c "\nimport os\nfds=[]\ntry:\n    while True: fds.append(os.open(\'/dev/null\', os.O_RDONLY))\nexcept OSError as e: print(e.errno == 24, len(fds) < 8200)"');
     assert.equal(res.stdout, '8192\nTrue True\n', res.stderr);

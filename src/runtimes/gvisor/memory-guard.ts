@@ -1,11 +1,11 @@
 // The instance's OOM killer. gVisor's kernel (in this release) does not enforce a
 // memory size itself: when a sandbox reaches its host cgroup limit, the host kernel
 // kills the whole sandbox. So the host cgroup gets headroom above memory_mb and no
-// kernel OOM kill, and this guard watches each instance's usage: when it passes
-// memory_mb, the largest process inside is killed with SIGKILL, as Linux's OOM killer
-// would, and the instance lives on. If usage races to the hard limit first, the
-// sandbox's allocations wait there (instead of it being killed) until the guard has
-// made room.
+// kernel OOM kill, and this guard watches each instance's memory (its cgroup's usage
+// without host file cache): when it passes memory_mb, the largest process inside is
+// killed with SIGKILL, as Linux's OOM killer would, and the instance lives on. If usage
+// races to the hard limit first, the sandbox's allocations wait there (instead of it
+// being killed) until the guard has made room.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 
@@ -77,7 +77,7 @@ export class MemoryGuard {
   private tick(): void {
     for (const [id, w] of this.watched) {
       if (w.busy) continue;
-      const usage = readNumber(`${w.cgroupDir}/memory.usage_in_bytes`);
+      const usage = workingSet(w.cgroupDir);
       if (usage === null) {
         this.unwatch(id);
         continue;
@@ -99,13 +99,13 @@ export class MemoryGuard {
       if (frozen && limit !== null) writeFileSync(limitFile, String(limit + RESCUE_BYTES));
       const victim = await this.options.killLargest(id);
       this.options.log.warn(
-        { instanceId: id, victim, usageMb: Math.round((readNumber(`${w.cgroupDir}/memory.usage_in_bytes`) ?? 0) / 1048576) },
+        { instanceId: id, victim, usageMb: Math.round((workingSet(w.cgroupDir) ?? 0) / 1048576) },
         victim ? 'instance out of memory: killed its largest process' : 'instance out of memory: no process to kill',
       );
       // Memory comes back once the victim is gone (gVisor returns it within seconds);
       // wait for that before looking again, so that one excess costs one process.
       const deadline = Date.now() + RELEASE_WAIT_MS;
-      while (Date.now() < deadline && (readNumber(`${w.cgroupDir}/memory.usage_in_bytes`) ?? 0) >= w.thresholdBytes) {
+      while (Date.now() < deadline && (workingSet(w.cgroupDir) ?? 0) >= w.thresholdBytes) {
         await new Promise((r) => setTimeout(r, 20));
       }
       // Still at the hard limit: one process was not the problem (a fork bomb's host
@@ -137,6 +137,30 @@ async function restoreLimit(file: string, limit: number, log: Logger, instanceId
     }
   }
   log.warn({ instanceId }, 'memory guard could not restore the hard memory limit; it stays raised by the rescue margin');
+}
+
+/**
+ * The memory an instance uses: its cgroup's usage without the host's file cache. The
+ * files an instance writes and reads go through its gofer, whose page cache is charged
+ * to the cgroup but is the host's to drop, not the guest's memory; counting it killed
+ * processes of an instance that only wrote files. The guest's own memory, its page
+ * cache included, lives in gVisor's shared memory (anonymous pages) and is all counted.
+ * Null when the cgroup is gone.
+ */
+export function workingSet(cgroupDir: string): number | null {
+  const usage = readNumber(`${cgroupDir}/memory.usage_in_bytes`);
+  if (usage === null) return null;
+  let fileCache = 0;
+  try {
+    const stat = readFileSync(`${cgroupDir}/memory.stat`, 'utf8');
+    for (const name of ['total_inactive_file', 'total_active_file']) {
+      const match = new RegExp(`^${name} (\\d+)$`, 'm').exec(stat);
+      fileCache += match ? Number(match[1]) : 0;
+    }
+  } catch {
+    // No stat: count all of the usage.
+  }
+  return Math.max(0, usage - fileCache);
 }
 
 function readNumber(file: string): number | null {
