@@ -10,11 +10,16 @@ export const COMMAND_MARKER = 'ROOMKIT_COMMAND_ID';
 /** Exit code reported for a command killed at its deadline (as timeout(1) does). */
 export const TIMEOUT_EXIT_CODE = 124;
 /**
- * After the command's shell exits, how long to wait for its output to end. Processes it
- * left in the background may keep the pipe open for as long as they run; what they
- * print after this is not part of the result.
+ * After the command's shell exits, its output keeps arriving for a while: `runsc exec`
+ * reports the exit before the sandbox has passed on everything the command wrote (under
+ * load, megabytes of it for hundreds of milliseconds). The output ends when the pipe
+ * closes; but processes the command left in the background hold the pipe open for as
+ * long as they run. So after the exit the result waits for the pipe to close, or for it
+ * to stay quiet this long, or at most OUTPUT_DRAIN_MAX_MS; what background processes
+ * print after that is not part of the result.
  */
-const OUTPUT_GRACE_MS = 100;
+const OUTPUT_QUIET_MS = 300;
+const OUTPUT_DRAIN_MAX_MS = 5_000;
 /** After the kill at the deadline, how long runsc exec may take to report before it is killed too. */
 const KILL_GRACE_MS = 5_000;
 
@@ -74,10 +79,12 @@ export function superviseCommand(
     let timedOut = false;
     let ended = false;
     child.stdin.end();
+    let onChunk: (() => void) | undefined;
     child.stdout.on('data', (chunk: Buffer) => {
       if (!capturing) return;
       output.push(chunk);
       options.onOutput?.(chunk);
+      onChunk?.();
     });
     child.stdout.on('end', () => (ended = true));
     child.stderr.resume();
@@ -98,10 +105,15 @@ export function superviseCommand(
     child.on('exit', (code, signal) => {
       clearTimeout(deadline);
       let finished = false;
+      let quiet: NodeJS.Timeout | undefined;
+      let longest: NodeJS.Timeout | undefined;
       const finish = () => {
         if (finished) return;
         finished = true;
         capturing = false;
+        onChunk = undefined;
+        clearTimeout(quiet);
+        clearTimeout(longest);
         // Reading on (and dropping) what background processes print keeps them from
         // dying of SIGPIPE once the result is out.
         resolve({
@@ -114,11 +126,13 @@ export function superviseCommand(
         });
       };
       if (ended) return finish();
-      const grace = setTimeout(finish, OUTPUT_GRACE_MS);
-      child.stdout.once('end', () => {
-        clearTimeout(grace);
-        finish();
-      });
+      quiet = setTimeout(finish, OUTPUT_QUIET_MS);
+      longest = setTimeout(finish, OUTPUT_DRAIN_MAX_MS);
+      onChunk = () => {
+        clearTimeout(quiet);
+        quiet = setTimeout(finish, OUTPUT_QUIET_MS);
+      };
+      child.stdout.once('end', finish);
     });
   });
 }

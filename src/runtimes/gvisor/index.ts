@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
 import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import { ImageStore, VM_UID } from '../../images/builder.ts';
-import { ROOT_SERVICE } from '../../images/guest-additions.ts';
+import { OUTPUT_RELAY, ROOT_SERVICE } from '../../images/guest-additions.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import {
   createNetns,
@@ -97,6 +97,8 @@ export class GvisorRuntime implements Runtime {
   private walker: Promise<string> | undefined;
   /** Per image: what its root filesystem holds, to read writable-layer changes against. */
   private readonly lowerIndexes = new Map<string, Promise<LowerIndex>>();
+  /** Per image: whether it has the output relay. */
+  private readonly relayInImage = new Map<string, boolean>();
   /** Per instance: output pipes still held by background processes of finished commands. */
   private readonly lingering = new Map<string, Set<Readable>>();
 
@@ -260,7 +262,8 @@ export class GvisorRuntime implements Runtime {
     const lower = request.trackChanges ? this.lowerIndex(instanceId) : undefined;
     const before = walker ? await listLayer(walker, upper) : undefined;
     const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
-    const child = this.spawnExec(instanceId, ['/bin/sh', '-c', script], {
+    // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
+    const child = this.spawnExec(instanceId, [...this.relay(instanceId), '/bin/sh', '-c', script], {
       as: 'vm',
       home: request.home,
       env: { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId },
@@ -355,7 +358,28 @@ export class GvisorRuntime implements Runtime {
   }
 
   private fileOp(instanceId: string, access: FileAccess, args: string[]): ExecChild {
-    return this.spawnExec(instanceId, ['sh', '-c', FILE_SCRIPT, 'sh', ...args], { as: 'vm', home: access.home });
+    // File contents come through the relay too, so a busy host never cuts them short.
+    const relay = this.relay(instanceId);
+    return this.spawnExec(instanceId, [...relay, ...(relay.length > 0 ? ['--stdout-only'] : []), 'sh', '-c', FILE_SCRIPT, 'sh', ...args], {
+      as: 'vm',
+      home: access.home,
+    });
+  }
+
+  /**
+   * The output relay to run a program through: its path when the instance's image has
+   * it, else nothing (an instance adopted from an image built before the relay existed).
+   * Looked up in the image, which roomkit built and the guest cannot change.
+   */
+  private relay(instanceId: string): string[] {
+    const key = this.readMeta(instanceId)?.imageKey;
+    if (key === undefined) return [];
+    let has = this.relayInImage.get(key);
+    if (has === undefined) {
+      has = existsSync(join(this.images.rootfsOf(key), OUTPUT_RELAY));
+      this.relayInImage.set(key, has);
+    }
+    return has ? [OUTPUT_RELAY] : [];
   }
 
   async openFile(
