@@ -3,7 +3,7 @@
 import { availableParallelism, homedir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseCidr } from './network/pool.ts';
+import { parseCidr } from './lib/cidr.ts';
 
 export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 

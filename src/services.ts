@@ -7,7 +7,7 @@ import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
 import { Organizations } from './core/orgs.ts';
 import { Profiles } from './core/profiles.ts';
-import { Tools } from './core/tool-service.ts';
+import { RoomTools } from './tools/room-tools.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
@@ -23,7 +23,7 @@ export interface Services {
   commands: Commands;
   files: Files;
   /** The agent tool layer: GET .../tools, POST .../tools/call, /mcp. */
-  tools: Tools;
+  tools: RoomTools;
   runtime: RuntimeSelection;
   close(): Promise<void>;
 }
@@ -45,7 +45,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const instances = new Instances({ db, profiles, runtime, log });
     const commands = new Commands({ db, instances, profiles, config, log });
     const files = new Files({ instances, config });
-    const tools = new Tools({ profiles, instances, commands, files, config });
+    const tools = new RoomTools({ profiles, instances, commands, files, config });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
     const interrupted = await commands.recover();

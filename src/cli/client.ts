@@ -7,6 +7,8 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { type Command, InvalidArgumentError, Option } from 'commander';
+import { PROVISION_STATES } from '../core/lifecycle.ts';
+import { formatBytes } from '../lib/format-size.ts';
 import {
   type CommandResult,
   type Instance,
@@ -19,7 +21,6 @@ import {
 /** roomkit's own failure during `exec`, told apart from the command's exit codes (as `docker run` does). */
 const EXEC_FAILURE_EXIT = 125;
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-const PROGRESSION = ['active', 'network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted', 'ready'];
 
 interface ConnectionOptions {
   url?: string;
@@ -110,7 +111,7 @@ export function registerClientCommands(program: Command): void {
       const bytes = local === '-' ? await readStdin() : await readLocal(local);
       const written = await roomOf(roomId, options).writeFile(remote, bytes);
       if (options.json) return printJson(written);
-      process.stdout.write(`${written.status} ${written.file_path} (${size(written.size)})\n`);
+      process.stdout.write(`${written.status} ${written.file_path} (${formatBytes(written.size)})\n`);
     }));
 
   roomCommand(program, 'ls <room> [dir]', 'list a directory of the instance (default: the home directory)')
@@ -225,8 +226,8 @@ class Progress {
   update(instance: Instance): void {
     if (!this.#reported && instance.state === 'ready') return;
     this.#reported = true;
-    const step = PROGRESSION.indexOf(instance.state);
-    const position = step === -1 ? '' : ` (${step + 1}/${PROGRESSION.length})`;
+    const step = (PROVISION_STATES as readonly string[]).indexOf(instance.state);
+    const position = step === -1 ? '' : ` (${step + 1}/${PROVISION_STATES.length})`;
     this.#text = `${this.#room}: ${instance.state}${position}${instance.progress ? `: ${instance.progress}` : ''}`;
     if (!this.#tty) {
       process.stderr.write(`${this.#text}${instance.state === 'ready' ? ` in ${this.elapsed()}` : ''}\n`);
@@ -260,9 +261,9 @@ function reportCommand(result: CommandResult): void {
   const r = result.result;
   if (r.output !== '' && !r.output.endsWith('\n') && process.stdout.isTTY) process.stdout.write('\n');
   if (r.timed_out) process.stderr.write(`roomkit: the command reached its time limit and was killed (exit code ${r.exit_code})\n`);
-  if (r.output_truncated) process.stderr.write(`roomkit: the result kept only the start and end of ${size(r.output_bytes)} of output\n`);
+  if (r.output_truncated) process.stderr.write(`roomkit: the result kept only the start and end of ${formatBytes(r.output_bytes)} of output\n`);
   if (r.files_changed.length === 0) return;
-  const lines = r.files_changed.map((c) => `  ${c.status.padEnd(8)} ${c.path}${c.size === undefined ? '' : ` (${size(c.size)})`}`);
+  const lines = r.files_changed.map((c) => `  ${c.status.padEnd(8)} ${c.path}${c.size === undefined ? '' : ` (${formatBytes(c.size)})`}`);
   const more = r.files_changed_truncated ? `\n  ... and ${r.files_changed_total - r.files_changed.length} more` : '';
   process.stderr.write(`files changed:\n${lines.join('\n')}${more}\n`);
 }
@@ -297,17 +298,6 @@ function permissions(mode: string): string {
   return [6, 3, 0].map((shift) => ((bits >> shift) & 4 ? 'r' : '-') + ((bits >> shift) & 2 ? 'w' : '-') + ((bits >> shift) & 1 ? 'x' : '-')).join('');
 }
 
-function size(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let value = bytes;
-  let unit = -1;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${value.toFixed(1)} ${units[unit]}`;
-}
 
 function positiveInteger(value: string): number {
   if (!/^[1-9][0-9]*$/.test(value)) throw new InvalidArgumentError('expected a whole number of seconds');

@@ -5,14 +5,16 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { decodeCursor, encodeCursor } from './page-cursor.ts';
+import { COMMAND_STATES, type CommandPage, type CommandRecord, type CommandResult, type CommandState, type CommandStatus, type FileChange } from './command-schema.ts';
 import type { CommandSignal, FileChangeEntry } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import type { Instances } from './instances.ts';
-import { isUuid } from './ids.ts';
+import { isUuid } from '../lib/ids.ts';
 import { OutputLog } from './output-log.ts';
 import type { Profiles } from './profiles.ts';
-import { nowIso } from './time.ts';
+import { nowIso } from '../lib/time.ts';
 
 /** Longest command accepted, in UTF-8 bytes (it travels as one argument to the instance). */
 export const MAX_COMMAND_BYTES = 64 * 1024;
@@ -26,49 +28,6 @@ export interface CommandInput {
   env?: Record<string, string>;
   /** Start it and answer at once; follow it with GET .../commands/{id}. */
   background?: boolean;
-}
-
-export interface FileChange {
-  path: string;
-  status: 'created' | 'modified' | 'deleted';
-  size?: number;
-  mime_type?: string;
-  public_url?: string;
-}
-
-export interface CommandResult {
-  instance_id: string;
-  command: string;
-  status: 'success' | 'error';
-  result: {
-    output: string;
-    exit_code: number;
-    files_changed: FileChange[];
-    timed_out: boolean;
-    output_truncated: boolean;
-    output_bytes: number;
-    files_changed_total: number;
-    files_changed_truncated: boolean;
-  };
-  command_id: string;
-  started_at: string;
-  duration_ms: number;
-}
-
-export const COMMAND_STATES = ['running', 'exited', 'timed_out', 'killed', 'interrupted', 'error'] as const;
-export type CommandState = (typeof COMMAND_STATES)[number];
-
-export interface CommandRecord {
-  command_id: string;
-  instance_id: string;
-  command: string;
-  state: CommandState;
-  exit_code: number | null;
-  output_bytes: number | null;
-  files_changed: number | null;
-  started_at: string;
-  finished_at: string | null;
-  duration_ms: number | null;
 }
 
 /** The unauthenticated URL of a file in an instance (the spec's public_url). */
@@ -98,31 +57,6 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /** How long a finished command's output stays readable by its id. */
 const RETAIN_FINISHED_MS = 15 * 60_000;
 
-/** A command's state as GET .../commands/{id} answers it: the record, output from an offset, and the outcome once finished. */
-export interface CommandStatus {
-  command_id: string;
-  instance_id: string;
-  command: string;
-  state: CommandState;
-  background: boolean;
-  exit_code: number | null;
-  started_at: string;
-  finished_at: string | null;
-  duration_ms: number | null;
-  /** Output from `output_offset` (bytes) up to `next_offset`; empty when no longer kept. */
-  output: string;
-  output_offset: number;
-  next_offset: number;
-  /** Bytes printed so far. */
-  output_bytes: number;
-  /** Whether the output is still kept (for a while after the command ends). */
-  output_available: boolean;
-  /** Once ended (and while kept), as in a CommandResult; null before. */
-  timed_out: boolean | null;
-  files_changed: FileChange[] | null;
-  files_changed_total: number | null;
-  files_changed_truncated: boolean | null;
-}
 
 /** A command the service runs or ran recently: its output as it comes, and how it ended. */
 export interface CommandSession {
@@ -248,7 +182,7 @@ export class Commands {
         const outcome = await runtime.runCommand(instance.id, {
           commandId,
           command: input.command,
-          home: spec.home ?? `/home/${spec.user}`,
+          home: spec.home,
           ...(input.cwd === undefined ? {} : { cwd: input.cwd }),
           env: { ...spec.env, ...input.env },
           timeoutMs: timeoutS * 1000,
@@ -418,7 +352,7 @@ export class Commands {
     profileId: string,
     roomId: string,
     options: { limit: number; cursor?: string },
-  ): Promise<{ commands: CommandRecord[]; next_cursor: string | null }> {
+  ): Promise<CommandPage> {
     // Another organization's profile is not found, like a missing one.
     await this.profiles.get(organizationId, profileId);
     let query = this.db
@@ -439,7 +373,7 @@ export class Commands {
     const last = page.at(-1);
     return {
       commands: page.map(toRecord),
-      next_cursor: rows.length > options.limit && last ? Buffer.from(JSON.stringify([last.started_at, last.id])).toString('base64url') : null,
+      next_cursor: rows.length > options.limit && last ? encodeCursor(last.started_at, last.id) : null,
     };
   }
 
@@ -506,14 +440,4 @@ function toRecord(row: CommandRow): CommandRecord {
     finished_at: row.finished_at,
     duration_ms: row.duration_ms,
   };
-}
-
-function decodeCursor(cursor: string): [string, string] {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(value) && value.length === 2 && value.every((v) => typeof v === 'string')) return [value[0] as string, value[1] as string];
-  } catch {
-    // fall through
-  }
-  throw new AppError('invalid_cursor', 'cursor is not one this server gave out; start again without it');
 }

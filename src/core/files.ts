@@ -3,10 +3,10 @@
 // VM user, so a file is reachable exactly when that user could reach it there.
 import type { Config } from '../config.ts';
 import { AppError, type ErrorCode } from '../errors.ts';
-import { GuestFileError, type GuestDirEntry, type GuestFileInfo, type Runtime } from '../runtimes/types.ts';
+import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from './file-schema.ts';
+import { GuestFileError, type GuestFileInfo, type Runtime } from '../runtimes/types.ts';
 import type { Instances } from './instances.ts';
-import { isText, mimeTypeOf } from './mime.ts';
-import type { ProfileSpec } from './profile-schema.ts';
+import { isText, mimeTypeOf } from '../lib/mime.ts';
 
 /** Longest path accepted, in bytes (Linux's PATH_MAX). */
 export const MAX_PATH_BYTES = 4096;
@@ -14,15 +14,6 @@ export const MAX_PATH_BYTES = 4096;
 export const MAX_LIST_ENTRIES = 10_000;
 /** Bytes read ahead of a raw response to pick its MIME type. */
 const SNIFF_BYTES = 4096;
-
-export interface FileContent {
-  file_path: string;
-  content: string;
-  instance_id: string;
-  encoding: 'utf-8' | 'base64';
-  size: number;
-  mime_type: string;
-}
 
 export interface RawFile {
   info: GuestFileInfo;
@@ -56,10 +47,6 @@ export function validatePath(path: string): string {
   return path;
 }
 
-function homeOf(spec: ProfileSpec): string {
-  return spec.home ?? `/home/${spec.user}`;
-}
-
 export class Files {
   private readonly instances: Instances;
   private readonly config: Config;
@@ -71,7 +58,7 @@ export class Files {
 
   private async target(organizationId: string, profileId: string, roomId: string) {
     const { row, spec } = await this.instances.requireReady(organizationId, profileId, roomId);
-    return { instanceId: row.id, home: homeOf(spec), runtime: this.instances.activeRuntime() };
+    return { instanceId: row.id, home: spec.home, runtime: this.instances.activeRuntime() };
   }
 
   /** The spec's FileContent: text when the bytes are valid UTF-8 without NUL, else base64. */
@@ -109,7 +96,7 @@ export class Files {
     validatePath(path);
     const found = await this.instances.readyById(instanceId);
     if (!found) throw new AppError('instance_not_found', `no running instance ${instanceId}`);
-    const home = homeOf(found.spec);
+    const home = found.spec.home;
     const runtime: Runtime = this.instances.activeRuntime();
     try {
       let range: { start: number; end: number } | undefined;
@@ -136,7 +123,7 @@ export class Files {
     roomId: string,
     path: string,
     data: Buffer,
-  ): Promise<{ file_path: string; instance_id: string; status: 'created' | 'modified'; size: number }> {
+  ): Promise<FileWritten> {
     validatePath(path);
     if (data.length > this.config.maxUploadBytes) {
       throw new AppError('body_too_large', `the file is ${data.length} bytes, more than the ${this.config.maxUploadBytes} accepted`);
@@ -155,7 +142,7 @@ export class Files {
     profileId: string,
     roomId: string,
     path: string,
-  ): Promise<{ path: string; instance_id: string; entries: GuestDirEntry[]; truncated: boolean }> {
+  ): Promise<DirectoryListing> {
     validatePath(path);
     const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
     try {
@@ -166,7 +153,7 @@ export class Files {
     }
   }
 
-  async delete(organizationId: string, profileId: string, roomId: string, path: string): Promise<{ file_path: string; instance_id: string; status: 'deleted' }> {
+  async delete(organizationId: string, profileId: string, roomId: string, path: string): Promise<FileDeleted> {
     validatePath(path);
     const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
     try {

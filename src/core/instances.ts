@@ -5,6 +5,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
+import { decodeCursor, encodeCursor } from './page-cursor.ts';
+import type { Instance, InstancePage, InstanceResources, StateChange } from './instance-schema.ts';
 import type { Runtime, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
@@ -19,45 +21,13 @@ import {
 import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { specOf } from './profiles.ts';
-import { nowIso } from './time.ts';
-
-export interface StateChange {
-  state: InstanceState;
-  at: string;
-  reason?: string;
-}
-
-export interface InstanceResources {
-  memory_mb: number;
-  vcpus: number;
-  disk_mb: number;
-}
-
-export interface Instance {
-  instance_id: string;
-  profile_id: string;
-  room_id: string;
-  state: InstanceState;
-  state_history: StateChange[];
-  failure_reason: string | null;
-  /** What provisioning is doing right now when a step takes long (an image build). */
-  progress: string | null;
-  runtime: string;
-  resources: InstanceResources;
-  created_at: string;
-  updated_at: string;
-}
+import { nowIso } from '../lib/time.ts';
 
 export interface ListOptions {
   profileId?: string;
   state?: InstanceState;
   limit: number;
   cursor?: string;
-}
-
-export interface InstancePage {
-  instances: Instance[];
-  next_cursor: string | null;
 }
 
 interface Provisioning {
@@ -547,20 +517,4 @@ export function instanceNotFound(profileId: string, roomId: string): AppError {
 function stateOf(row: InstanceRow): InstanceState {
   if (!isState(row.state)) throw new Error(`instance ${row.id} has unknown state "${row.state}" in the store`);
   return row.state;
-}
-
-function encodeCursor(createdAt: string, id: string): string {
-  return Buffer.from(JSON.stringify([createdAt, id])).toString('base64url');
-}
-
-function decodeCursor(cursor: string): [string, string] {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (Array.isArray(value) && value.length === 2 && value.every((v) => typeof v === 'string')) {
-      return [value[0] as string, value[1] as string];
-    }
-  } catch {
-    // fall through to the error below
-  }
-  throw new AppError('invalid_cursor', 'cursor is not one this server gave out; start again without it');
 }

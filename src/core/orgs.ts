@@ -2,27 +2,19 @@
 // the organization id that authenticate() returned and scopes all it does by it.
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.ts';
+import type { ApiKey } from './key-schema.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { ApiKeyRow, OrganizationRow } from '../store/schema.ts';
 import { generateApiKey, hashApiKey, type KeyEnv, keyPrefix, parseApiKey, sameHash } from './apikeys.ts';
 import { DEFAULT_PROFILE_NAME, type Profiles } from './profiles.ts';
-import { nowIso } from './time.ts';
+import { nowIso } from '../lib/time.ts';
 
 /** Who is calling: the result of a successful authentication. */
 export interface Caller {
   organizationId: string;
   keyId: string;
   env: KeyEnv;
-}
-
-export interface ApiKeyInfo {
-  key_id: string;
-  name: string | null;
-  prefix: string;
-  env: KeyEnv;
-  created_at: string;
-  last_used_at: string | null;
 }
 
 export interface Organization {
@@ -74,7 +66,7 @@ export class Organizations {
   async createKey(
     organizationId: string,
     options: { env: KeyEnv; name?: string | undefined },
-  ): Promise<{ info: ApiKeyInfo; secret: string }> {
+  ): Promise<{ info: ApiKey; secret: string }> {
     const secret = generateApiKey(options.env);
     const row: ApiKeyRow = {
       id: randomUUID(),
@@ -91,7 +83,7 @@ export class Organizations {
     return { info: toKeyInfo(row), secret };
   }
 
-  async listKeys(organizationId: string): Promise<ApiKeyInfo[]> {
+  async listKeys(organizationId: string): Promise<ApiKey[]> {
     const rows = await this.db
       .selectFrom('api_keys')
       .selectAll()
@@ -154,7 +146,7 @@ function toOrganization(row: OrganizationRow): Organization {
   return { organization_id: row.id, name: row.name, created_at: row.created_at };
 }
 
-function toKeyInfo(row: ApiKeyRow): ApiKeyInfo {
+function toKeyInfo(row: ApiKeyRow): ApiKey {
   return {
     key_id: row.id,
     name: row.name,

@@ -17,7 +17,7 @@ import {
   type ProfileSpec,
 } from './profile-schema.ts';
 import { LIVE_STATES } from './lifecycle.ts';
-import { nowIso } from './time.ts';
+import { nowIso } from '../lib/time.ts';
 
 export const DEFAULT_PROFILE_NAME = 'default';
 

@@ -10,7 +10,10 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import pkg from '../../package.json' with { type: 'json' };
 import { AppError } from '../errors.ts';
-import { executeCall, prepareCall, type ToolBackend, toolDefinitions, type ToolLimits, toMcpTool, type ToolScope } from '../core/tools.ts';
+import type { ToolBackend } from '../tools/backend.ts';
+import { toolDefinitions, type ToolLimits, type ToolScope } from '../tools/definitions.ts';
+import { executeCall, prepareCall } from '../tools/executor.ts';
+import { toMcpTool } from '../tools/formats.ts';
 
 /** Told to the model by clients that pass server instructions on. */
 export const INSTRUCTIONS = [

@@ -1,6 +1,7 @@
 // Running commands in a room's instance, and the room's command history.
 import Type from 'typebox';
-import { COMMAND_STATES, MAX_COMMAND_BYTES } from '../../core/commands.ts';
+import { CommandPage, CommandResult, CommandStatus } from '../../core/command-schema.ts';
+import { MAX_COMMAND_BYTES } from '../../core/commands.ts';
 import { AppError } from '../../errors.ts';
 import { COMMAND_SIGNALS } from '../../runtimes/types.ts';
 import type { Services } from '../../services.ts';
@@ -10,79 +11,6 @@ import { streamCommand } from '../sse.ts';
 import type { App } from '../types.ts';
 
 const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
-
-const FileChange = Type.Object(
-  {
-    path: Type.String({ description: 'Absolute path in the instance' }),
-    status: Type.Enum(['created', 'modified', 'deleted']),
-    size: Type.Optional(Type.Integer({ description: 'Bytes (created and modified files)' })),
-    mime_type: Type.Optional(Type.String()),
-    public_url: Type.Optional(Type.String({ description: 'Relative URL of the file\'s raw content, no authentication needed' })),
-  },
-  { title: 'FileChange' },
-);
-
-const CommandResult = Type.Object(
-  {
-    instance_id: Type.String({ format: 'uuid' }),
-    command: Type.String(),
-    status: Type.Enum(['success', 'error'], { description: '`success` when exit_code is 0, else `error`' }),
-    result: Type.Object({
-      output: Type.String({ description: 'stdout and stderr interleaved as produced; the middle is cut beyond the output limit' }),
-      exit_code: Type.Integer({ description: '128+n when killed by signal n; 124 when the time limit killed it' }),
-      files_changed: Type.Array(FileChange, { description: 'Regular files created, modified or deleted while the command ran, sorted by path' }),
-      timed_out: Type.Boolean(),
-      output_truncated: Type.Boolean(),
-      output_bytes: Type.Integer({ description: 'Bytes the command printed, all of them' }),
-      files_changed_total: Type.Integer(),
-      files_changed_truncated: Type.Boolean(),
-    }),
-    command_id: Type.String({ format: 'uuid' }),
-    started_at: Type.String({ format: 'date-time' }),
-    duration_ms: Type.Integer(),
-  },
-  { title: 'CommandResult' },
-);
-
-const CommandRecord = Type.Object(
-  {
-    command_id: Type.String({ format: 'uuid' }),
-    instance_id: Type.String({ format: 'uuid' }),
-    command: Type.String(),
-    state: Type.Enum(COMMAND_STATES, { description: '`interrupted`: the service stopped while it ran; `error`: it could not be run' }),
-    exit_code: Type.Union([Type.Integer(), Type.Null()]),
-    output_bytes: Type.Union([Type.Integer(), Type.Null()]),
-    files_changed: Type.Union([Type.Integer(), Type.Null()]),
-    started_at: Type.String({ format: 'date-time' }),
-    finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-    duration_ms: Type.Union([Type.Integer(), Type.Null()]),
-  },
-  { title: 'CommandRecord' },
-);
-
-const CommandStatus = Type.Object(
-  {
-    command_id: Type.String({ format: 'uuid' }),
-    instance_id: Type.String({ format: 'uuid' }),
-    command: Type.String(),
-    state: Type.Enum(COMMAND_STATES, { description: '`running` until it ends; `killed`: ended by a kill request' }),
-    background: Type.Boolean(),
-    exit_code: Type.Union([Type.Integer(), Type.Null()], { description: 'null while running' }),
-    started_at: Type.String({ format: 'date-time' }),
-    finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-    duration_ms: Type.Union([Type.Integer(), Type.Null()]),
-    output: Type.String({ description: 'Output from output_offset to next_offset (stdout and stderr interleaved)' }),
-    output_offset: Type.Integer({ description: 'Byte offset where `output` starts: more than asked for when older output was no longer kept' }),
-    next_offset: Type.Integer({ description: 'Byte offset to ask for next (`?offset=`) to get only newer output' }),
-    output_bytes: Type.Integer({ description: 'Bytes printed so far' }),
-    output_available: Type.Boolean({ description: 'false once the output is no longer kept (15 minutes after the end, or a server restart)' }),
-    timed_out: Type.Union([Type.Boolean(), Type.Null()]),
-    files_changed: Type.Union([Type.Array(FileChange), Type.Null()], { description: 'Once ended and while kept, as in a CommandResult' }),
-    files_changed_total: Type.Union([Type.Integer(), Type.Null()]),
-    files_changed_truncated: Type.Union([Type.Boolean(), Type.Null()]),
-  },
-  { title: 'CommandStatus' },
-);
 
 const CommandParams = Type.Object({
   ...RoomParams.properties,
@@ -214,7 +142,7 @@ export function commandRoutes(app: App, { commands, log }: Services): void {
           { additionalProperties: false },
         ),
         response: {
-          200: Type.Object({ commands: Type.Array(CommandRecord), next_cursor: Type.Union([Type.String(), Type.Null()]) }),
+          200: CommandPage,
           ...errorResponses(400, 401, 404),
         },
       },

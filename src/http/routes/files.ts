@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import Type from 'typebox';
+import { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../../core/file-schema.ts';
 import { AppError } from '../../errors.ts';
 import type { Services } from '../../services.ts';
 import { callerOf } from '../auth.ts';
@@ -14,36 +15,6 @@ const FILE_PATH = '/api/profile/:profile_id/room/:room_id/file/*';
 const FileParams = Type.Object({
   ...RoomParams.properties,
   '*': Type.String({ description: 'File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts)' }),
-});
-
-const FileContent = Type.Object(
-  {
-    file_path: Type.String({ description: 'Absolute path of the file in the instance' }),
-    content: Type.String({ description: 'The content: text when `encoding` is utf-8, else base64' }),
-    instance_id: Type.String({ format: 'uuid' }),
-    encoding: Type.Enum(['utf-8', 'base64'], { description: '`utf-8` when the bytes are valid UTF-8 without NUL, else `base64`' }),
-    size: Type.Integer(),
-    mime_type: Type.String(),
-  },
-  { title: 'FileContent' },
-);
-
-const FileWritten = Type.Object(
-  {
-    file_path: Type.String(),
-    instance_id: Type.String({ format: 'uuid' }),
-    status: Type.Enum(['created', 'modified']),
-    size: Type.Integer(),
-  },
-  { title: 'FileWritten' },
-);
-
-const DirEntry = Type.Object({
-  name: Type.String(),
-  type: Type.Enum(['file', 'directory', 'symlink', 'other']),
-  size: Type.Integer(),
-  mode: Type.String({ description: 'Permission bits, octal' }),
-  mtime: Type.String({ format: 'date-time' }),
 });
 
 /** The path a request names: the wildcard as it is (relative to the home, or absolute when it starts with /). */
@@ -82,7 +53,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
           { additionalProperties: false },
         ),
         response: {
-          200: Type.Object({ path: Type.String(), instance_id: Type.String({ format: 'uuid' }), entries: Type.Array(DirEntry), truncated: Type.Boolean() }),
+          200: DirectoryListing,
           ...errorResponses(400, 401, 403, 404, 409),
         },
       },
@@ -102,7 +73,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
         tags: ['files'],
         params: FileParams,
         response: {
-          200: Type.Object({ file_path: Type.String(), instance_id: Type.String({ format: 'uuid' }), status: Type.Literal('deleted') }),
+          200: FileDeleted,
           ...errorResponses(400, 401, 403, 404, 409),
         },
       },

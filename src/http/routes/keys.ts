@@ -2,7 +2,8 @@
 import Type from 'typebox';
 import type { Services } from '../../services.ts';
 import { callerOf } from '../auth.ts';
-import { ApiKey, CreatedApiKey, errorResponses, KeyEnvSchema, KeyParams } from '../schemas.ts';
+import { ApiKey, CreatedApiKey, KeyEnv } from '../../core/key-schema.ts';
+import { errorResponses, KeyParams } from '../schemas.ts';
 import type { App } from '../types.ts';
 
 export function keyRoutes(app: App, { organizations }: Services): void {
@@ -15,7 +16,7 @@ export function keyRoutes(app: App, { organizations }: Services): void {
         tags: ['keys'],
         body: Type.Object(
           {
-            env: Type.Optional(KeyEnvSchema),
+            env: Type.Optional(KeyEnv),
             name: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'A label for the key' })),
           },
           { additionalProperties: false },

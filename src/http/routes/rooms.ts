@@ -3,7 +3,8 @@
 import Type from 'typebox';
 import type { Services } from '../../services.ts';
 import { callerOf } from '../auth.ts';
-import { errorResponses, Instance, RoomParams, State } from '../schemas.ts';
+import { Instance, InstancePage, State } from '../../core/instance-schema.ts';
+import { errorResponses, RoomParams } from '../schemas.ts';
 import type { App } from '../types.ts';
 
 const ROOM_PATH = '/api/profile/:profile_id/room/:room_id';
@@ -94,10 +95,7 @@ export function roomRoutes(app: App, { instances }: Services): void {
           { additionalProperties: false },
         ),
         response: {
-          200: Type.Object({
-            instances: Type.Array(Instance),
-            next_cursor: Type.Union([Type.String(), Type.Null()]),
-          }),
+          200: InstancePage,
           ...errorResponses(400, 401),
         },
       },

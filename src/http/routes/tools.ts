@@ -3,7 +3,8 @@
 // answers with a result ready to hand back to the model.
 import type { FastifyRequest } from 'fastify';
 import Type from 'typebox';
-import { formatTools, TOOL_FORMATS, type ToolResult } from '../../core/tools.ts';
+import { formatTools, TOOL_FORMATS } from '../../tools/formats.ts';
+import type { ToolResult } from '../../tools/results.ts';
 import type { Services } from '../../services.ts';
 import { callerOf } from '../auth.ts';
 import { errorResponses, RoomParams } from '../schemas.ts';

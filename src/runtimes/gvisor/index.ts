@@ -21,7 +21,7 @@ import {
 } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
 import { PassThrough, Readable, Transform } from 'node:stream';
-import { mimeTypeByExtension, sniffMimeType } from '../../core/mime.ts';
+import { mimeTypeByExtension, sniffMimeType } from '../../lib/mime.ts';
 import {
   GuestFileError,
   type CommandOutcome,

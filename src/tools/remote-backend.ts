@@ -2,10 +2,10 @@
 // runs tools with, on the machine of a desktop agent client, against a roomkit server
 // elsewhere. Failures arrive as the SDK's RoomkitError, whose `code` is the API's.
 import { Roomkit, type RoomkitOptions } from '../../sdk/src/index.ts';
-import type { CommandResult, CommandStatus } from '../core/commands.ts';
+import type { CommandResult, CommandStatus } from '../core/command-schema.ts';
+import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../core/file-schema.ts';
 import type { CommandSignal } from '../runtimes/types.ts';
-import type { FileContent } from '../core/files.ts';
-import type { DirectoryListing, FileDeleted, FileWritten, InstanceInfo, ProfileFacts, RoomRef, ToolBackend } from '../core/tools.ts';
+import type { InstanceInfo, ProfileFacts, RoomRef, ToolBackend } from './backend.ts';
 
 export class RemoteToolBackend implements ToolBackend {
   readonly client: Roomkit;

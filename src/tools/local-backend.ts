@@ -1,37 +1,23 @@
-// The tool layer over roomkit's own services: the backend that /tools/call and the MCP
-// server at /mcp run tools with, scoped to one organization, and the room tool set that
-// GET .../tools describes.
+// The tool backend over roomkit's own services, acting as one organization: what
+// POST .../tools/call and the MCP server at /mcp run tools with. Everything the
+// organization cannot see is not found, as over HTTP.
 import type { Config } from '../config.ts';
-import { isUuid } from './ids.ts';
-import type { CommandSignal } from '../runtimes/types.ts';
+import type { Commands } from '../core/commands.ts';
+import { type Files, MAX_LIST_ENTRIES } from '../core/files.ts';
+import type { Instances } from '../core/instances.ts';
+import type { Profile, ProfileSpec } from '../core/profile-schema.ts';
+import { type Profiles, specOf } from '../core/profiles.ts';
 import { AppError } from '../errors.ts';
-import type { Commands } from './commands.ts';
-import { type Files, MAX_LIST_ENTRIES } from './files.ts';
-import type { Instances } from './instances.ts';
-import type { Profile, ProfileSpec } from './profile-schema.ts';
-import { type Profiles, specOf } from './profiles.ts';
-import {
-  ARGUMENT_ERRORS,
-  executeCall,
-  type InstanceInfo,
-  type MachineFacts,
-  prepareCall,
-  type ProfileFacts,
-  type RoomRef,
-  type ToolBackend,
-  toolDefinitions,
-  type ToolDefinition,
-  type ToolLimits,
-  type ToolResult,
-  type ToolScope,
-} from './tools.ts';
-
+import { isUuid } from '../lib/ids.ts';
+import type { CommandSignal } from '../runtimes/types.ts';
+import type { InstanceInfo, ProfileFacts, RoomRef, ToolBackend } from './backend.ts';
+import type { MachineFacts, ToolLimits } from './definitions.ts';
 
 export function machineFacts(spec: ProfileSpec): MachineFacts {
   return {
     image: spec.image,
     user: spec.user,
-    home: spec.home ?? `/home/${spec.user}`,
+    home: spec.home,
     commandTimeoutS: spec.command_timeout_s,
     egress: spec.network.egress,
   };
@@ -47,7 +33,7 @@ export function toolLimits(config: Config): ToolLimits {
   };
 }
 
-interface Deps {
+export interface ToolDeps {
   profiles: Profiles;
   instances: Instances;
   commands: Commands;
@@ -57,10 +43,10 @@ interface Deps {
 
 /** Tools run in-process, as one organization: everything it cannot see is not found. */
 export class LocalToolBackend implements ToolBackend {
-  private readonly deps: Deps;
+  private readonly deps: ToolDeps;
   private readonly organizationId: string;
 
-  constructor(deps: Deps, organizationId: string) {
+  constructor(deps: ToolDeps, organizationId: string) {
     this.deps = deps;
     this.organizationId = organizationId;
   }
@@ -138,55 +124,5 @@ export class LocalToolBackend implements ToolBackend {
   async deleteFile(ref: RoomRef, path: string) {
     const profile = await this.profile(ref.profile);
     return this.deps.files.delete(this.organizationId, profile.profile_id, ref.room, path);
-  }
-}
-
-/** The tools of one room, as GET .../tools describes them and POST .../tools/call runs them. */
-export class Tools {
-  private readonly deps: Deps;
-
-  constructor(deps: Deps) {
-    this.deps = deps;
-  }
-
-  get limits(): ToolLimits {
-    return toolLimits(this.deps.config);
-  }
-
-  /** A backend acting as the organization (the MCP server's). */
-  backend(organizationId: string): ToolBackend {
-    return new LocalToolBackend(this.deps, organizationId);
-  }
-
-  /**
-   * The room's tools, described from the profile its live instance was made from (or
-   * the profile as it is now, when the room has none yet). An unknown profile, or one
-   * of another organization, is profile_not_found.
-   */
-  async forRoom(organizationId: string, profileId: string, roomId: string): Promise<{ scope: ToolScope; definitions: ToolDefinition[] }> {
-    const profile = await this.deps.profiles.get(organizationId, profileId);
-    const spec = (await this.deps.instances.liveSpec(organizationId, profileId, roomId)) ?? specOf(profile);
-    const scope: ToolScope = { kind: 'room', profileId, roomId, machine: machineFacts(spec) };
-    return { scope, definitions: toolDefinitions(scope, this.limits) };
-  }
-
-  /**
-   * Runs one of the room's tools. Errors its arguments caused come back as a result with
-   * isError, for the model to correct; the rest (no such profile or instance, the
-   * instance not ready, too many commands) are thrown, for the caller's own code.
-   */
-  async call(
-    organizationId: string,
-    profileId: string,
-    roomId: string,
-    call: { name: string; arguments?: unknown },
-    options: { publicBaseUrl?: string } = {},
-  ): Promise<ToolResult> {
-    const { scope, definitions } = await this.forRoom(organizationId, profileId, roomId);
-    const prepared = prepareCall(definitions, call.name, call.arguments);
-    return executeCall(this.backend(organizationId), scope, this.limits, prepared, {
-      ...options,
-      reportAsResult: (code) => ARGUMENT_ERRORS.has(code),
-    });
   }
 }

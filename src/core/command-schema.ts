@@ -1,0 +1,90 @@
+// The shapes of a command as the API shows it: its result, its status while it runs and
+// after, and its record in the room's history. These TypeBox schemas are the one source
+// of the fields: the routes validate and document with them, core/ builds values of the
+// types derived from them, and the SDK's types are generated from the OpenAPI they make.
+import Type from 'typebox';
+
+export const COMMAND_STATES = ['running', 'exited', 'timed_out', 'killed', 'interrupted', 'error'] as const;
+export type CommandState = (typeof COMMAND_STATES)[number];
+
+export const FileChange = Type.Object(
+  {
+    path: Type.String({ description: 'Absolute path in the instance' }),
+    status: Type.Enum(['created', 'modified', 'deleted']),
+    size: Type.Optional(Type.Integer({ description: 'Bytes (created and modified files)' })),
+    mime_type: Type.Optional(Type.String()),
+    public_url: Type.Optional(Type.String({ description: 'Relative URL of the file\'s raw content, no authentication needed' })),
+  },
+  { title: 'FileChange' },
+);
+export type FileChange = Type.Static<typeof FileChange>;
+
+export const CommandResult = Type.Object(
+  {
+    instance_id: Type.String({ format: 'uuid' }),
+    command: Type.String(),
+    status: Type.Enum(['success', 'error'], { description: '`success` when exit_code is 0, else `error`' }),
+    result: Type.Object({
+      output: Type.String({ description: 'stdout and stderr interleaved as produced; the middle is cut beyond the output limit' }),
+      exit_code: Type.Integer({ description: '128+n when killed by signal n; 124 when the time limit killed it' }),
+      files_changed: Type.Array(FileChange, { description: 'Regular files created, modified or deleted while the command ran, sorted by path' }),
+      timed_out: Type.Boolean(),
+      output_truncated: Type.Boolean(),
+      output_bytes: Type.Integer({ description: 'Bytes the command printed, all of them' }),
+      files_changed_total: Type.Integer(),
+      files_changed_truncated: Type.Boolean(),
+    }),
+    command_id: Type.String({ format: 'uuid' }),
+    started_at: Type.String({ format: 'date-time' }),
+    duration_ms: Type.Integer(),
+  },
+  { title: 'CommandResult' },
+);
+export type CommandResult = Type.Static<typeof CommandResult>;
+
+/** A command in the room's history: what the store keeps once its output is gone. */
+export const CommandRecord = Type.Object(
+  {
+    command_id: Type.String({ format: 'uuid' }),
+    instance_id: Type.String({ format: 'uuid' }),
+    command: Type.String(),
+    state: Type.Enum(COMMAND_STATES, { description: '`interrupted`: the service stopped while it ran; `error`: it could not be run' }),
+    exit_code: Type.Union([Type.Integer(), Type.Null()]),
+    output_bytes: Type.Union([Type.Integer(), Type.Null()]),
+    files_changed: Type.Union([Type.Integer(), Type.Null()]),
+    started_at: Type.String({ format: 'date-time' }),
+    finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+  },
+  { title: 'CommandRecord' },
+);
+export type CommandRecord = Type.Static<typeof CommandRecord>;
+
+export const CommandPage = Type.Object({ commands: Type.Array(CommandRecord), next_cursor: Type.Union([Type.String(), Type.Null()]) });
+export type CommandPage = Type.Static<typeof CommandPage>;
+
+/** A command's state as GET .../commands/{id} answers it: the record, output from an offset, and the outcome once finished. */
+export const CommandStatus = Type.Object(
+  {
+    command_id: Type.String({ format: 'uuid' }),
+    instance_id: Type.String({ format: 'uuid' }),
+    command: Type.String(),
+    state: Type.Enum(COMMAND_STATES, { description: '`running` until it ends; `killed`: ended by a kill request' }),
+    background: Type.Boolean(),
+    exit_code: Type.Union([Type.Integer(), Type.Null()], { description: 'null while running' }),
+    started_at: Type.String({ format: 'date-time' }),
+    finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+    output: Type.String({ description: 'Output from output_offset to next_offset (stdout and stderr interleaved)' }),
+    output_offset: Type.Integer({ description: 'Byte offset where `output` starts: more than asked for when older output was no longer kept' }),
+    next_offset: Type.Integer({ description: 'Byte offset to ask for next (`?offset=`) to get only newer output' }),
+    output_bytes: Type.Integer({ description: 'Bytes printed so far' }),
+    output_available: Type.Boolean({ description: 'false once the output is no longer kept (15 minutes after the end, or a server restart)' }),
+    timed_out: Type.Union([Type.Boolean(), Type.Null()]),
+    files_changed: Type.Union([Type.Array(FileChange), Type.Null()], { description: 'Once ended and while kept, as in a CommandResult' }),
+    files_changed_total: Type.Union([Type.Integer(), Type.Null()]),
+    files_changed_truncated: Type.Union([Type.Boolean(), Type.Null()]),
+  },
+  { title: 'CommandStatus' },
+);
+export type CommandStatus = Type.Static<typeof CommandStatus>;

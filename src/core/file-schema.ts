@@ -1,0 +1,43 @@
+// The shapes of files as the API shows them: a file's content, the outcome of a write or
+// a delete, and a directory listing. These TypeBox schemas are the one source of the
+// fields for the routes (validation, OpenAPI), for core/ (the types derived here) and for
+// the agent tools, which answer with the same JSON as the endpoints they map to.
+import Type from 'typebox';
+
+export const FileContent = Type.Object(
+  {
+    file_path: Type.String({ description: 'Absolute path of the file in the instance' }),
+    content: Type.String({ description: 'The content: text when `encoding` is utf-8, else base64' }),
+    instance_id: Type.String({ format: 'uuid' }),
+    encoding: Type.Enum(['utf-8', 'base64'], { description: '`utf-8` when the bytes are valid UTF-8 without NUL, else `base64`' }),
+    size: Type.Integer(),
+    mime_type: Type.String(),
+  },
+  { title: 'FileContent' },
+);
+export type FileContent = Type.Static<typeof FileContent>;
+
+export const FileWritten = Type.Object(
+  {
+    file_path: Type.String(),
+    instance_id: Type.String({ format: 'uuid' }),
+    status: Type.Enum(['created', 'modified']),
+    size: Type.Integer(),
+  },
+  { title: 'FileWritten' },
+);
+export type FileWritten = Type.Static<typeof FileWritten>;
+
+export const FileDeleted = Type.Object({ file_path: Type.String(), instance_id: Type.String({ format: 'uuid' }), status: Type.Literal('deleted') });
+export type FileDeleted = Type.Static<typeof FileDeleted>;
+
+export const DirEntry = Type.Object({
+  name: Type.String(),
+  type: Type.Enum(['file', 'directory', 'symlink', 'other']),
+  size: Type.Integer(),
+  mode: Type.String({ description: 'Permission bits, octal' }),
+  mtime: Type.String({ format: 'date-time' }),
+});
+
+export const DirectoryListing = Type.Object({ path: Type.String(), instance_id: Type.String({ format: 'uuid' }), entries: Type.Array(DirEntry), truncated: Type.Boolean() });
+export type DirectoryListing = Type.Static<typeof DirectoryListing>;

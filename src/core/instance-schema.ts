@@ -1,0 +1,46 @@
+// The shape of an instance as the API shows it: its state, the history of its lifecycle
+// with the time of each step, and its resources. This TypeBox schema is the one source of
+// the fields for the routes (validation, OpenAPI) and for core/ (the types derived here).
+import Type from 'typebox';
+import { STATES } from './lifecycle.ts';
+
+export const State = Type.Enum(STATES);
+
+export const Instance = Type.Object(
+  {
+    instance_id: Type.String({ format: 'uuid' }),
+    profile_id: Type.String({ format: 'uuid' }),
+    room_id: Type.String(),
+    state: State,
+    state_history: Type.Array(
+      Type.Object({
+        state: State,
+        at: Type.String({ format: 'date-time' }),
+        reason: Type.Optional(Type.String()),
+      }),
+      { description: 'Every state the instance has been in, oldest first, with when it got there' },
+    ),
+    failure_reason: Type.Union([Type.String(), Type.Null()], { description: 'Why it failed, when state is `failed`' }),
+    progress: Type.Union([Type.String(), Type.Null()], {
+      description: 'What provisioning is doing right now when a step takes long, e.g. building the image; null otherwise',
+    }),
+    runtime: Type.String({ description: 'The runtime the instance runs on, e.g. `gvisor`' }),
+    resources: Type.Object({
+      memory_mb: Type.Integer(),
+      vcpus: Type.Integer(),
+      disk_mb: Type.Integer(),
+    }),
+    created_at: Type.String({ format: 'date-time' }),
+    updated_at: Type.String({ format: 'date-time' }),
+  },
+  { title: 'Instance' },
+);
+export type Instance = Type.Static<typeof Instance>;
+export type StateChange = Instance['state_history'][number];
+export type InstanceResources = Instance['resources'];
+
+export const InstancePage = Type.Object({
+  instances: Type.Array(Instance),
+  next_cursor: Type.Union([Type.String(), Type.Null()]),
+});
+export type InstancePage = Type.Static<typeof InstancePage>;
