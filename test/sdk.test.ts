@@ -20,7 +20,7 @@ import {
   RoomkitConnectionError,
   RoomkitError,
   type Instance,
-} from '../sdk/src/index.ts';
+} from '@roomkit/sdk';
 import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
 import { hostObjects, NOTHING } from './support/host.ts';
 

@@ -16,7 +16,7 @@ import {
   Roomkit,
   RoomkitConnectionError,
   RoomkitError,
-} from '../../sdk/src/index.ts';
+} from '@roomkit/sdk';
 
 /** roomkit's own failure during `exec`, told apart from the command's exit codes (as `docker run` does). */
 const EXEC_FAILURE_EXIT = 125;
