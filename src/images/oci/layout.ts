@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { OciImageError } from './errors.ts';
 import { parseOciImage } from './reference.ts';
-import { BLOCK, cString, decodeHeader, parsePax } from './tar-reader.ts';
+import { isFileEntry, tarIndex } from './tar-reader.ts';
 
 /** Manifests, indexes and configs are small; a larger one is refused rather than read. */
 const MAX_JSON_BYTES = 4 * 1024 * 1024;
@@ -260,36 +260,10 @@ class TarLayout implements LayoutSource {
   private index(): void {
     const fd = openSync(this.file, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
-      const total = fstatSync(fd).size;
-      const block = Buffer.alloc(BLOCK);
-      let offset = 0;
-      let pax: Map<string, string> | undefined;
-      let longName: string | undefined;
-      while (offset + BLOCK <= total) {
-        if (readSync(fd, block, 0, BLOCK, offset) !== BLOCK) break;
-        offset += BLOCK;
-        if (block.every((b) => b === 0)) break;
-        const header = decodeHeader(block, `${this.image} (archive)`);
-        const padded = Math.ceil(header.size / BLOCK) * BLOCK;
-        if (header.type === 'x' || header.type === 'L') {
-          if (header.size > MAX_JSON_BYTES) throw new OciImageError(`${this.image}: the archive has an oversized header`);
-          const data = Buffer.alloc(header.size);
-          readSync(fd, data, 0, header.size, offset);
-          if (header.type === 'x') pax = parsePax(data, this.image);
-          else longName = cString(data);
-        } else if (header.type !== 'g') {
-          const name = pax?.get('path') ?? longName ?? header.name;
-          const size = pax?.has('size') ? Number(pax.get('size')) : header.size;
-          if (header.type === '0' || header.type === '\0' || header.type === '7') {
-            const path = name.split('/').filter((p) => p !== '' && p !== '.').join('/');
-            this.members.set(path, { offset, size });
-          }
-          pax = undefined;
-          longName = undefined;
-          offset += Math.ceil(size / BLOCK) * BLOCK;
-          continue;
-        }
-        offset += padded;
+      for (const { entry, offset } of tarIndex(fd, `${this.image} (archive)`)) {
+        if (!isFileEntry(entry)) continue;
+        const path = entry.name.split('/').filter((p) => p !== '' && p !== '.').join('/');
+        this.members.set(path, { offset, size: entry.size });
       }
     } finally {
       closeSync(fd);

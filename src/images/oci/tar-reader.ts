@@ -1,6 +1,8 @@
 // Reading tar archives: ustar with GNU and pax extensions, as image builders write them.
-// It decodes headers for the index of a `.tar` layout (layout.ts) and streams a layer's
-// entries, each body as it comes, to the layer applier (layer-applier.ts).
+// One header decoder serves two walkers: tarIndex() reads only the headers of an archive
+// file, by offset, so that a `.tar` layout (layout.ts) is read in place, each blob from
+// where its data starts; tarEntries() streams a layer's entries, each body as it comes,
+// to the layer applier (layer-applier.ts).
 //
 // Layers are untrusted input, and they are applied by root on the host, so the tar
 // reader is our own rather than GNU tar: GNU tar follows a symbolic link that an
@@ -8,13 +10,24 @@
 // then `a/passwd`), and making it safe would take a chroot holding a tar binary, or
 // parsing `tar -tv` listings, whose names are ambiguous. What this reader yields only
 // describes each entry; the layer applier decides what of it is written, and how.
+//
+// It is also our own rather than an npm parser such as tar-stream (which writes nothing,
+// and would do for the layers). The layout index is the reason: a streaming parser has
+// to be fed the whole archive, every blob included, to reach the next header, where
+// tarIndex() reads 512 bytes a member and skips the data; so we would keep a decoder of
+// our own for the index anyway and have two parsers of one format instead of one. The
+// format as image tools write it (ustar names with their prefix, pax path, linkpath,
+// size, owner and time records, GNU long names and base-256 numbers) fits in this file,
+// while tar-stream would bring its own dependencies (streamx, fast-fifo, b4a, and an fs
+// for the Bare runtime) into a service that runs as root, to parse the same headers.
+import { fstatSync, readSync } from 'node:fs';
 import { OciImageError } from './errors.ts';
 
-export const BLOCK = 512;
+const BLOCK = 512;
 /** Extended headers (pax records, GNU long names) are small; a larger one is refused rather than read. */
-export const MAX_EXTENDED_HEADER_BYTES = 4 * 1024 * 1024;
+const MAX_EXTENDED_HEADER_BYTES = 4 * 1024 * 1024;
 
-export interface TarHeader {
+interface TarHeader {
   name: string;
   mode: number;
   uid: number;
@@ -27,7 +40,7 @@ export interface TarHeader {
   devminor: number;
 }
 
-export function cString(buf: Buffer): string {
+function cString(buf: Buffer): string {
   const end = buf.indexOf(0);
   const text = buf.subarray(0, end < 0 ? buf.length : end).toString('utf8');
   if (text.includes('\uFFFD')) throw new OciImageError(`a tar entry name is not UTF-8: ${JSON.stringify(text)}`);
@@ -48,7 +61,7 @@ function tarNumber(field: Buffer): number {
   return parseInt(text, 8);
 }
 
-export function decodeHeader(block: Buffer, what: string): TarHeader {
+function decodeHeader(block: Buffer, what: string): TarHeader {
   const stored = tarNumber(block.subarray(148, 156));
   let sum = 0;
   for (let i = 0; i < BLOCK; i++) sum += i >= 148 && i < 156 ? 32 : (block[i] ?? 0);
@@ -75,7 +88,7 @@ export function decodeHeader(block: Buffer, what: string): TarHeader {
 }
 
 /** Pax extended header records: `<length> <key>=<value>\n`. */
-export function parsePax(data: Buffer, what: string): Map<string, string> {
+function parsePax(data: Buffer, what: string): Map<string, string> {
   const records = new Map<string, string>();
   let at = 0;
   while (at < data.length) {
@@ -90,6 +103,114 @@ export function parsePax(data: Buffer, what: string): Map<string, string> {
     at += length;
   }
   return records;
+}
+
+/** An entry as the archive describes it, its extended headers applied. */
+export interface TarEntry extends TarHeader {
+  /** How many extended attributes its pax records carried (they are not applied). */
+  xattrs: number;
+}
+
+/** Regular files (and contiguous files, type 7) are the entries whose data is their content. */
+export function isFileEntry(entry: TarEntry): boolean {
+  return entry.type === '0' || entry.type === '\0' || entry.type === '7';
+}
+
+/** A size rounded up to whole blocks, as data is stored. */
+function padded(size: number): number {
+  return Math.ceil(size / BLOCK) * BLOCK;
+}
+
+/** What a header block holds: the end of the archive, an extended header, or an entry. */
+type TarRecord =
+  | { kind: 'end' }
+  /** Its data (`size` bytes, then padding) describes the next entry: pass it to extension(). */
+  | { kind: 'extension'; size: number }
+  | { kind: 'entry'; entry: TarEntry };
+
+/**
+ * Decodes an archive's header blocks in order, fed by a walker that reads the bytes its
+ * own way. Pax records and GNU long names and link names describe the entry after them,
+ * so they are kept until that entry's header comes; pax global headers are read and
+ * ignored.
+ */
+class HeaderDecoder {
+  private readonly what: string;
+  private pax = new Map<string, string>();
+  private longName: string | undefined;
+  private longLink: string | undefined;
+  /** The type of the extended header whose data extension() is given next. */
+  private pending: string | undefined;
+
+  constructor(what: string) {
+    this.what = what;
+  }
+
+  next(block: Buffer): TarRecord {
+    if (block.every((b) => b === 0)) return { kind: 'end' };
+    const header = decodeHeader(block, this.what);
+    if (header.type === 'x' || header.type === 'L' || header.type === 'K' || header.type === 'g') {
+      if (header.size > MAX_EXTENDED_HEADER_BYTES) throw new OciImageError(`${this.what} has an oversized tar header`);
+      this.pending = header.type;
+      return { kind: 'extension', size: header.size };
+    }
+    const pax = this.pax;
+    const num = (key: string, fallback: number) => {
+      const value = pax.get(key);
+      if (value === undefined) return fallback;
+      const n = Number(value);
+      if (!Number.isFinite(n)) throw new OciImageError(`${this.what} has a bad pax ${key}: ${value}`);
+      return n;
+    };
+    const entry: TarEntry = {
+      ...header,
+      name: pax.get('path') ?? this.longName ?? header.name,
+      linkname: pax.get('linkpath') ?? this.longLink ?? header.linkname,
+      size: num('size', header.size),
+      uid: num('uid', header.uid),
+      gid: num('gid', header.gid),
+      mtime: Math.floor(num('mtime', header.mtime)),
+      xattrs: [...pax.keys()].filter((k) => k.startsWith('SCHILY.xattr.')).length,
+    };
+    this.pax = new Map();
+    this.longName = undefined;
+    this.longLink = undefined;
+    return { kind: 'entry', entry };
+  }
+
+  /** The data of the extended header next() has just announced. */
+  extension(data: Buffer): void {
+    if (this.pending === 'x') this.pax = parsePax(data, this.what);
+    else if (this.pending === 'L') this.longName = cString(data);
+    else if (this.pending === 'K') this.longLink = cString(data);
+    this.pending = undefined;
+  }
+}
+
+/**
+ * The entries of an archive file, each with the offset where its data starts, reading
+ * only the headers: the data is skipped, not read.
+ */
+export function* tarIndex(fd: number, what: string): Generator<{ entry: TarEntry; offset: number }> {
+  const total = fstatSync(fd).size;
+  const decoder = new HeaderDecoder(what);
+  const block = Buffer.alloc(BLOCK);
+  let offset = 0;
+  while (offset + BLOCK <= total) {
+    if (readSync(fd, block, 0, BLOCK, offset) !== BLOCK) break;
+    offset += BLOCK;
+    const record = decoder.next(block);
+    if (record.kind === 'end') break;
+    if (record.kind === 'extension') {
+      const data = Buffer.alloc(record.size);
+      readSync(fd, data, 0, record.size, offset);
+      decoder.extension(data);
+      offset += padded(record.size);
+      continue;
+    }
+    yield { entry: record.entry, offset };
+    offset += padded(record.entry.size);
+  }
 }
 
 /** Reads exact byte counts from a stream of chunks. */
@@ -153,53 +274,21 @@ export class ChunkReader {
   }
 }
 
-export interface TarEntry extends TarHeader {
-  xattrs: number;
-}
-
 /** The entries of a tar stream, each to be consumed through `body` before the next. */
 export async function* tarEntries(reader: ChunkReader): AsyncGenerator<{ entry: TarEntry; body: () => AsyncGenerator<Buffer> }> {
-  let pax = new Map<string, string>();
-  let longName: string | undefined;
-  let longLink: string | undefined;
+  const decoder = new HeaderDecoder('a layer');
   for (;;) {
     const block = await reader.read(BLOCK);
-    if (!block || block.every((b) => b === 0)) return;
-    const header = decodeHeader(block, 'a layer');
-    const padding = (BLOCK - (header.size % BLOCK)) % BLOCK;
-    const readAll = async () => {
-      const data = await reader.read(header.size + padding);
-      return (data ?? Buffer.alloc(0)).subarray(0, header.size);
-    };
-    if (header.type === 'x' || header.type === 'L' || header.type === 'K' || header.type === 'g') {
-      if (header.size > MAX_EXTENDED_HEADER_BYTES) throw new OciImageError('a layer has an oversized tar header');
-      const data = await readAll();
-      if (header.type === 'x') pax = parsePax(data, 'a layer');
-      else if (header.type === 'L') longName = cString(data);
-      else if (header.type === 'K') longLink = cString(data);
+    if (!block) return;
+    const record = decoder.next(block);
+    if (record.kind === 'end') return;
+    if (record.kind === 'extension') {
+      const data = await reader.read(padded(record.size));
+      decoder.extension((data ?? Buffer.alloc(0)).subarray(0, record.size));
       continue;
     }
-    const num = (key: string, fallback: number) => {
-      const value = pax.get(key);
-      if (value === undefined) return fallback;
-      const n = Number(value);
-      if (!Number.isFinite(n)) throw new OciImageError(`a layer has a bad pax ${key}: ${value}`);
-      return n;
-    };
-    const entry: TarEntry = {
-      ...header,
-      name: pax.get('path') ?? longName ?? header.name,
-      linkname: pax.get('linkpath') ?? longLink ?? header.linkname,
-      size: num('size', header.size),
-      uid: num('uid', header.uid),
-      gid: num('gid', header.gid),
-      mtime: Math.floor(num('mtime', header.mtime)),
-      xattrs: [...pax.keys()].filter((k) => k.startsWith('SCHILY.xattr.')).length,
-    };
-    pax = new Map();
-    longName = undefined;
-    longLink = undefined;
-    const dataSize = entry.type === '0' || entry.type === '\0' || entry.type === '7' ? entry.size : 0;
+    const { entry } = record;
+    const dataSize = isFileEntry(entry) ? entry.size : 0;
     let consumed = false;
     const body = async function* () {
       consumed = true;
@@ -208,8 +297,7 @@ export async function* tarEntries(reader: ChunkReader): AsyncGenerator<{ entry: 
     yield { entry, body };
     if (!consumed) for await (const _ of reader.stream(dataSize)) void _;
     // Non-file entries may still carry data (a size on a link); skip it with the padding.
-    const extra = entry.size - dataSize;
-    const pad = (BLOCK - (entry.size % BLOCK)) % BLOCK;
-    if (extra + pad > 0) await reader.read(extra + pad);
+    const rest = padded(entry.size) - dataSize;
+    if (rest > 0) await reader.read(rest);
   }
 }
