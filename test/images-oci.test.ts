@@ -29,7 +29,7 @@ import { gzipSync, zstdCompressSync } from 'node:zlib';
 import { PACKAGE_ROOT } from '../src/config.ts';
 import { PROVISION_STATES } from '../src/core/lifecycle.ts';
 import { ImageBuildError, ImageStore } from '../src/images/builder.ts';
-import { resolveOciImage } from '../src/images/oci.ts';
+import { resolveOciImage } from '../src/images/oci/oci-image.ts';
 import { createLogger } from '../src/log.ts';
 import { networkNames } from '../src/network/netns.ts';
 import type { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';

@@ -3,7 +3,7 @@
 // module applies defaults and the rules a schema cannot express.
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.ts';
-import { isOciImage, OciImageError, parseOciImage } from '../images/oci.ts';
+import { isOciImage, OciImageError, parseOciImage } from '../images/oci/oci-image.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { ProfileRow } from '../store/schema.ts';

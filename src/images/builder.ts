@@ -2,7 +2,7 @@
 // root filesystem built once with mmdebstrap from Debian's packages and cached under a
 // key that hashes everything that went into it. Instances use it as the read-only lower
 // layer of their overlay, so one copy serves every instance of the profile. An image
-// named `oci:...` is built from an OCI image layout instead (oci.ts).
+// named `oci:...` is built from an OCI image layout instead (oci/oci-image.ts).
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { mountsUnder, unmountAll } from '../host/mounts.ts';
 import { GuestAdditionsError, guestAdditionsVersion, installGuestAdditions } from './guest-additions.ts';
-import { buildOciRootfs, isOciImage, type OciImage, OciImageError, resolveOciImage } from './oci.ts';
+import { buildOciRootfs, isOciImage, type OciImage, OciImageError, resolveOciImage } from './oci/oci-image.ts';
 
 /** Bumped whenever the way images are built changes, so old cache entries are not reused. */
 const BUILD_FORMAT = 1;
