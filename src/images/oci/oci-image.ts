@@ -14,6 +14,7 @@ import { OciImageError } from './errors.ts';
 import { customizeGuest, type GuestOptions } from './guest-customization.ts';
 import { applyLayer, verifyBlob } from './layer-applier.ts';
 import { type OciImage, resolveLayout } from './layout.ts';
+import { formatBytes } from '../../lib/format-size.ts';
 
 export { OciImageError } from './errors.ts';
 export { guestLookup } from './guest-customization.ts';
@@ -54,7 +55,7 @@ async function buildRootfs(image: OciImage, rootfs: string, options: BuildOption
   // Every blob is checked before anything is written, so a damaged layout fails fast.
   for (const [i, layer] of image.layers.entries()) {
     options.signal?.throwIfAborted();
-    options.onProgress(`verifying layer ${i + 1}/${count} (${formatSize(layer.size)})`);
+    options.onProgress(`verifying layer ${i + 1}/${count} (${formatBytes(layer.size)})`);
     await verifyBlob(image, layer);
   }
   for (const [i, layer] of image.layers.entries()) {
@@ -65,8 +66,4 @@ async function buildRootfs(image: OciImage, rootfs: string, options: BuildOption
   }
   options.onProgress('adding the VM user');
   customizeGuest(rootfs, image.image, options);
-}
-
-function formatSize(bytes: number): string {
-  return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MiB` : `${Math.ceil(bytes / 1024)} KiB`;
 }
