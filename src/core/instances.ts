@@ -445,24 +445,22 @@ export class Instances {
     });
   }
 
-  private async findLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
+  /** Every instance the room has had, as the organization sees it. */
+  private roomInstances(organizationId: string, profileId: string, roomId: string) {
     return this.db
       .selectFrom('instances')
       .selectAll()
       .where('organization_id', '=', organizationId)
       .where('profile_id', '=', profileId)
-      .where('room_id', '=', roomId)
-      .where('state', 'in', LIVE_STATES)
-      .executeTakeFirst();
+      .where('room_id', '=', roomId);
+  }
+
+  private async findLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
+    return this.roomInstances(organizationId, profileId, roomId).where('state', 'in', LIVE_STATES).executeTakeFirst();
   }
 
   private async findCurrent(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
-    return this.db
-      .selectFrom('instances')
-      .selectAll()
-      .where('organization_id', '=', organizationId)
-      .where('profile_id', '=', profileId)
-      .where('room_id', '=', roomId)
+    return this.roomInstances(organizationId, profileId, roomId)
       .where('deleted_at', 'is', null)
       .where('state', '!=', 'stopped')
       .orderBy('created_at', 'desc')
