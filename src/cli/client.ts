@@ -111,7 +111,7 @@ export function registerClientCommands(program: Command): void {
       const bytes = local === '-' ? await readStdin() : await readLocal(local);
       const written = await roomOf(roomId, options).writeFile(remote, bytes);
       if (options.json) return printJson(written);
-      process.stdout.write(`${written.status} ${written.file_path} (${formatBytes(written.size)})\n`);
+      process.stdout.write(`${written.status} ${written.file_path} (${formatBytes(written.size, 'listing')})\n`);
     }));
 
   roomCommand(program, 'ls <room> [dir]', 'list a directory of the instance (default: the home directory)')
@@ -261,9 +261,9 @@ function reportCommand(result: CommandResult): void {
   const r = result.result;
   if (r.output !== '' && !r.output.endsWith('\n') && process.stdout.isTTY) process.stdout.write('\n');
   if (r.timed_out) process.stderr.write(`roomkit: the command reached its time limit and was killed (exit code ${r.exit_code})\n`);
-  if (r.output_truncated) process.stderr.write(`roomkit: the result kept only the start and end of ${formatBytes(r.output_bytes)} of output\n`);
+  if (r.output_truncated) process.stderr.write(`roomkit: the result kept only the start and end of ${formatBytes(r.output_bytes, 'listing')} of output\n`);
   if (r.files_changed.length === 0) return;
-  const lines = r.files_changed.map((c) => `  ${c.status.padEnd(8)} ${c.path}${c.size === undefined ? '' : ` (${formatBytes(c.size)})`}`);
+  const lines = r.files_changed.map((c) => `  ${c.status.padEnd(8)} ${c.path}${c.size === undefined ? '' : ` (${formatBytes(c.size, 'listing')})`}`);
   const more = r.files_changed_truncated ? `\n  ... and ${r.files_changed_total - r.files_changed.length} more` : '';
   process.stderr.write(`files changed:\n${lines.join('\n')}${more}\n`);
 }

@@ -1,5 +1,7 @@
-// Byte counts as people read them, in the binary units the limits are set in: "5 MiB",
-// "1.5 GiB", "300 bytes". Tool descriptions, progress messages and CLI listings share it.
+// Byte counts as people read them, in the binary units the limits are set in. Prose
+// (tool descriptions, progress messages) drops a needless decimal: "5 MiB", "1.5 GiB",
+// "300 bytes". Listings (the CLI's) keep one decimal so that columns line up: "5.0 MiB",
+// "300 B".
 
 const UNITS: [number, string][] = [
   [1024 ** 4, 'TiB'],
@@ -8,12 +10,12 @@ const UNITS: [number, string][] = [
   [1024, 'KiB'],
 ];
 
-export function formatBytes(bytes: number): string {
+export function formatBytes(bytes: number, style: 'prose' | 'listing' = 'prose'): string {
   for (const [unit, name] of UNITS) {
     if (bytes >= unit) {
       const n = bytes / unit;
-      return `${Number.isInteger(n) ? n : n.toFixed(1)} ${name}`;
+      return `${style === 'prose' && Number.isInteger(n) ? n : n.toFixed(1)} ${name}`;
     }
   }
-  return `${bytes} bytes`;
+  return style === 'prose' ? `${bytes} bytes` : `${bytes} B`;
 }
