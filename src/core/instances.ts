@@ -18,7 +18,7 @@ import {
 } from './lifecycle.ts';
 import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
-import { specOf } from './profiles.ts';
+import { machineSpecOf, specOf } from './profiles.ts';
 import { nowIso } from './time.ts';
 
 export interface StateChange {
@@ -379,7 +379,7 @@ export class Instances {
         organizationId: row.organization_id,
         profileId: row.profile_id,
         roomId: row.room_id,
-        spec,
+        spec: machineSpecOf(spec),
         signal,
         log,
         onStep: async (step: ProvisionStep) => {

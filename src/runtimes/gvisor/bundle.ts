@@ -1,6 +1,6 @@
 // The OCI runtime spec (config.json) of an instance's sandbox: what runs as its init,
 // which namespaces it gets, and the limits the kernel and gVisor enforce.
-import type { ProfileSpec } from '../../core/profile-schema.ts';
+import type { MachineSpec } from '../types.ts';
 
 /**
  * The host cgroup limits the whole sandbox: gVisor's own kernel and file server as well
@@ -35,7 +35,7 @@ export interface BundleOptions {
   instanceId: string;
   rootfs: string;
   hostname: string;
-  spec: ProfileSpec;
+  spec: MachineSpec;
 }
 
 export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
