@@ -2,7 +2,7 @@
 // network namespace, on an overlay of the profile's cached image and a writable layer
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
 // any step fails, undoes everything before rejecting.
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
@@ -39,6 +39,7 @@ import { diffLayers, layerWalker, listLayer, type LowerIndex, lowerIndexOf } fro
 import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, shellQuote, superviseCommand } from './commands.ts';
 import { absoluteGuestPath, FILE_SCRIPT, fileError, parseInfo, parseListing } from './guest-files.ts';
 import { ociSpec, PATH_ENV } from './bundle.ts';
+import { removeCgroups, unfreezeMemory } from './cgroups.ts';
 import { MemoryGuard, type Victim } from './memory-guard.ts';
 import { Runsc } from './runsc.ts';
 
@@ -52,7 +53,6 @@ const MAX_LINGERING_PIPES = 64;
 /** Files whose type is read from their first bytes per command; the rest get a type by extension or none. */
 const MAX_SNIFFED_FILES = 200;
 const SNIFF_BYTES = 512;
-const CGROUP_ROOT = '/sys/fs/cgroup';
 
 export interface GvisorOptions {
   dataDir: string;
@@ -711,32 +711,3 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
     );
   });
 }
-
-/** Lifts the memory cgroup's limit and restores the kernel's OOM kill (v1), if it exists. */
-function unfreezeMemory(instanceId: string): void {
-  const dir = join(CGROUP_ROOT, 'memory', 'roomkit', instanceId);
-  if (!existsSync(dir)) return;
-  try {
-    writeFileSync(join(dir, 'memory.oom_control'), '0');
-    writeFileSync(join(dir, 'memory.limit_in_bytes'), '-1');
-  } catch {
-    // Gone in the meantime.
-  }
-}
-
-/** Removes the instance's cgroup directories that runsc left in any hierarchy. */
-function removeCgroups(instanceId: string): void {
-  if (!existsSync(CGROUP_ROOT)) return;
-  for (const hierarchy of readdirSync(CGROUP_ROOT)) {
-    const dir = join(CGROUP_ROOT, hierarchy, 'roomkit', instanceId);
-    if (existsSync(dir)) {
-      try {
-        rmdirSync(dir);
-      } catch {
-        // rmdir on cgroupfs fails while tasks remain; runsc delete has killed them, so
-        // this only happens in a race the next sweep settles.
-      }
-    }
-  }
-}
-
