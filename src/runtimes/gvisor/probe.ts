@@ -7,7 +7,7 @@ import { ImageStore } from '../../images/builder.ts';
 import { hostDnsServers } from '../../network/firewall.ts';
 import { AddressPool } from '../../network/pool.ts';
 import type { RuntimeCandidate } from '../select.ts';
-import { GvisorRuntime } from './index.ts';
+import { GvisorRuntime } from './gvisor-runtime.ts';
 import { runscVersion } from './runsc.ts';
 
 /** The kernel.pid_max the host gets at start (see below why). */
