@@ -1,58 +1,41 @@
 // The gVisor runtime: each instance is a runsc sandbox (ptrace platform) in its own
 // network namespace, on an overlay of the profile's cached image and a writable layer
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
-// any step fails, undoes everything before rejecting.
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// any step fails, undoes everything before rejecting. Commands and file operations are
+// `runsc exec`s inside the instance (commands.ts, file-operations.ts).
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
 import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
-import { ImageStore, VM_UID } from '../../images/builder.ts';
-import { OUTPUT_RELAY, ROOT_SERVICE } from '../../images/guest-additions.ts';
+import type { ImageStore } from '../../images/builder.ts';
+import { OUTPUT_RELAY } from '../../images/guest-additions.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
-import {
-  createNetns,
-  hostTag,
-  createVethPair,
-  listHostInterfaces,
-  listNetns,
-  networkNames,
-  removeNetwork,
-} from '../../network/netns.ts';
+import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath, removeNetwork } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
-import { PassThrough, Readable, Transform } from 'node:stream';
-import { mimeTypeByExtension, sniffMimeType } from '../../core/mime.ts';
-import {
-  GuestFileError,
-  type CommandOutcome,
-  type CommandRequest,
-  type CommandSignal,
-  type FileAccess,
-  type FileChangeEntry,
-  type GuestDirEntry,
-  type GuestFileInfo,
-  type ProvisionRequest,
-  type Runtime,
-  type RuntimeHealth,
+import type {
+  CommandOutcome,
+  CommandRequest,
+  CommandSignal,
+  FileAccess,
+  FileChangeEntry,
+  GuestDirEntry,
+  GuestFileInfo,
+  ProvisionRequest,
+  Runtime,
+  RuntimeHealth,
 } from '../types.ts';
-import { diffLayers, layerWalker, listLayer, type LowerIndex, lowerIndexOf } from './changes.ts';
-import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, shellQuote, superviseCommand } from './commands.ts';
-import { absoluteGuestPath, FILE_SCRIPT, fileError, parseInfo, parseListing } from './guest-files.ts';
-import { ociSpec, PATH_ENV } from './bundle.ts';
+import { ociSpec } from './bundle.ts';
 import { removeCgroups, unfreezeMemory } from './cgroups.ts';
-import { MemoryGuard, type Victim } from './memory-guard.ts';
+import { diffLayers, LayerIndexes, listLayer, type LowerIndex } from './changes.ts';
+import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
+import * as files from './file-operations.ts';
+import { checkReady, type Exec, startRootService, waitForInit, writeGuestConfig } from './guest-boot.ts';
+import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
+import { InstanceHandle } from './instance-handle.ts';
+import { MemoryGuard } from './memory-guard.ts';
+import { addMimeTypes } from './mime-sniffing.ts';
 import { Runsc } from './runsc.ts';
-
-const BOOT_TIMEOUT_MS = 15_000;
-/** File operations other than streaming a file's content. */
-const FILE_OP_TIMEOUT_MS = 60_000;
-/** Streaming a file's content out of the instance. */
-const FILE_STREAM_TIMEOUT_MS = 10 * 60_000;
-/** Pipes of background processes kept open per instance; the oldest is closed beyond it. */
-const MAX_LINGERING_PIPES = 64;
-/** Files whose type is read from their first bytes per command; the rest get a type by extension or none. */
-const MAX_SNIFFED_FILES = 200;
-const SNIFF_BYTES = 512;
 
 export interface GvisorOptions {
   dataDir: string;
@@ -60,26 +43,6 @@ export interface GvisorOptions {
   images: ImageStore;
   log: Logger;
   dnsServers: string[];
-}
-
-/** What the runtime keeps about an instance next to its files (instance.json). */
-interface InstanceMeta {
-  instanceId: string;
-  imageKey: string;
-  netns: string;
-  hostIf: string;
-  guestIf: string;
-  home: string;
-  egress: string;
-  memoryMb: number;
-}
-
-export interface ExecOptions {
-  /** `vm`: the profile's unprivileged user in its home; `root`: root in /. */
-  as: 'vm' | 'root';
-  home?: string;
-  env?: string[];
-  timeoutMs: number;
 }
 
 export class GvisorRuntime implements Runtime {
@@ -94,13 +57,13 @@ export class GvisorRuntime implements Runtime {
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
-  private walker: Promise<string> | undefined;
   /** Per image: what its root filesystem holds, to read writable-layer changes against. */
-  private readonly lowerIndexes = new Map<string, Promise<LowerIndex>>();
+  private readonly layerIndexes: LayerIndexes;
   /** Per image: whether it has the output relay. */
   private readonly relayInImage = new Map<string, boolean>();
-  /** Per instance: output pipes still held by background processes of finished commands. */
-  private readonly lingering = new Map<string, Set<Readable>>();
+  private readonly lingering = new LingeringPipes();
+  /** Per instance this runtime made or adopted: its names and paths on the host. */
+  private readonly handles = new Map<string, InstanceHandle>();
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -112,18 +75,10 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
+    this.layerIndexes = new LayerIndexes(this.images.dir, (key) => this.images.rootfsOf(key));
     this.memoryGuard = new MemoryGuard({
       log: this.log,
-      killLargest: (id) => this.killLargest(id),
-      killUser: async (id) => {
-        // Again until none is left: a process may fork between the listing and the kill.
-        const script = `n=$(ps -u ${VM_UID} --no-headers | wc -l); i=0; while pkill -KILL -u ${VM_UID} && [ $i -lt 50 ]; do i=$((i+1)); sleep 0.1; done; echo $n`;
-        const result = await this.exec(id, ['sh', '-c', script], {
-          as: 'root',
-          timeoutMs: 10_000,
-        });
-        return Number(result.stdout.trim()) || 0;
-      },
+      runAsRoot: async (id, script, timeoutMs) => (await this.exec(id, ['sh', '-c', script], { as: 'root', timeoutMs })).stdout,
     });
   }
 
@@ -140,8 +95,8 @@ export class GvisorRuntime implements Runtime {
 
   async provision(request: ProvisionRequest): Promise<void> {
     const { instanceId, spec, signal, log, onStep } = request;
-    const names = networkNames(this.tag, instanceId);
-    const dir = join(this.instancesDir, instanceId);
+    const h = new InstanceHandle(this.instancesDir, this.tag, instanceId);
+    this.handles.set(instanceId, h);
     try {
       // Still `active`: the image is built once per profile and cached.
       // A build can take minutes: a delete or a shutdown does not wait for it (the build
@@ -151,53 +106,52 @@ export class GvisorRuntime implements Runtime {
         signal,
       );
       signal.throwIfAborted();
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
-      const meta: InstanceMeta = { instanceId, imageKey: image.key, ...names, home: spec.home, egress: spec.network.egress, memoryMb: spec.memory_mb };
-      writeFileSync(join(dir, 'instance.json'), `${JSON.stringify(meta)}\n`);
+      mkdirSync(h.dir, { recursive: true, mode: 0o700 });
+      h.writeMeta({
+        instanceId,
+        imageKey: image.key,
+        netns: h.netns,
+        hostIf: h.hostIf,
+        guestIf: h.guestIf,
+        home: spec.home,
+        egress: spec.network.egress,
+        memoryMb: spec.memory_mb,
+      });
 
       const lease = await this.pool.allocate(instanceId);
-      await createNetns(names.netns);
+      await createNetns(h.netns);
       await onStep('network_allocated');
 
-      await createVethPair(names, lease);
-      if (spec.network.egress === 'internet') await allowEgress(this.tag, names.hostIf);
+      await createVethPair(h, lease);
+      if (spec.network.egress === 'internet') await allowEgress(this.tag, h.hostIf);
       await onStep('ftap_created');
 
-      const layer = join(dir, 'layer');
-      const rootfs = join(dir, 'rootfs');
-      mkdirSync(layer, { recursive: true });
-      mkdirSync(rootfs, { recursive: true });
-      await mountDiskImage(join(dir, 'disk.img'), layer, spec.disk_mb);
-      mkdirSync(join(layer, 'upper'), { recursive: true });
-      mkdirSync(join(layer, 'work'), { recursive: true });
-      await mountOverlay({ lower: image.rootfs, upper: join(layer, 'upper'), work: join(layer, 'work'), target: rootfs });
-      // No guest code has run yet, so writing into its root from the host is safe.
-      this.writeGuestConfig(rootfs, instanceId, spec.network.egress === 'internet');
-      const bundle = join(dir, 'bundle');
-      mkdirSync(bundle, { recursive: true });
-      writeFileSync(join(bundle, 'config.json'), JSON.stringify(ociSpec({ instanceId, rootfs, hostname: 'roomkit', spec })));
+      mkdirSync(h.layer, { recursive: true });
+      mkdirSync(h.rootfs, { recursive: true });
+      await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+      mkdirSync(h.upper, { recursive: true });
+      mkdirSync(h.work, { recursive: true });
+      await mountOverlay({ lower: image.rootfs, upper: h.upper, work: h.work, target: h.rootfs });
+      writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? this.dnsServers : []);
+      this.log.debug({ instanceId }, 'guest configuration written');
+      mkdirSync(h.bundle, { recursive: true });
+      writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec })));
       await onStep('image_generated');
 
-      await this.runsc.create(names.netns, instanceId, bundle, join(dir, 'console.log'));
+      await this.runsc.create(h.netns, instanceId, h.bundle, h.consoleLog);
       this.guardMemory(instanceId, spec.memory_mb);
-      await this.runsc.start(names.netns, instanceId);
+      await this.runsc.start(h.netns, instanceId);
       await onStep('vm_started');
 
-      await this.waitForInit(instanceId, signal);
-      await this.startRootService(instanceId);
+      const exec: Exec = (argv, options) => this.exec(instanceId, argv, options);
+      await waitForInit(exec, signal);
+      await startRootService(exec);
       await onStep('vm_booted');
 
-      const check = await this.exec(instanceId, ['sh', '-c', 'cd "$HOME" && test -w . && id -u'], {
-        as: 'vm',
-        home: spec.home,
-        timeoutMs: BOOT_TIMEOUT_MS,
-      });
-      if (check.code !== 0 || check.stdout.trim() !== String(VM_UID)) {
-        throw new Error(`readiness check failed: a command as ${spec.user} in ${spec.home} answered ${check.code}: ${(check.stderr || check.stdout).trim()}`);
-      }
+      await checkReady(exec, spec);
       await onStep('ready');
       // The first command's files_changed needs the image's index: build it now.
-      this.lowerIndex(instanceId).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
+      this.lowerIndex(h).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
     } catch (err) {
       try {
         await this.destroy(instanceId);
@@ -210,60 +164,43 @@ export class GvisorRuntime implements Runtime {
 
   /** Runs a program in the instance (no shell unless asked for), bounded by a deadline. */
   async exec(instanceId: string, argv: string[], options: ExecOptions): Promise<RunResult> {
-    const names = networkNames(this.tag, instanceId);
-    const identity =
-      options.as === 'vm'
-        ? [`--user=${VM_UID}:${VM_UID}`, `--cwd=${options.home ?? '/'}`, `--env=HOME=${options.home ?? '/'}`]
-        : ['--user=0:0', '--cwd=/', '--env=HOME=/root'];
-    const env = [PATH_ENV, ...(options.env ?? [])].map((e) => `--env=${e}`);
-    return this.runsc.call(names.netns, ['exec', ...identity, ...env, instanceId, ...asUser(options.as, argv)], { timeoutMs: options.timeoutMs });
+    const h = this.handle(instanceId);
+    return this.runsc.call(h.netns, execArgs(instanceId, argv, options, options.env), { timeoutMs: options.timeoutMs });
   }
 
   async destroy(instanceId: string): Promise<void> {
-    const names = networkNames(this.tag, instanceId);
-    const dir = join(this.instancesDir, instanceId);
-    const netnsExists = existsSync(`/var/run/netns/${names.netns}`);
+    const h = this.handle(instanceId);
+    this.handles.delete(instanceId);
+    const netnsExists = existsSync(netnsPath(h.netns));
     // In reverse order of provisioning: sandbox, mounts, writable layer, rules, veth and
     // namespace, address.
     this.memoryGuard.unwatch(instanceId);
-    for (const pipe of this.lingering.get(instanceId) ?? []) pipe.destroy();
-    this.lingering.delete(instanceId);
+    this.lingering.closeAll(instanceId);
     // A sandbox frozen at its memory ceiling cannot even die: let it run free first.
     unfreezeMemory(instanceId);
-    await this.runsc.destroy(netnsExists ? names.netns : null, instanceId);
-    await unmountAll(dir);
-    rmSync(dir, { recursive: true, force: true });
-    await revokeEgress(this.tag, names.hostIf);
-    await removeNetwork(names);
+    await this.runsc.destroy(netnsExists ? h.netns : null, instanceId);
+    await unmountAll(h.dir);
+    rmSync(h.dir, { recursive: true, force: true });
+    await revokeEgress(this.tag, h.hostIf);
+    await removeNetwork(h);
     await this.pool.release(instanceId);
     removeCgroups(instanceId);
   }
 
   /** Starts `runsc exec` of a program in the instance, for callers that stream its input or output. */
-  private spawnExec(
-    instanceId: string,
-    argv: string[],
-    options: { as: 'vm' | 'root'; home?: string; env?: Record<string, string>; combineOutput?: boolean },
-  ): ExecChild {
-    const names = networkNames(this.tag, instanceId);
-    const identity =
-      options.as === 'vm'
-        ? [`--user=${VM_UID}:${VM_UID}`, `--cwd=${options.home ?? '/'}`, `--env=HOME=${options.home ?? '/'}`]
-        : ['--user=0:0', '--cwd=/', '--env=HOME=/root'];
-    const env = [PATH_ENV, ...Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`)].map((e) => `--env=${e}`);
-    return this.runsc.spawn(names.netns, ['exec', ...identity, ...env, instanceId, ...asUser(options.as, argv)], {
-      combineOutput: options.combineOutput ?? false,
-    });
+  private spawnExec(h: InstanceHandle, argv: string[], options: ExecIdentity & { env?: Record<string, string>; combineOutput?: boolean }): ExecChild {
+    const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
+    return this.runsc.spawn(h.netns, execArgs(h.id, argv, options, env), { combineOutput: options.combineOutput ?? false });
   }
 
   async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
-    const upper = join(this.instancesDir, instanceId, 'layer', 'upper');
-    const walker = request.trackChanges ? await this.layerWalker() : undefined;
-    const lower = request.trackChanges ? this.lowerIndex(instanceId) : undefined;
-    const before = walker ? await listLayer(walker, upper) : undefined;
+    const h = this.handle(instanceId);
+    const walker = request.trackChanges ? await this.layerIndexes.walker() : undefined;
+    const lower = request.trackChanges ? this.lowerIndex(h) : undefined;
+    const before = walker ? await listLayer(walker, h.upper) : undefined;
     const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
     // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
-    const child = this.spawnExec(instanceId, [...this.relay(instanceId), '/bin/sh', '-c', script], {
+    const child = this.spawnExec(h, [...this.relay(h), '/bin/sh', '-c', script], {
       as: 'vm',
       home: request.home,
       env: { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId },
@@ -275,11 +212,11 @@ export class GvisorRuntime implements Runtime {
       ...(request.onOutput ? { onOutput: request.onOutput } : {}),
       killTree: async () => void (await this.killCommand(instanceId, request.commandId)),
     });
-    if (outcome.lingering) this.keepDraining(instanceId, outcome.lingering);
+    if (outcome.lingering) this.lingering.keepDraining(instanceId, outcome.lingering);
     let changes: FileChangeEntry[] | null = null;
     if (walker && before && lower) {
-      changes = diffLayers(before, await listLayer(walker, upper), await lower);
-      await this.addMimeTypes(instanceId, changes);
+      changes = diffLayers(before, await listLayer(walker, h.upper), await lower);
+      await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }));
     }
     return {
       output: outcome.output,
@@ -298,72 +235,11 @@ export class GvisorRuntime implements Runtime {
     return Number.parseInt(result.stdout.trim(), 10) || 0;
   }
 
-  /** Reads on from a pipe that background processes hold, so their writes do not fail, until they end. */
-  private keepDraining(instanceId: string, pipe: Readable): void {
-    let pipes = this.lingering.get(instanceId);
-    if (!pipes) this.lingering.set(instanceId, (pipes = new Set()));
-    const set = pipes;
-    pipe.on('close', () => set.delete(pipe));
-    pipe.resume();
-    set.add(pipe);
-    if (set.size > MAX_LINGERING_PIPES) {
-      const oldest = set.values().next().value;
-      oldest?.destroy();
-      if (oldest) set.delete(oldest);
-    }
-  }
-
-  /** Types changed files: by extension, else from their first bytes read inside the instance. */
-  private async addMimeTypes(instanceId: string, changes: FileChangeEntry[]): Promise<void> {
-    const unknown: FileChangeEntry[] = [];
-    for (const change of changes) {
-      if (change.status === 'deleted') continue;
-      const byExtension = mimeTypeByExtension(change.path);
-      if (byExtension) change.mimeType = byExtension;
-      else if (unknown.length < MAX_SNIFFED_FILES) unknown.push(change);
-    }
-    if (unknown.length === 0) return;
-    // Each file's first bytes, preceded by their count; as root, since root may have made them.
-    const script = `for f; do n=$(head -c ${SNIFF_BYTES} -- "$f" 2>/dev/null | wc -c); echo "$n"; head -c "$n" -- "$f" 2>/dev/null; done`;
-    const child = this.spawnExec(instanceId, ['sh', '-c', script, 'sh', ...unknown.map((c) => c.path)], { as: 'root' });
-    const { stdout } = await collect(child, FILE_OP_TIMEOUT_MS);
-    let offset = 0;
-    for (const change of unknown) {
-      const newline = stdout.indexOf(10, offset);
-      if (newline < 0) break;
-      const count = Number(stdout.toString('latin1', offset, newline));
-      const head = stdout.subarray(newline + 1, newline + 1 + count);
-      offset = newline + 1 + count;
-      change.mimeType = sniffMimeType(head, count < SNIFF_BYTES);
-    }
-  }
-
-  private layerWalker(): Promise<string> {
-    this.walker ??= layerWalker(this.images.dir);
-    this.walker.catch(() => (this.walker = undefined));
-    return this.walker;
-  }
-
   /** The index of the instance's image, built once per image and process. */
-  private lowerIndex(instanceId: string): Promise<LowerIndex> {
-    const key = this.readMeta(instanceId)?.imageKey;
-    if (key === undefined) return Promise.reject(new Error(`instance ${instanceId} has no image record`));
-    let index = this.lowerIndexes.get(key);
-    if (!index) {
-      index = this.layerWalker().then((walker) => listLayer(walker, this.images.rootfsOf(key))).then(lowerIndexOf);
-      index.catch(() => this.lowerIndexes.delete(key));
-      this.lowerIndexes.set(key, index);
-    }
-    return index;
-  }
-
-  private fileOp(instanceId: string, access: FileAccess, args: string[]): ExecChild {
-    // File contents come through the relay too, so a busy host never cuts them short.
-    const relay = this.relay(instanceId);
-    return this.spawnExec(instanceId, [...relay, ...(relay.length > 0 ? ['--stdout-only'] : []), 'sh', '-c', FILE_SCRIPT, 'sh', ...args], {
-      as: 'vm',
-      home: access.home,
-    });
+  private lowerIndex(h: InstanceHandle): Promise<LowerIndex> {
+    const key = h.readMeta()?.imageKey;
+    if (key === undefined) return Promise.reject(new Error(`instance ${h.id} has no image record`));
+    return this.layerIndexes.lowerIndex(key);
   }
 
   /**
@@ -371,8 +247,8 @@ export class GvisorRuntime implements Runtime {
    * it, else nothing (an instance adopted from an image built before the relay existed).
    * Looked up in the image, which roomkit built and the guest cannot change.
    */
-  private relay(instanceId: string): string[] {
-    const key = this.readMeta(instanceId)?.imageKey;
+  private relay(h: InstanceHandle): string[] {
+    const key = h.readMeta()?.imageKey;
     if (key === undefined) return [];
     let has = this.relayInImage.get(key);
     if (has === undefined) {
@@ -382,62 +258,40 @@ export class GvisorRuntime implements Runtime {
     return has ? [OUTPUT_RELAY] : [];
   }
 
-  async openFile(
+  /** Starts operations of the file script in the instance, as the VM user in the request's home. */
+  private fileScript(instanceId: string, access: FileAccess): files.FileScript {
+    const h = this.handle(instanceId);
+    return (args) => this.spawnExec(h, files.fileScriptArgv(this.relay(h), args), { as: 'vm', home: access.home });
+  }
+
+  openFile(
     instanceId: string,
     path: string,
     options: FileAccess & { maxBytes: number; range?: { start: number; end: number } },
   ): Promise<{ info: GuestFileInfo; body: NodeJS.ReadableStream }> {
-    const absolute = absoluteGuestPath(path, options.home);
-    const range = options.range ? [String(options.range.start), String(options.range.end - options.range.start + 1)] : ['0', '-1'];
-    const child = this.fileOp(instanceId, options, ['read', path, ...range]);
-    const { header, body } = await headerThenBody(child, absolute, FILE_STREAM_TIMEOUT_MS);
-    const info = parseInfo(header, absolute);
-    if (info.size > options.maxBytes) {
-      body.destroy();
-      throw new GuestFileError('too_large', `${absolute} is ${info.size} bytes, more than the ${options.maxBytes} served`, info.size);
-    }
-    // The file may grow while it is read: never send more than the size announced.
-    const expected = options.range ? Math.min(options.range.end + 1, info.size) - options.range.start : info.size;
-    return { info, body: capStream(body, Math.max(0, expected)) };
+    return files.openFile(this.fileScript(instanceId, options), path, options);
   }
 
-  async statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo> {
-    const absolute = absoluteGuestPath(path, options.home);
-    const result = await collect(this.fileOp(instanceId, options, ['stat', path]), FILE_OP_TIMEOUT_MS);
-    throwIfFailed(result, absolute);
-    return parseInfo(result.stdout.toString('utf8'), absolute);
+  statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo> {
+    return files.statFile(this.fileScript(instanceId, options), path, options);
   }
 
-  async writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }> {
-    const absolute = absoluteGuestPath(path, options.home);
-    const result = await collect(this.fileOp(instanceId, options, ['write', path]), FILE_OP_TIMEOUT_MS, data);
-    throwIfFailed(result, absolute);
-    const [line = '', existed = '0'] = result.stdout.toString('utf8').trim().split('\n');
-    return { info: parseInfo(line, absolute), created: existed.trim() !== '1' };
+  writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }> {
+    return files.writeFile(this.fileScript(instanceId, options), path, data, options);
   }
 
-  async listDirectory(
-    instanceId: string,
-    path: string,
-    options: FileAccess & { limit: number },
-  ): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }> {
-    const absolute = absoluteGuestPath(path, options.home);
-    const result = await collect(this.fileOp(instanceId, options, ['list', path, String(options.limit + 1)]), FILE_OP_TIMEOUT_MS);
-    throwIfFailed(result, absolute);
-    const entries = parseListing(result.stdout);
-    return { path: absolute, entries: entries.slice(0, options.limit), truncated: entries.length > options.limit };
+  listDirectory(instanceId: string, path: string, options: FileAccess & { limit: number }): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }> {
+    return files.listDirectory(this.fileScript(instanceId, options), path, options);
   }
 
-  async deleteFile(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }> {
-    const absolute = absoluteGuestPath(path, options.home);
-    throwIfFailed(await collect(this.fileOp(instanceId, options, ['delete', path]), FILE_OP_TIMEOUT_MS), absolute);
-    return { path: absolute };
+  deleteFile(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }> {
+    return files.deleteFile(this.fileScript(instanceId, options), path, options);
   }
 
   async health(instanceId: string): Promise<RuntimeHealth> {
-    const names = networkNames(this.tag, instanceId);
-    if (!existsSync(`/var/run/netns/${names.netns}`)) return { healthy: false, reason: 'its network namespace is gone' };
-    const state = await this.runsc.state(names.netns, instanceId);
+    const h = this.handle(instanceId);
+    if (!existsSync(netnsPath(h.netns))) return { healthy: false, reason: 'its network namespace is gone' };
+    const state = await this.runsc.state(h.netns, instanceId);
     if (!state) return { healthy: false, reason: 'runsc does not know its sandbox' };
     if (state.status !== 'running') return { healthy: false, reason: `its sandbox is ${state.status}` };
     const probe = await this.exec(instanceId, ['/bin/true'], { as: 'root', timeoutMs: 10_000 });
@@ -446,38 +300,18 @@ export class GvisorRuntime implements Runtime {
   }
 
   async adopt(instanceId: string): Promise<void> {
-    const meta = this.readMeta(instanceId);
-    if (meta?.egress === 'internet') await allowEgress(this.tag, networkNames(this.tag, instanceId).hostIf);
+    const h = this.handle(instanceId);
+    this.handles.set(instanceId, h);
+    const meta = h.readMeta();
+    if (meta?.egress === 'internet') await allowEgress(this.tag, h.hostIf);
     if (meta?.memoryMb !== undefined) this.guardMemory(instanceId, meta.memoryMb);
-    this.lowerIndex(instanceId).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not index the image'));
+    this.lowerIndex(h).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not index the image'));
   }
 
   private guardMemory(instanceId: string, memoryMb: number): void {
     if (!this.memoryGuard.watch(instanceId, memoryMb)) {
       this.log.warn({ instanceId }, 'no v1 memory cgroup for the sandbox: only the host limit applies to its memory');
     }
-  }
-
-  /**
-   * Kills the process with the largest resident memory in the instance: among the VM
-   * user's processes first, so that root's (ours included) are taken only when nothing
-   * else is left; never the init.
-   */
-  private async killLargest(instanceId: string): Promise<Victim | null> {
-    const script = [
-      'ps -eo pid=,uid=,rss=,comm= --sort=-rss > /tmp/.roomkit-oom',
-      'v=$(awk \'$1 != 1 && $2 != 0 { print; exit }\' /tmp/.roomkit-oom)',
-      // Root's processes only when they are big (> 10 MiB): never the small helpers the
-      // service itself runs inside.
-      '[ -n "$v" ] || v=$(awk \'$1 != 1 && $3 > 10240 { print; exit }\' /tmp/.roomkit-oom)',
-      'rm -f /tmp/.roomkit-oom',
-      '[ -n "$v" ] || exit 0',
-      'set -- $v',
-      'kill -9 "$1" && echo "$1 $3 $4"',
-    ].join('\n');
-    const result = await this.exec(instanceId, ['sh', '-c', script], { as: 'root', timeoutMs: 10_000 });
-    const match = /^(\d+) (\d+) (.*)$/m.exec(result.stdout);
-    return match ? { pid: Number(match[1]), rssKb: Number(match[2]), command: match[3] ?? '' } : null;
   }
 
   async list(): Promise<string[]> {
@@ -499,9 +333,9 @@ export class GvisorRuntime implements Runtime {
       }
     }
     // Namespaces, veths and rules whose instance is unknown (e.g. lost with its directory).
-    const kept = new Set([...keep].map((id) => networkNames(this.tag, id)));
-    const keptNetns = new Set([...kept].map((n) => n.netns));
-    const keptIfs = new Set([...kept].map((n) => n.hostIf));
+    const kept = [...keep].map((id) => this.handle(id));
+    const keptNetns = new Set(kept.map((h) => h.netns));
+    const keptIfs = new Set(kept.map((h) => h.hostIf));
     for (const netns of listNetns(this.tag)) {
       if (keptNetns.has(netns)) continue;
       await run('ip', ['netns', 'del', netns], { timeoutMs: 10_000 });
@@ -535,162 +369,10 @@ export class GvisorRuntime implements Runtime {
     if ((await this.list()).length === 0) await removeRuleset(this.tag);
   }
 
-  private async waitForInit(instanceId: string, signal: AbortSignal): Promise<void> {
-    const deadline = Date.now() + BOOT_TIMEOUT_MS;
-    let last = '';
-    while (Date.now() < deadline) {
-      signal.throwIfAborted();
-      const result = await this.exec(instanceId, ['/bin/true'], { as: 'root', timeoutMs: BOOT_TIMEOUT_MS });
-      if (result.code === 0) return;
-      last = result.stderr.trim();
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`the sandbox's init did not answer within ${BOOT_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`);
+  /** The instance's handle: the one kept for an instance this runtime runs, else made now. */
+  private handle(instanceId: string): InstanceHandle {
+    return this.handles.get(instanceId) ?? new InstanceHandle(this.instancesDir, this.tag, instanceId);
   }
-
-  /**
-   * Starts the guest's root service (images/guest/rootd.py), through which its `sudo`
-   * works; images without it or without python3 simply have no sudo.
-   */
-  private async startRootService(instanceId: string): Promise<void> {
-    // Started in the background from a shell inside (this runsc's `exec --detach` fails),
-    // with no descriptor of ours, so it outlives this call and holds no pipe open.
-    const script = `[ -f ${ROOT_SERVICE} ] && command -v python3 >/dev/null || exit 0; setsid python3 ${ROOT_SERVICE} </dev/null >/dev/null 2>&1 &`;
-    const result = await this.exec(instanceId, ['sh', '-c', script], { as: 'root', timeoutMs: BOOT_TIMEOUT_MS });
-    if (result.code !== 0) {
-      throw new Error(`could not start the instance's root service (exit ${result.code}${result.timedOut ? ', timed out' : ''}): ${(result.stderr || result.stdout).trim()}`);
-    }
-  }
-
-  private writeGuestConfig(rootfs: string, instanceId: string, egress: boolean): void {
-    const nameservers = egress ? this.dnsServers : [];
-    writeFileSync(join(rootfs, 'etc', 'resolv.conf'), nameservers.map((ns) => `nameserver ${ns}\n`).join(''));
-    writeFileSync(join(rootfs, 'etc', 'hostname'), 'roomkit\n');
-    writeFileSync(join(rootfs, 'etc', 'hosts'), '127.0.0.1\tlocalhost roomkit\n::1\tlocalhost ip6-localhost ip6-loopback\n');
-    const tmp = join(rootfs, 'tmp');
-    mkdirSync(tmp, { recursive: true });
-    chmodSync(tmp, 0o1777);
-    this.log.debug({ instanceId }, 'guest configuration written');
-  }
-
-  private readMeta(instanceId: string): Partial<InstanceMeta> | undefined {
-    try {
-      return JSON.parse(readFileSync(join(this.instancesDir, instanceId, 'instance.json'), 'utf8')) as Partial<InstanceMeta>;
-    } catch {
-      return undefined;
-    }
-  }
-}
-
-/**
- * The argv to exec for a user. This runsc gives the first process of `exec --user=N`
- * the sandbox's capabilities (CAP_DAC_OVERRIDE among them) whatever N is; an execve
- * by a non-root user drops them, so the VM user's programs start through env(1) and
- * no code of theirs runs with them.
- */
-function asUser(as: 'vm' | 'root', argv: string[]): string[] {
-  return as === 'vm' ? ['/usr/bin/env', '--', ...argv] : argv;
-}
-
-interface Collected {
-  code: number | null;
-  stdout: Buffer;
-  stderr: string;
-}
-
-/** Feeds `input` to a started exec and gathers what it prints; killed after `timeoutMs`. */
-function collect(child: ExecChild, timeoutMs: number, input?: Buffer): Promise<Collected> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.stdin.on('error', () => {}); // the program may exit before reading all of it
-    child.stdin.end(input);
-    child.stdout.on('data', (c: Buffer) => chunks.push(c));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-4000)));
-    child.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout: Buffer.concat(chunks), stderr });
-    });
-  });
-}
-
-function throwIfFailed(result: Collected, path: string): void {
-  if (result.code === 0) return;
-  throw fileError(result.code, path, result.stderr.trim()) ?? new Error(`file operation on ${path} failed (exit ${result.code}): ${result.stderr.trim()}`);
-}
-
-/**
- * Waits for the first line a file read prints (the file's info), then hands back the
- * rest of its output as the body stream. Destroying the body kills the read.
- */
-function headerThenBody(child: ExecChild, path: string, timeoutMs: number): Promise<{ header: string; body: Readable }> {
-  return new Promise((resolve, reject) => {
-    child.stdin.end();
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    let stderr = '';
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-4000)));
-    let pending = Buffer.alloc(0);
-    let resolved = false;
-    const onData = (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      const newline = pending.indexOf(10);
-      if (newline < 0) {
-        if (pending.length > 4096) child.kill('SIGKILL');
-        return;
-      }
-      resolved = true;
-      child.stdout.off('data', onData);
-      child.stdout.pause();
-      const body = new PassThrough();
-      body.write(pending.subarray(newline + 1));
-      child.stdout.pipe(body);
-      body.on('close', () => {
-        clearTimeout(timer);
-        if (child.exitCode === null) child.kill('SIGKILL');
-      });
-      resolve({ header: pending.toString('utf8', 0, newline), body });
-    };
-    child.stdout.on('data', onData);
-    child.on('error', (err) => {
-      clearTimeout(timer);
-      if (!resolved) reject(err);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      if (resolved) return;
-      reject(fileError(code, path, stderr.trim()) ?? new Error(`reading ${path} failed (exit ${code}): ${stderr.trim()}`));
-    });
-  });
-}
-
-/** At most `limit` bytes of `source`; the source is destroyed (its read killed) once they are through. */
-function capStream(source: Readable, limit: number): Readable {
-  if (limit === 0) {
-    source.destroy();
-    return Readable.from([]);
-  }
-  let left = limit;
-  const out = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      if (left <= 0) return done();
-      const part = chunk.length > left ? chunk.subarray(0, left) : chunk;
-      left -= part.length;
-      done(null, part);
-      if (left <= 0) {
-        this.push(null);
-        source.destroy();
-      }
-    },
-  });
-  source.on('error', (err) => out.destroy(err));
-  source.pipe(out);
-  out.on('close', () => source.destroy());
-  return out;
 }
 
 /** The promise's outcome, or a rejection as soon as the signal aborts. */

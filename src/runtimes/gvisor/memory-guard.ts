@@ -7,6 +7,7 @@
 // races to the hard limit first, the sandbox's allocations wait there (instead of it
 // being killed) until the guard has made room.
 import type { Logger } from 'pino';
+import { VM_UID } from '../../images/builder.ts';
 import { hasMemoryCgroup, isUnderOom, memoryCgroupDir, readMemoryLimit, setOomKill, workingSet, writeMemoryLimit } from './cgroups.ts';
 
 export interface Victim {
@@ -17,10 +18,8 @@ export interface Victim {
 
 export interface MemoryGuardOptions {
   log: Logger;
-  /** Kills the largest process in the instance (not its init); null when none was found. */
-  killLargest(instanceId: string): Promise<Victim | null>;
-  /** Kills every process of the VM user; returns how many. */
-  killUser(instanceId: string): Promise<number>;
+  /** Runs a shell script as root inside the instance, within the time given; resolves with what it printed. */
+  runAsRoot(instanceId: string, script: string, timeoutMs: number): Promise<string>;
   intervalMs?: number;
 }
 
@@ -35,6 +34,9 @@ const RELEASE_WAIT_MS = 10_000;
 
 /** Room made above the hard limit while the guard works inside a frozen sandbox. */
 const RESCUE_BYTES = 256 * 1024 * 1024;
+
+/** Time limit of one kill inside the instance. */
+const KILL_TIMEOUT_MS = 10_000;
 
 export class MemoryGuard {
   private readonly watched = new Map<string, Watched>();
@@ -96,7 +98,7 @@ export class MemoryGuard {
     try {
       // A frozen sandbox cannot even run the kill: give it a little room first.
       if (frozen && limit !== null) writeMemoryLimit(w.cgroupDir, limit + RESCUE_BYTES);
-      const victim = await this.options.killLargest(id);
+      const victim = await this.killLargest(id);
       this.options.log.warn(
         { instanceId: id, victim, usageMb: Math.round((workingSet(w.cgroupDir) ?? 0) / 1048576) },
         victim ? 'instance out of memory: killed its largest process' : 'instance out of memory: no process to kill',
@@ -110,7 +112,7 @@ export class MemoryGuard {
       // Still at the hard limit: one process was not the problem (a fork bomb's host
       // tasks, say). The VM user's processes all go, so the instance itself lives.
       if (frozen && isUnderOom(w.cgroupDir)) {
-        const killed = await this.options.killUser(id);
+        const killed = await this.killUser(id);
         this.options.log.warn({ instanceId: id, killed }, 'instance stuck at its memory ceiling: killed all of the VM user\'s processes');
       }
     } catch (err) {
@@ -118,6 +120,36 @@ export class MemoryGuard {
     } finally {
       if (frozen && limit !== null) await restoreLimit(w.cgroupDir, limit, this.options.log, id);
     }
+  }
+
+  /**
+   * Kills the process with the largest resident memory in the instance: among the VM
+   * user's processes first, so that root's (ours included) are taken only when nothing
+   * else is left; never the init. Null when none was found.
+   */
+  private async killLargest(instanceId: string): Promise<Victim | null> {
+    const script = [
+      'ps -eo pid=,uid=,rss=,comm= --sort=-rss > /tmp/.roomkit-oom',
+      'v=$(awk \'$1 != 1 && $2 != 0 { print; exit }\' /tmp/.roomkit-oom)',
+      // Root's processes only when they are big (> 10 MiB): never the small helpers the
+      // service itself runs inside.
+      '[ -n "$v" ] || v=$(awk \'$1 != 1 && $3 > 10240 { print; exit }\' /tmp/.roomkit-oom)',
+      'rm -f /tmp/.roomkit-oom',
+      '[ -n "$v" ] || exit 0',
+      'set -- $v',
+      'kill -9 "$1" && echo "$1 $3 $4"',
+    ].join('\n');
+    const stdout = await this.options.runAsRoot(instanceId, script, KILL_TIMEOUT_MS);
+    const match = /^(\d+) (\d+) (.*)$/m.exec(stdout);
+    return match ? { pid: Number(match[1]), rssKb: Number(match[2]), command: match[3] ?? '' } : null;
+  }
+
+  /** Kills every process of the VM user; returns how many. */
+  private async killUser(instanceId: string): Promise<number> {
+    // Again until none is left: a process may fork between the listing and the kill.
+    const script = `n=$(ps -u ${VM_UID} --no-headers | wc -l); i=0; while pkill -KILL -u ${VM_UID} && [ $i -lt 50 ]; do i=$((i+1)); sleep 0.1; done; echo $n`;
+    const stdout = await this.options.runAsRoot(instanceId, script, KILL_TIMEOUT_MS);
+    return Number(stdout.trim()) || 0;
   }
 }
 
