@@ -21,7 +21,7 @@ import { run } from '../src/host/run.ts';
 import { createLogger } from '../src/log.ts';
 import { networkNames } from '../src/network/netns.ts';
 import { layerWalker, listLayer } from '../src/runtimes/gvisor/changes.ts';
-import type { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
+import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
 import { createServices } from '../src/services.ts';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROVISION_STATES } from '../src/core/lifecycle.ts';
-import type { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
+import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
 import { networkNames } from '../src/network/netns.ts';
 import { run } from '../src/host/run.ts';
 import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';

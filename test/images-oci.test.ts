@@ -32,7 +32,7 @@ import { ImageBuildError, ImageStore } from '../src/images/builder.ts';
 import { resolveOciImage } from '../src/images/oci/oci-image.ts';
 import { createLogger } from '../src/log.ts';
 import { networkNames } from '../src/network/netns.ts';
-import type { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
+import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
 import { startTestApp, TEST_IMAGES_DIR, type TestApp } from './support/app.ts';
 import { hostObjects, NOTHING } from './support/host.ts';
 

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { openSqliteStore } from '../src/store/db.ts';
 import { createLogger } from '../src/log.ts';
-import { GvisorRuntime } from '../src/runtimes/gvisor/index.ts';
+import { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
 import { AddressPool } from '../src/network/pool.ts';
 import { ImageStore } from '../src/images/builder.ts';
 import { hostDnsServers } from '../src/network/firewall.ts';

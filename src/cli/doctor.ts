@@ -1,6 +1,8 @@
-// `roomkit doctor`: what this host has and lacks for running instances.
+// `roomkit doctor`: what this host has and lacks for running instances. The host's
+// checks and the runtime's own are put together here, in the order they print.
 import { loadConfig } from '../config.ts';
-import { runChecks } from '../host/doctor.ts';
+import { type Check, freeDiskCheck, kernelChecks, platformChecks } from '../host/doctor.ts';
+import { gvisorChecks, pidMaxCheck } from '../runtimes/gvisor/doctor-checks.ts';
 
 export async function doctor(options: { dataDir?: string | undefined; json?: boolean | undefined }): Promise<number> {
   const config = loadConfig({ dataDir: options.dataDir });
@@ -20,4 +22,11 @@ export async function doctor(options: { dataDir?: string | undefined; json?: boo
     );
   }
   return failed.length === 0 ? 0 : 1;
+}
+
+async function runChecks(dataDir: string): Promise<Check[]> {
+  const platform = platformChecks();
+  // Every other check reads Linux's /proc and /sys.
+  if (process.platform !== 'linux') return platform;
+  return [...platform, ...(await gvisorChecks()), ...(await kernelChecks()), pidMaxCheck(), freeDiskCheck(dataDir)];
 }

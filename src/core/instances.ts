@@ -20,7 +20,7 @@ import {
 } from './lifecycle.ts';
 import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
-import { specOf } from './profiles.ts';
+import { machineSpecOf, specOf } from './profiles.ts';
 import { nowIso } from '../lib/time.ts';
 
 export interface ListOptions {
@@ -349,7 +349,7 @@ export class Instances {
         organizationId: row.organization_id,
         profileId: row.profile_id,
         roomId: row.room_id,
-        spec,
+        spec: machineSpecOf(spec),
         signal,
         log,
         onStep: async (step: ProvisionStep) => {

@@ -1,24 +1,17 @@
 // The instance lifecycle: every state an instance can be in and the only moves allowed
 // between them. All state changes go through assertTransition, so an illegal move is a
 // bug that throws instead of a silent write.
+import { PROVISION_STEPS } from '../runtimes/types.ts';
 
-/** The spec's creation progression, in order; each is a real provisioning step. */
-export const PROVISION_STATES = [
-  'active',
-  'network_allocated',
-  'ftap_created',
-  'image_generated',
-  'vm_started',
-  'vm_booted',
-  'ready',
-] as const;
+export type { ProvisionStep } from '../runtimes/types.ts';
+
+/** The spec's creation progression, in order; each after `active` is a runtime's provisioning step. */
+export const PROVISION_STATES = ['active', ...PROVISION_STEPS] as const;
 
 export const STATES = [...PROVISION_STATES, 'stopping', 'stopped', 'failed'] as const;
 
 export type InstanceState = (typeof STATES)[number];
 export type ProvisionState = (typeof PROVISION_STATES)[number];
-/** The states a runtime reports as it provisions: all but the first. */
-export type ProvisionStep = Exclude<ProvisionState, 'active'>;
 
 export const TERMINAL_STATES = ['stopped', 'failed'] as const satisfies readonly InstanceState[];
 /** States in which an instance holds resources and occupies its room. */

@@ -168,5 +168,5 @@ type Schemas = ReturnType<typeof profileSchemas>;
 export type ProfileCreate = Type.Static<Schemas['create']>;
 export type ProfilePatch = Type.Static<Schemas['patch']>;
 export type Profile = Type.Static<Schemas['profile']>;
-/** Everything a profile configures, with defaults applied: what runtimes consume. */
+/** Everything a profile configures, with defaults applied; a runtime gets its part of it (machineSpecOf). */
 export type ProfileSpec = Omit<Profile, 'profile_id' | 'name' | 'created_at' | 'updated_at'>;

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.ts';
 import { isOciImage, OciImageError, parseOciImage } from '../images/oci/oci-image.ts';
 import type { Db } from '../store/db.ts';
+import type { MachineSpec } from '../runtimes/types.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { ProfileRow } from '../store/schema.ts';
 import {
@@ -203,4 +204,18 @@ function toProfile(row: ProfileRow): Profile {
 export function specOf(profile: Profile): ProfileSpec {
   const { profile_id: _id, name: _name, created_at: _c, updated_at: _u, ...spec } = profile;
   return spec;
+}
+
+/** What a runtime is told about the machine to make for a profile. */
+export function machineSpecOf(spec: ProfileSpec): MachineSpec {
+  return {
+    image: spec.image,
+    packages: spec.packages,
+    user: spec.user,
+    home: spec.home,
+    memory_mb: spec.memory_mb,
+    vcpus: spec.vcpus,
+    disk_mb: spec.disk_mb,
+    network: { egress: spec.network.egress },
+  };
 }

@@ -3,8 +3,6 @@
 // reports each provisioning step as it completes. Every runtime must pass the same
 // contract test suite.
 import type { Logger } from 'pino';
-import type { ProvisionStep } from '../core/lifecycle.ts';
-import type { ProfileSpec } from '../core/profile-schema.ts';
 
 export interface RuntimeCapabilities {
   /** A private network namespace per instance with its own address. */
@@ -13,12 +11,43 @@ export interface RuntimeCapabilities {
   diskLimit: boolean;
 }
 
+/**
+ * The steps of making an instance, in the order a runtime completes and reports them;
+ * each is a real step of the machine work. core/lifecycle.ts builds the instance's
+ * states from them.
+ */
+export const PROVISION_STEPS = ['network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted', 'ready'] as const;
+export type ProvisionStep = (typeof PROVISION_STEPS)[number];
+
+/**
+ * The machine a runtime makes for an instance: only what the machine work needs. core/
+ * derives it from the profile; the profile's other fields (time limits, environment,
+ * settings) are core's business.
+ */
+export interface MachineSpec {
+  /** Base image of the root filesystem: `debian:<suite>` or `oci:<name>[:<tag>]`. */
+  image: string;
+  /** Distribution packages installed into the image. */
+  packages: string[];
+  /** The unprivileged user commands run as (uid 1000 in the image), and its home. */
+  user: string;
+  home: string;
+  memory_mb: number;
+  vcpus: number;
+  /** Size of the instance's writable layer. */
+  disk_mb: number;
+  network: {
+    /** `internet`: outbound traffic to public addresses; `none`: no route out. */
+    egress: 'none' | 'internet';
+  };
+}
+
 export interface ProvisionRequest {
   instanceId: string;
   organizationId: string;
   profileId: string;
   roomId: string;
-  spec: ProfileSpec;
+  spec: MachineSpec;
   /** Aborted when the instance is deleted or the service stops while it is provisioning. */
   signal: AbortSignal;
   /**

@@ -1,6 +1,5 @@
 // A test double of the instance runtime for HTTP- and core-layer tests: it walks the
 // lifecycle steps without making a machine. Never the runtime of `roomkit serve`.
-import { PROVISION_STATES, type ProvisionStep } from '../../src/core/lifecycle.ts';
 import { posix } from 'node:path';
 import { Readable } from 'node:stream';
 import {
@@ -10,7 +9,9 @@ import {
   GuestFileError,
   type GuestDirEntry,
   type GuestFileInfo,
+  PROVISION_STEPS,
   type ProvisionRequest,
+  type ProvisionStep,
   type Runtime,
   type RuntimeHealth,
 } from '../../src/runtimes/types.ts';
@@ -47,7 +48,7 @@ export class FakeRuntime implements Runtime {
   async provision(request: ProvisionRequest): Promise<void> {
     this.live.add(request.instanceId);
     try {
-      for (const step of PROVISION_STATES.slice(1) as ProvisionStep[]) {
+      for (const step of PROVISION_STEPS) {
         if (this.options.stepDelayMs) await sleep(this.options.stepDelayMs, request.signal);
         if (this.options.holdAt === step) {
           this.held ??= new Promise<void>((resolve) => (this.releaseHold = resolve));

@@ -1,6 +1,7 @@
 // The OCI runtime spec (config.json) of an instance's sandbox: what runs as its init,
 // which namespaces it gets, and the limits the kernel and gVisor enforce.
-import type { ProfileSpec } from '../../core/profile-schema.ts';
+import type { MachineSpec } from '../types.ts';
+import { sandboxCgroupsPath } from './cgroups.ts';
 
 /**
  * The host cgroup limits the whole sandbox: gVisor's own kernel and file server as well
@@ -35,7 +36,7 @@ export interface BundleOptions {
   instanceId: string;
   rootfs: string;
   hostname: string;
-  spec: ProfileSpec;
+  spec: MachineSpec;
 }
 
 export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -83,7 +84,7 @@ export function ociSpec(options: BundleOptions): object {
       // No network namespace here: the sandbox lives in the instance's namespace,
       // which the runtime enters before calling runsc.
       namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
-      cgroupsPath: `/roomkit/${options.instanceId}`,
+      cgroupsPath: sandboxCgroupsPath(options.instanceId),
       resources: {
         memory: { limit: sandboxMemoryLimitMb(spec.memory_mb) * 1024 * 1024 },
         cpu: { quota: spec.vcpus * CPU_PERIOD_US, period: CPU_PERIOD_US },

@@ -29,6 +29,40 @@ export function layerWalker(cacheDir: string): Promise<string> {
   return compiled(WALKER_SOURCE, 'layer-walk', cacheDir);
 }
 
+/**
+ * The walker and the index of each image, made once per process for all the instances
+ * of that image; a failed attempt is forgotten, so the next one tries again.
+ */
+export class LayerIndexes {
+  private readonly cacheDir: string;
+  private readonly rootfsOf: (imageKey: string) => string;
+  private walkerBinary: Promise<string> | undefined;
+  private readonly lower = new Map<string, Promise<LowerIndex>>();
+
+  /** `cacheDir` receives the compiled walker; `rootfsOf` finds an image's root filesystem. */
+  constructor(cacheDir: string, rootfsOf: (imageKey: string) => string) {
+    this.cacheDir = cacheDir;
+    this.rootfsOf = rootfsOf;
+  }
+
+  walker(): Promise<string> {
+    this.walkerBinary ??= layerWalker(this.cacheDir);
+    this.walkerBinary.catch(() => (this.walkerBinary = undefined));
+    return this.walkerBinary;
+  }
+
+  /** The index of an image's root filesystem. */
+  lowerIndex(imageKey: string): Promise<LowerIndex> {
+    let index = this.lower.get(imageKey);
+    if (!index) {
+      index = this.walker().then((walker) => listLayer(walker, this.rootfsOf(imageKey))).then(lowerIndexOf);
+      index.catch(() => this.lower.delete(imageKey));
+      this.lower.set(imageKey, index);
+    }
+    return index;
+  }
+}
+
 /** Lists `dir` with the walker: every entry's metadata, keyed by its path relative to `dir`. */
 export function listLayer(walker: string, dir: string): Promise<Listing> {
   return new Promise((resolve, reject) => {

@@ -22,6 +22,8 @@ const OUTPUT_QUIET_MS = 300;
 const OUTPUT_DRAIN_MAX_MS = 5_000;
 /** After the kill at the deadline, how long runsc exec may take to report before it is killed too. */
 const KILL_GRACE_MS = 5_000;
+/** Pipes of background processes kept open per instance; the oldest is closed beyond it. */
+const MAX_LINGERING_PIPES = 64;
 
 /**
  * Run as root in the guest with the command id and a signal name: signals every process
@@ -135,6 +137,32 @@ export function superviseCommand(
       child.stdout.once('end', finish);
     });
   });
+}
+
+/** Per instance: output pipes still held by background processes of finished commands. */
+export class LingeringPipes {
+  private readonly byInstance = new Map<string, Set<Readable>>();
+
+  /** Reads on from a pipe that background processes hold, so their writes do not fail, until they end. */
+  keepDraining(instanceId: string, pipe: Readable): void {
+    let pipes = this.byInstance.get(instanceId);
+    if (!pipes) this.byInstance.set(instanceId, (pipes = new Set()));
+    const set = pipes;
+    pipe.on('close', () => set.delete(pipe));
+    pipe.resume();
+    set.add(pipe);
+    if (set.size > MAX_LINGERING_PIPES) {
+      const oldest = set.values().next().value;
+      oldest?.destroy();
+      if (oldest) set.delete(oldest);
+    }
+  }
+
+  /** Closes the instance's pipes, when it is torn down. */
+  closeAll(instanceId: string): void {
+    for (const pipe of this.byInstance.get(instanceId) ?? []) pipe.destroy();
+    this.byInstance.delete(instanceId);
+  }
 }
 
 function signalNumber(signal: NodeJS.Signals | null): number {

@@ -6,8 +6,9 @@
 // killed with SIGKILL, as Linux's OOM killer would, and the instance lives on. If usage
 // races to the hard limit first, the sandbox's allocations wait there (instead of it
 // being killed) until the guard has made room.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Logger } from 'pino';
+import { VM_UID } from '../../images/builder.ts';
+import { hasMemoryCgroup, isUnderOom, memoryCgroupDir, readMemoryLimit, setOomKill, workingSet, writeMemoryLimit } from './cgroups.ts';
 
 export interface Victim {
   pid: number;
@@ -17,10 +18,8 @@ export interface Victim {
 
 export interface MemoryGuardOptions {
   log: Logger;
-  /** Kills the largest process in the instance (not its init); null when none was found. */
-  killLargest(instanceId: string): Promise<Victim | null>;
-  /** Kills every process of the VM user; returns how many. */
-  killUser(instanceId: string): Promise<number>;
+  /** Runs a shell script as root inside the instance, within the time given; resolves with what it printed. */
+  runAsRoot(instanceId: string, script: string, timeoutMs: number): Promise<string>;
   intervalMs?: number;
 }
 
@@ -36,6 +35,9 @@ const RELEASE_WAIT_MS = 10_000;
 /** Room made above the hard limit while the guard works inside a frozen sandbox. */
 const RESCUE_BYTES = 256 * 1024 * 1024;
 
+/** Time limit of one kill inside the instance. */
+const KILL_TIMEOUT_MS = 10_000;
+
 export class MemoryGuard {
   private readonly watched = new Map<string, Watched>();
   private readonly options: MemoryGuardOptions;
@@ -50,10 +52,10 @@ export class MemoryGuard {
    * when this host's cgroups do not allow it (the host limit alone then applies).
    */
   watch(instanceId: string, memoryMb: number): boolean {
-    const cgroupDir = `/sys/fs/cgroup/memory/roomkit/${instanceId}`;
-    if (!existsSync(`${cgroupDir}/memory.usage_in_bytes`)) return false;
+    const cgroupDir = memoryCgroupDir(instanceId);
+    if (!hasMemoryCgroup(cgroupDir)) return false;
     // Allocations wait at the hard limit instead of the kernel killing the sandbox.
-    writeFileSync(`${cgroupDir}/memory.oom_control`, '1');
+    setOomKill(cgroupDir, false);
     this.watched.set(instanceId, { thresholdBytes: memoryMb * 1024 * 1024, cgroupDir, busy: false });
     this.timer ??= setInterval(() => this.tick(), this.options.intervalMs ?? 100);
     this.timer.unref();
@@ -82,7 +84,7 @@ export class MemoryGuard {
         this.unwatch(id);
         continue;
       }
-      const frozen = readFileSync(`${w.cgroupDir}/memory.oom_control`, 'utf8').includes('under_oom 1');
+      const frozen = isUnderOom(w.cgroupDir);
       if (usage < w.thresholdBytes && !frozen) continue;
       w.busy = true;
       this.relieve(id, w, frozen)
@@ -92,12 +94,11 @@ export class MemoryGuard {
   }
 
   private async relieve(id: string, w: Watched, frozen: boolean): Promise<void> {
-    const limitFile = `${w.cgroupDir}/memory.limit_in_bytes`;
-    const limit = readNumber(limitFile);
+    const limit = readMemoryLimit(w.cgroupDir);
     try {
       // A frozen sandbox cannot even run the kill: give it a little room first.
-      if (frozen && limit !== null) writeFileSync(limitFile, String(limit + RESCUE_BYTES));
-      const victim = await this.options.killLargest(id);
+      if (frozen && limit !== null) writeMemoryLimit(w.cgroupDir, limit + RESCUE_BYTES);
+      const victim = await this.killLargest(id);
       this.options.log.warn(
         { instanceId: id, victim, usageMb: Math.round((workingSet(w.cgroupDir) ?? 0) / 1048576) },
         victim ? 'instance out of memory: killed its largest process' : 'instance out of memory: no process to kill',
@@ -110,15 +111,45 @@ export class MemoryGuard {
       }
       // Still at the hard limit: one process was not the problem (a fork bomb's host
       // tasks, say). The VM user's processes all go, so the instance itself lives.
-      if (frozen && readFileSync(`${w.cgroupDir}/memory.oom_control`, 'utf8').includes('under_oom 1')) {
-        const killed = await this.options.killUser(id);
+      if (frozen && isUnderOom(w.cgroupDir)) {
+        const killed = await this.killUser(id);
         this.options.log.warn({ instanceId: id, killed }, 'instance stuck at its memory ceiling: killed all of the VM user\'s processes');
       }
     } catch (err) {
       this.options.log.error({ instanceId: id, err }, 'memory guard could not relieve the instance');
     } finally {
-      if (frozen && limit !== null) await restoreLimit(limitFile, limit, this.options.log, id);
+      if (frozen && limit !== null) await restoreLimit(w.cgroupDir, limit, this.options.log, id);
     }
+  }
+
+  /**
+   * Kills the process with the largest resident memory in the instance: among the VM
+   * user's processes first, so that root's (ours included) are taken only when nothing
+   * else is left; never the init. Null when none was found.
+   */
+  private async killLargest(instanceId: string): Promise<Victim | null> {
+    const script = [
+      'ps -eo pid=,uid=,rss=,comm= --sort=-rss > /tmp/.roomkit-oom',
+      'v=$(awk \'$1 != 1 && $2 != 0 { print; exit }\' /tmp/.roomkit-oom)',
+      // Root's processes only when they are big (> 10 MiB): never the small helpers the
+      // service itself runs inside.
+      '[ -n "$v" ] || v=$(awk \'$1 != 1 && $3 > 10240 { print; exit }\' /tmp/.roomkit-oom)',
+      'rm -f /tmp/.roomkit-oom',
+      '[ -n "$v" ] || exit 0',
+      'set -- $v',
+      'kill -9 "$1" && echo "$1 $3 $4"',
+    ].join('\n');
+    const stdout = await this.options.runAsRoot(instanceId, script, KILL_TIMEOUT_MS);
+    const match = /^(\d+) (\d+) (.*)$/m.exec(stdout);
+    return match ? { pid: Number(match[1]), rssKb: Number(match[2]), command: match[3] ?? '' } : null;
+  }
+
+  /** Kills every process of the VM user; returns how many. */
+  private async killUser(instanceId: string): Promise<number> {
+    // Again until none is left: a process may fork between the listing and the kill.
+    const script = `n=$(ps -u ${VM_UID} --no-headers | wc -l); i=0; while pkill -KILL -u ${VM_UID} && [ $i -lt 50 ]; do i=$((i+1)); sleep 0.1; done; echo $n`;
+    const stdout = await this.options.runAsRoot(instanceId, script, KILL_TIMEOUT_MS);
+    return Number(stdout.trim()) || 0;
   }
 }
 
@@ -126,47 +157,15 @@ export class MemoryGuard {
  * Puts the hard limit back after a rescue. The kernel refuses a limit below the current
  * usage, so this retries for a while as memory is freed, and logs if it cannot.
  */
-async function restoreLimit(file: string, limit: number, log: Logger, instanceId: string): Promise<void> {
+async function restoreLimit(cgroupDir: string, limit: number, log: Logger, instanceId: string): Promise<void> {
   for (const deadline = Date.now() + RELEASE_WAIT_MS; Date.now() < deadline; ) {
-    if (!existsSync(file)) return;
+    if (!hasMemoryCgroup(cgroupDir)) return;
     try {
-      writeFileSync(file, String(limit));
+      writeMemoryLimit(cgroupDir, limit);
       return;
     } catch {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
   log.warn({ instanceId }, 'memory guard could not restore the hard memory limit; it stays raised by the rescue margin');
-}
-
-/**
- * The memory an instance uses: its cgroup's usage without the host's file cache. The
- * files an instance writes and reads go through its gofer, whose page cache is charged
- * to the cgroup but is the host's to drop, not the guest's memory; counting it killed
- * processes of an instance that only wrote files. The guest's own memory, its page
- * cache included, lives in gVisor's shared memory (anonymous pages) and is all counted.
- * Null when the cgroup is gone.
- */
-export function workingSet(cgroupDir: string): number | null {
-  const usage = readNumber(`${cgroupDir}/memory.usage_in_bytes`);
-  if (usage === null) return null;
-  let fileCache = 0;
-  try {
-    const stat = readFileSync(`${cgroupDir}/memory.stat`, 'utf8');
-    for (const name of ['total_inactive_file', 'total_active_file']) {
-      const match = new RegExp(`^${name} (\\d+)$`, 'm').exec(stat);
-      fileCache += match ? Number(match[1]) : 0;
-    }
-  } catch {
-    // No stat: count all of the usage.
-  }
-  return Math.max(0, usage - fileCache);
-}
-
-function readNumber(file: string): number | null {
-  try {
-    return Number(readFileSync(file, 'utf8').trim());
-  } catch {
-    return null;
-  }
 }

@@ -7,10 +7,11 @@ import { ImageStore } from '../../images/builder.ts';
 import { hostDnsServers } from '../../network/firewall.ts';
 import { AddressPool } from '../../network/pool.ts';
 import type { RuntimeCandidate } from '../select.ts';
-import { GvisorRuntime } from './index.ts';
+import { GvisorRuntime } from './gvisor-runtime.ts';
 import { runscVersion } from './runsc.ts';
 
-const HOST_PID_MAX = 4_194_304;
+/** The kernel.pid_max the host gets at start (see below why). */
+export const HOST_PID_MAX = 4_194_304;
 
 /** Programs the runtime calls, with the Debian package that has each. */
 export const REQUIRED_PROGRAMS: Record<string, string> = {

@@ -1,0 +1,111 @@
+// The host cgroups of an instance's sandbox. runsc makes them from the bundle's
+// cgroupsPath: on cgroup v1 a directory `roomkit/<instance id>` in each hierarchy. The
+// memory guard reads and tunes the sandbox's v1 memory controller (usage, file cache,
+// limit, OOM control); a teardown lifts its limit first and then removes what runsc
+// left in the v1 hierarchies. On a cgroup v2 host there is no v1 memory cgroup: the
+// memory functions find nothing and change nothing (only the host limit applies), and
+// the sandbox's unified cgroup (`roomkit/<instance id>` under the root itself) is left
+// to runsc's own delete.
+import { existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const CGROUP_ROOT = '/sys/fs/cgroup';
+const PARENT = 'roomkit';
+
+/** The cgroupsPath of an instance's sandbox, for its OCI spec. */
+export function sandboxCgroupsPath(instanceId: string): string {
+  return `/${PARENT}/${instanceId}`;
+}
+
+/** The sandbox's v1 memory cgroup directory (which may not exist). */
+export function memoryCgroupDir(instanceId: string): string {
+  return join(CGROUP_ROOT, 'memory', PARENT, instanceId);
+}
+
+/** Whether the sandbox has a v1 memory cgroup, which the memory guard needs. */
+export function hasMemoryCgroup(cgroupDir: string): boolean {
+  return existsSync(join(cgroupDir, 'memory.usage_in_bytes'));
+}
+
+/**
+ * Turns the kernel's OOM kill of the cgroup off (allocations then wait at the hard
+ * limit instead) or back on.
+ */
+export function setOomKill(cgroupDir: string, enabled: boolean): void {
+  writeFileSync(join(cgroupDir, 'memory.oom_control'), enabled ? '0' : '1');
+}
+
+/** Whether the cgroup's allocations are waiting at its hard limit. */
+export function isUnderOom(cgroupDir: string): boolean {
+  return readFileSync(join(cgroupDir, 'memory.oom_control'), 'utf8').includes('under_oom 1');
+}
+
+/** The cgroup's hard memory limit in bytes; null when the cgroup is gone. */
+export function readMemoryLimit(cgroupDir: string): number | null {
+  return readNumber(join(cgroupDir, 'memory.limit_in_bytes'));
+}
+
+/** Sets the hard limit (-1: none). The kernel refuses a limit below the current usage. */
+export function writeMemoryLimit(cgroupDir: string, bytes: number): void {
+  writeFileSync(join(cgroupDir, 'memory.limit_in_bytes'), String(bytes));
+}
+
+/**
+ * The memory an instance uses: its cgroup's usage without the host's file cache. The
+ * files an instance writes and reads go through its gofer, whose page cache is charged
+ * to the cgroup but is the host's to drop, not the guest's memory; counting it killed
+ * processes of an instance that only wrote files. The guest's own memory, its page
+ * cache included, lives in gVisor's shared memory (anonymous pages) and is all counted.
+ * Null when the cgroup is gone.
+ */
+export function workingSet(cgroupDir: string): number | null {
+  const usage = readNumber(join(cgroupDir, 'memory.usage_in_bytes'));
+  if (usage === null) return null;
+  let fileCache = 0;
+  try {
+    const stat = readFileSync(join(cgroupDir, 'memory.stat'), 'utf8');
+    for (const name of ['total_inactive_file', 'total_active_file']) {
+      const match = new RegExp(`^${name} (\\d+)$`, 'm').exec(stat);
+      fileCache += match ? Number(match[1]) : 0;
+    }
+  } catch {
+    // No stat: count all of the usage.
+  }
+  return Math.max(0, usage - fileCache);
+}
+
+/** Lifts the memory cgroup's limit and restores the kernel's OOM kill (v1), if it exists. */
+export function unfreezeMemory(instanceId: string): void {
+  const dir = memoryCgroupDir(instanceId);
+  if (!existsSync(dir)) return;
+  try {
+    setOomKill(dir, true);
+    writeMemoryLimit(dir, -1);
+  } catch {
+    // Gone in the meantime.
+  }
+}
+
+/** Removes the instance's cgroup directories that runsc left in any v1 hierarchy. */
+export function removeCgroups(instanceId: string): void {
+  if (!existsSync(CGROUP_ROOT)) return;
+  for (const hierarchy of readdirSync(CGROUP_ROOT)) {
+    const dir = join(CGROUP_ROOT, hierarchy, PARENT, instanceId);
+    if (existsSync(dir)) {
+      try {
+        rmdirSync(dir);
+      } catch {
+        // rmdir on cgroupfs fails while tasks remain; runsc delete has killed them, so
+        // this only happens in a race the next sweep settles.
+      }
+    }
+  }
+}
+
+function readNumber(file: string): number | null {
+  try {
+    return Number(readFileSync(file, 'utf8').trim());
+  } catch {
+    return null;
+  }
+}

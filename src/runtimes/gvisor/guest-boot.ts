@@ -1,0 +1,68 @@
+// Bringing an instance's guest up: the files it needs written into its root before any
+// of its code runs, then, once runsc has started the sandbox, waiting for its init to
+// answer, starting its root service and checking that a command runs as the VM user.
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RunResult } from '../../host/run.ts';
+import { VM_UID } from '../../images/builder.ts';
+import { ROOT_SERVICE } from '../../images/guest-additions.ts';
+import type { MachineSpec } from '../types.ts';
+import type { ExecOptions } from './guest-exec.ts';
+
+export const BOOT_TIMEOUT_MS = 15_000;
+
+/** Runs a program in the instance being booted. */
+export type Exec = (argv: string[], options: ExecOptions) => Promise<RunResult>;
+
+/**
+ * Name resolution (the host's DNS servers, or none without egress), host name, hosts
+ * and a world-writable /tmp. No guest code has run yet, so writing into its root from
+ * the host is safe.
+ */
+export function writeGuestConfig(rootfs: string, nameservers: string[]): void {
+  writeFileSync(join(rootfs, 'etc', 'resolv.conf'), nameservers.map((ns) => `nameserver ${ns}\n`).join(''));
+  writeFileSync(join(rootfs, 'etc', 'hostname'), 'roomkit\n');
+  writeFileSync(join(rootfs, 'etc', 'hosts'), '127.0.0.1\tlocalhost roomkit\n::1\tlocalhost ip6-localhost ip6-loopback\n');
+  const tmp = join(rootfs, 'tmp');
+  mkdirSync(tmp, { recursive: true });
+  chmodSync(tmp, 0o1777);
+}
+
+export async function waitForInit(exec: Exec, signal: AbortSignal): Promise<void> {
+  const deadline = Date.now() + BOOT_TIMEOUT_MS;
+  let last = '';
+  while (Date.now() < deadline) {
+    signal.throwIfAborted();
+    const result = await exec(['/bin/true'], { as: 'root', timeoutMs: BOOT_TIMEOUT_MS });
+    if (result.code === 0) return;
+    last = result.stderr.trim();
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`the sandbox's init did not answer within ${BOOT_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`);
+}
+
+/**
+ * Starts the guest's root service (images/guest/rootd.py), through which its `sudo`
+ * works; images without it or without python3 simply have no sudo.
+ */
+export async function startRootService(exec: Exec): Promise<void> {
+  // Started in the background from a shell inside (this runsc's `exec --detach` fails),
+  // with no descriptor of ours, so it outlives this call and holds no pipe open.
+  const script = `[ -f ${ROOT_SERVICE} ] && command -v python3 >/dev/null || exit 0; setsid python3 ${ROOT_SERVICE} </dev/null >/dev/null 2>&1 &`;
+  const result = await exec(['sh', '-c', script], { as: 'root', timeoutMs: BOOT_TIMEOUT_MS });
+  if (result.code !== 0) {
+    throw new Error(`could not start the instance's root service (exit ${result.code}${result.timedOut ? ', timed out' : ''}): ${(result.stderr || result.stdout).trim()}`);
+  }
+}
+
+/** The readiness check: a command as the VM user, in its home, which it can write, answers with its uid. */
+export async function checkReady(exec: Exec, spec: MachineSpec): Promise<void> {
+  const check = await exec(['sh', '-c', 'cd "$HOME" && test -w . && id -u'], {
+    as: 'vm',
+    home: spec.home,
+    timeoutMs: BOOT_TIMEOUT_MS,
+  });
+  if (check.code !== 0 || check.stdout.trim() !== String(VM_UID)) {
+    throw new Error(`readiness check failed: a command as ${spec.user} in ${spec.home} answered ${check.code}: ${(check.stderr || check.stdout).trim()}`);
+  }
+}

@@ -1,0 +1,395 @@
+// The gVisor runtime: each instance is a runsc sandbox (ptrace platform) in its own
+// network namespace, on an overlay of the profile's cached image and a writable layer
+// capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
+// any step fails, undoes everything before rejecting. Commands and file operations are
+// `runsc exec`s inside the instance (commands.ts, file-operations.ts).
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { run, runChecked, type RunResult } from '../../host/run.ts';
+import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
+import type { ImageStore } from '../../images/builder.ts';
+import { OUTPUT_RELAY } from '../../images/guest-additions.ts';
+import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
+import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath, removeNetwork } from '../../network/netns.ts';
+import type { AddressPool } from '../../network/pool.ts';
+import type {
+  CommandOutcome,
+  CommandRequest,
+  CommandSignal,
+  FileAccess,
+  FileChangeEntry,
+  GuestDirEntry,
+  GuestFileInfo,
+  ProvisionRequest,
+  Runtime,
+  RuntimeHealth,
+} from '../types.ts';
+import { ociSpec } from './bundle.ts';
+import { removeCgroups, unfreezeMemory } from './cgroups.ts';
+import { diffLayers, LayerIndexes, listLayer, type LowerIndex } from './changes.ts';
+import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
+import * as files from './file-operations.ts';
+import { checkReady, type Exec, startRootService, waitForInit, writeGuestConfig } from './guest-boot.ts';
+import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
+import { InstanceHandle } from './instance-handle.ts';
+import { MemoryGuard } from './memory-guard.ts';
+import { addMimeTypes } from './mime-sniffing.ts';
+import { Runsc } from './runsc.ts';
+
+export interface GvisorOptions {
+  dataDir: string;
+  pool: AddressPool;
+  images: ImageStore;
+  log: Logger;
+  dnsServers: string[];
+}
+
+export class GvisorRuntime implements Runtime {
+  readonly name = 'gvisor';
+  readonly capabilities = { network: true, diskLimit: true };
+  private readonly runsc: Runsc;
+  private readonly instancesDir: string;
+  private readonly pool: AddressPool;
+  private readonly images: ImageStore;
+  private readonly log: Logger;
+  private readonly dnsServers: string[];
+  /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
+  readonly tag: string;
+  private readonly memoryGuard: MemoryGuard;
+  /** Per image: what its root filesystem holds, to read writable-layer changes against. */
+  private readonly layerIndexes: LayerIndexes;
+  /** Per image: whether it has the output relay. */
+  private readonly relayInImage = new Map<string, boolean>();
+  private readonly lingering = new LingeringPipes();
+  /** Per instance this runtime made or adopted: its names and paths on the host. */
+  private readonly handles = new Map<string, InstanceHandle>();
+
+  constructor(options: GvisorOptions) {
+    this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
+    this.instancesDir = join(options.dataDir, 'instances');
+    this.pool = options.pool;
+    this.images = options.images;
+    this.log = options.log;
+    this.dnsServers = options.dnsServers;
+    mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
+    mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
+    this.tag = hostTag(options.dataDir);
+    this.layerIndexes = new LayerIndexes(this.images.dir, (key) => this.images.rootfsOf(key));
+    this.memoryGuard = new MemoryGuard({
+      log: this.log,
+      runAsRoot: async (id, script, timeoutMs) => (await this.exec(id, ['sh', '-c', script], { as: 'root', timeoutMs })).stdout,
+    });
+  }
+
+  /** Installs the firewall table; instances already running get their egress back from adopt(). */
+  async start(): Promise<void> {
+    const addresses = await runChecked('ip', ['-4', '-o', 'addr', 'show'], { timeoutMs: 10_000 });
+    await installRuleset({
+      tag: this.tag,
+      poolCidr: this.pool.cidr,
+      dnsServers: this.dnsServers,
+      hostNetworks: hostNetworks(addresses.stdout, this.pool.cidr),
+    });
+  }
+
+  async provision(request: ProvisionRequest): Promise<void> {
+    const { instanceId, spec, signal, log, onStep } = request;
+    const h = new InstanceHandle(this.instancesDir, this.tag, instanceId);
+    this.handles.set(instanceId, h);
+    try {
+      // Still `active`: the image is built once per profile and cached.
+      // A build can take minutes: a delete or a shutdown does not wait for it (the build
+      // itself goes on for others that need it, or is stopped when the service stops).
+      const image = await untilAborted(
+        this.images.ensure({ image: spec.image, packages: spec.packages, user: spec.user, home: spec.home }, log, request.onProgress),
+        signal,
+      );
+      signal.throwIfAborted();
+      mkdirSync(h.dir, { recursive: true, mode: 0o700 });
+      h.writeMeta({
+        instanceId,
+        imageKey: image.key,
+        netns: h.netns,
+        hostIf: h.hostIf,
+        guestIf: h.guestIf,
+        home: spec.home,
+        egress: spec.network.egress,
+        memoryMb: spec.memory_mb,
+      });
+
+      const lease = await this.pool.allocate(instanceId);
+      await createNetns(h.netns);
+      await onStep('network_allocated');
+
+      await createVethPair(h, lease);
+      if (spec.network.egress === 'internet') await allowEgress(this.tag, h.hostIf);
+      await onStep('ftap_created');
+
+      mkdirSync(h.layer, { recursive: true });
+      mkdirSync(h.rootfs, { recursive: true });
+      await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+      mkdirSync(h.upper, { recursive: true });
+      mkdirSync(h.work, { recursive: true });
+      await mountOverlay({ lower: image.rootfs, upper: h.upper, work: h.work, target: h.rootfs });
+      writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? this.dnsServers : []);
+      this.log.debug({ instanceId }, 'guest configuration written');
+      mkdirSync(h.bundle, { recursive: true });
+      writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec })));
+      await onStep('image_generated');
+
+      await this.runsc.create(h.netns, instanceId, h.bundle, h.consoleLog);
+      this.guardMemory(instanceId, spec.memory_mb);
+      await this.runsc.start(h.netns, instanceId);
+      await onStep('vm_started');
+
+      const exec: Exec = (argv, options) => this.exec(instanceId, argv, options);
+      await waitForInit(exec, signal);
+      await startRootService(exec);
+      await onStep('vm_booted');
+
+      await checkReady(exec, spec);
+      await onStep('ready');
+      // The first command's files_changed needs the image's index: build it now.
+      this.lowerIndex(h).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
+    } catch (err) {
+      try {
+        await this.destroy(instanceId);
+      } catch (cleanupErr) {
+        log.error({ err: cleanupErr }, 'cleanup after a failed start failed');
+      }
+      throw err;
+    }
+  }
+
+  /** Runs a program in the instance (no shell unless asked for), bounded by a deadline. */
+  async exec(instanceId: string, argv: string[], options: ExecOptions): Promise<RunResult> {
+    const h = this.handle(instanceId);
+    return this.runsc.call(h.netns, execArgs(instanceId, argv, options, options.env), { timeoutMs: options.timeoutMs });
+  }
+
+  async destroy(instanceId: string): Promise<void> {
+    const h = this.handle(instanceId);
+    this.handles.delete(instanceId);
+    const netnsExists = existsSync(netnsPath(h.netns));
+    // In reverse order of provisioning: sandbox, mounts, writable layer, rules, veth and
+    // namespace, address.
+    this.memoryGuard.unwatch(instanceId);
+    this.lingering.closeAll(instanceId);
+    // A sandbox frozen at its memory ceiling cannot even die: let it run free first.
+    unfreezeMemory(instanceId);
+    await this.runsc.destroy(netnsExists ? h.netns : null, instanceId);
+    await unmountAll(h.dir);
+    rmSync(h.dir, { recursive: true, force: true });
+    await revokeEgress(this.tag, h.hostIf);
+    await removeNetwork(h);
+    await this.pool.release(instanceId);
+    removeCgroups(instanceId);
+  }
+
+  /** Starts `runsc exec` of a program in the instance, for callers that stream its input or output. */
+  private spawnExec(h: InstanceHandle, argv: string[], options: ExecIdentity & { env?: Record<string, string>; combineOutput?: boolean }): ExecChild {
+    const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
+    return this.runsc.spawn(h.netns, execArgs(h.id, argv, options, env), { combineOutput: options.combineOutput ?? false });
+  }
+
+  async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
+    const h = this.handle(instanceId);
+    const walker = request.trackChanges ? await this.layerIndexes.walker() : undefined;
+    const lower = request.trackChanges ? this.lowerIndex(h) : undefined;
+    const before = walker ? await listLayer(walker, h.upper) : undefined;
+    const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
+    // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
+    const child = this.spawnExec(h, [...this.relay(h), '/bin/sh', '-c', script], {
+      as: 'vm',
+      home: request.home,
+      env: { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId },
+      combineOutput: true,
+    });
+    const outcome = await superviseCommand(child, {
+      timeoutMs: request.timeoutMs,
+      maxOutputBytes: request.maxOutputBytes,
+      ...(request.onOutput ? { onOutput: request.onOutput } : {}),
+      killTree: async () => void (await this.killCommand(instanceId, request.commandId)),
+    });
+    if (outcome.lingering) this.lingering.keepDraining(instanceId, outcome.lingering);
+    let changes: FileChangeEntry[] | null = null;
+    if (walker && before && lower) {
+      changes = diffLayers(before, await listLayer(walker, h.upper), await lower);
+      await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }));
+    }
+    return {
+      output: outcome.output,
+      outputBytes: outcome.outputBytes,
+      outputTruncated: outcome.outputTruncated,
+      exitCode: outcome.exitCode,
+      timedOut: outcome.timedOut,
+      changes,
+    };
+  }
+
+  /** Signals every process of a command, as root inside the instance. */
+  async killCommand(instanceId: string, commandId: string, signal: CommandSignal = 'KILL'): Promise<number> {
+    const result = await this.exec(instanceId, ['sh', '-c', KILL_SCRIPT, 'sh', commandId, signal], { as: 'root', timeoutMs: 30_000 });
+    if (result.code !== 0) this.log.warn({ instanceId, commandId, code: result.code, stderr: result.stderr }, 'a killed command left processes behind');
+    return Number.parseInt(result.stdout.trim(), 10) || 0;
+  }
+
+  /** The index of the instance's image, built once per image and process. */
+  private lowerIndex(h: InstanceHandle): Promise<LowerIndex> {
+    const key = h.readMeta()?.imageKey;
+    if (key === undefined) return Promise.reject(new Error(`instance ${h.id} has no image record`));
+    return this.layerIndexes.lowerIndex(key);
+  }
+
+  /**
+   * The output relay to run a program through: its path when the instance's image has
+   * it, else nothing (an instance adopted from an image built before the relay existed).
+   * Looked up in the image, which roomkit built and the guest cannot change.
+   */
+  private relay(h: InstanceHandle): string[] {
+    const key = h.readMeta()?.imageKey;
+    if (key === undefined) return [];
+    let has = this.relayInImage.get(key);
+    if (has === undefined) {
+      has = existsSync(join(this.images.rootfsOf(key), OUTPUT_RELAY));
+      this.relayInImage.set(key, has);
+    }
+    return has ? [OUTPUT_RELAY] : [];
+  }
+
+  /** Starts operations of the file script in the instance, as the VM user in the request's home. */
+  private fileScript(instanceId: string, access: FileAccess): files.FileScript {
+    const h = this.handle(instanceId);
+    return (args) => this.spawnExec(h, files.fileScriptArgv(this.relay(h), args), { as: 'vm', home: access.home });
+  }
+
+  openFile(
+    instanceId: string,
+    path: string,
+    options: FileAccess & { maxBytes: number; range?: { start: number; end: number } },
+  ): Promise<{ info: GuestFileInfo; body: NodeJS.ReadableStream }> {
+    return files.openFile(this.fileScript(instanceId, options), path, options);
+  }
+
+  statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo> {
+    return files.statFile(this.fileScript(instanceId, options), path, options);
+  }
+
+  writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }> {
+    return files.writeFile(this.fileScript(instanceId, options), path, data, options);
+  }
+
+  listDirectory(instanceId: string, path: string, options: FileAccess & { limit: number }): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }> {
+    return files.listDirectory(this.fileScript(instanceId, options), path, options);
+  }
+
+  deleteFile(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }> {
+    return files.deleteFile(this.fileScript(instanceId, options), path, options);
+  }
+
+  async health(instanceId: string): Promise<RuntimeHealth> {
+    const h = this.handle(instanceId);
+    if (!existsSync(netnsPath(h.netns))) return { healthy: false, reason: 'its network namespace is gone' };
+    const state = await this.runsc.state(h.netns, instanceId);
+    if (!state) return { healthy: false, reason: 'runsc does not know its sandbox' };
+    if (state.status !== 'running') return { healthy: false, reason: `its sandbox is ${state.status}` };
+    const probe = await this.exec(instanceId, ['/bin/true'], { as: 'root', timeoutMs: 10_000 });
+    if (probe.code !== 0) return { healthy: false, reason: `its init does not answer (exit ${probe.code})` };
+    return { healthy: true };
+  }
+
+  async adopt(instanceId: string): Promise<void> {
+    const h = this.handle(instanceId);
+    this.handles.set(instanceId, h);
+    const meta = h.readMeta();
+    if (meta?.egress === 'internet') await allowEgress(this.tag, h.hostIf);
+    if (meta?.memoryMb !== undefined) this.guardMemory(instanceId, meta.memoryMb);
+    this.lowerIndex(h).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not index the image'));
+  }
+
+  private guardMemory(instanceId: string, memoryMb: number): void {
+    if (!this.memoryGuard.watch(instanceId, memoryMb)) {
+      this.log.warn({ instanceId }, 'no v1 memory cgroup for the sandbox: only the host limit applies to its memory');
+    }
+  }
+
+  async list(): Promise<string[]> {
+    const ids = new Set<string>([...(await this.runsc.list()), ...(await this.pool.leasedInstances())]);
+    for (const name of existsSync(this.instancesDir) ? readdirSync(this.instancesDir) : []) ids.add(name);
+    return [...ids];
+  }
+
+  async sweep(keep: ReadonlySet<string>): Promise<string[]> {
+    const removed: string[] = [];
+    const errors: string[] = [];
+    for (const id of await this.list()) {
+      if (keep.has(id)) continue;
+      try {
+        await this.destroy(id);
+        removed.push(`instance ${id}`);
+      } catch (err) {
+        errors.push(`instance ${id}: ${(err as Error).message}`);
+      }
+    }
+    // Namespaces, veths and rules whose instance is unknown (e.g. lost with its directory).
+    const kept = [...keep].map((id) => this.handle(id));
+    const keptNetns = new Set(kept.map((h) => h.netns));
+    const keptIfs = new Set(kept.map((h) => h.hostIf));
+    for (const netns of listNetns(this.tag)) {
+      if (keptNetns.has(netns)) continue;
+      await run('ip', ['netns', 'del', netns], { timeoutMs: 10_000 });
+      removed.push(`netns ${netns}`);
+    }
+    for (const hostIf of await listHostInterfaces(this.tag)) {
+      if (keptIfs.has(hostIf)) continue;
+      await run('ip', ['link', 'del', hostIf], { timeoutMs: 10_000 });
+      removed.push(`veth ${hostIf}`);
+    }
+    for (const hostIf of await egressInterfaces(this.tag)) {
+      if (keptIfs.has(hostIf)) continue;
+      await revokeEgress(this.tag, hostIf);
+      removed.push(`egress rule ${hostIf}`);
+    }
+    for (const point of mountsUnder(this.instancesDir)) {
+      const id = point.slice(this.instancesDir.length + 1).split('/')[0] ?? '';
+      if (keep.has(id)) continue;
+      await unmountAll(point);
+      removed.push(`mount ${point}`);
+    }
+    // What could not be removed is reported after everything else was tried.
+    if (errors.length > 0) throw new Error(`could not remove ${errors.join('; ')}`);
+    return removed;
+  }
+
+  /** Removes the firewall table when no instance is left that it protects. */
+  async close(): Promise<void> {
+    this.memoryGuard.stop();
+    await this.images.close();
+    if ((await this.list()).length === 0) await removeRuleset(this.tag);
+  }
+
+  /** The instance's handle: the one kept for an instance this runtime runs, else made now. */
+  private handle(instanceId: string): InstanceHandle {
+    return this.handles.get(instanceId) ?? new InstanceHandle(this.instancesDir, this.tag, instanceId);
+  }
+}
+
+/** The promise's outcome, or a rejection as soon as the signal aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  signal.throwIfAborted();
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}

@@ -1,0 +1,77 @@
+// One instance's names and paths on the host, derived once from its id and the data
+// directory and carried to everything that touches the instance: its network namespace
+// and veth ends (tagged, see network/netns.ts), and its directory with the writable
+// layer, the overlay root, the bundle and the console log. Its record (instance.json)
+// says what it was made from and outlives a restart of the service.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type InstanceNetworkNames, networkNames } from '../../network/netns.ts';
+
+/** What the runtime keeps about an instance next to its files (instance.json). */
+export interface InstanceMeta {
+  instanceId: string;
+  imageKey: string;
+  netns: string;
+  hostIf: string;
+  guestIf: string;
+  home: string;
+  egress: string;
+  memoryMb: number;
+}
+
+export class InstanceHandle implements InstanceNetworkNames {
+  readonly id: string;
+  readonly netns: string;
+  readonly hostIf: string;
+  readonly guestIf: string;
+  /** Everything of the instance on disk is below it, and goes with it. */
+  readonly dir: string;
+  /** The sparse ext4 file of disk_mb that holds the writable layer. */
+  readonly diskImage: string;
+  /** Where the writable layer is mounted; the overlay's upper and work directories are in it. */
+  readonly layer: string;
+  /** The overlay's upper directory: exactly what the instance changed since it started. */
+  readonly upper: string;
+  readonly work: string;
+  /** The overlay of the writable layer over the image: the instance's root filesystem. */
+  readonly rootfs: string;
+  /** The OCI bundle (config.json) of the sandbox. */
+  readonly bundle: string;
+  /** What the sandbox's init and runsc create print. */
+  readonly consoleLog: string;
+  private readonly metaFile: string;
+  private meta: Partial<InstanceMeta> | undefined;
+
+  constructor(instancesDir: string, tag: string, instanceId: string) {
+    const names = networkNames(tag, instanceId);
+    this.id = instanceId;
+    this.netns = names.netns;
+    this.hostIf = names.hostIf;
+    this.guestIf = names.guestIf;
+    this.dir = join(instancesDir, instanceId);
+    this.diskImage = join(this.dir, 'disk.img');
+    this.layer = join(this.dir, 'layer');
+    this.upper = join(this.layer, 'upper');
+    this.work = join(this.layer, 'work');
+    this.rootfs = join(this.dir, 'rootfs');
+    this.bundle = join(this.dir, 'bundle');
+    this.consoleLog = join(this.dir, 'console.log');
+    this.metaFile = join(this.dir, 'instance.json');
+  }
+
+  writeMeta(meta: InstanceMeta): void {
+    writeFileSync(this.metaFile, `${JSON.stringify(meta)}\n`);
+    this.meta = meta;
+  }
+
+  /** The instance's record, read once; undefined while it has none. */
+  readMeta(): Partial<InstanceMeta> | undefined {
+    if (this.meta) return this.meta;
+    try {
+      this.meta = JSON.parse(readFileSync(this.metaFile, 'utf8')) as Partial<InstanceMeta>;
+    } catch {
+      return undefined;
+    }
+    return this.meta;
+  }
+}

@@ -1,0 +1,38 @@
+// The MIME types of the files a command changed, for files_changed: by extension, else
+// from their first bytes, read inside the instance in one exec for all of them.
+import { mimeTypeByExtension, sniffMimeType } from '../../lib/mime.ts';
+import type { FileChangeEntry } from '../types.ts';
+import type { ExecChild } from './commands.ts';
+import { collect } from './exec-streams.ts';
+import { FILE_OP_TIMEOUT_MS } from './file-operations.ts';
+
+/** Files whose type is read from their first bytes per command; the rest get a type by extension or none. */
+const MAX_SNIFFED_FILES = 200;
+const SNIFF_BYTES = 512;
+
+/**
+ * Types changed files: by extension, else from their first bytes read inside the
+ * instance, by a program `startAsRoot` starts there as root.
+ */
+export async function addMimeTypes(changes: FileChangeEntry[], startAsRoot: (argv: string[]) => ExecChild): Promise<void> {
+  const unknown: FileChangeEntry[] = [];
+  for (const change of changes) {
+    if (change.status === 'deleted') continue;
+    const byExtension = mimeTypeByExtension(change.path);
+    if (byExtension) change.mimeType = byExtension;
+    else if (unknown.length < MAX_SNIFFED_FILES) unknown.push(change);
+  }
+  if (unknown.length === 0) return;
+  // Each file's first bytes, preceded by their count; as root, since root may have made them.
+  const script = `for f; do n=$(head -c ${SNIFF_BYTES} -- "$f" 2>/dev/null | wc -c); echo "$n"; head -c "$n" -- "$f" 2>/dev/null; done`;
+  const { stdout } = await collect(startAsRoot(['sh', '-c', script, 'sh', ...unknown.map((c) => c.path)]), FILE_OP_TIMEOUT_MS);
+  let offset = 0;
+  for (const change of unknown) {
+    const newline = stdout.indexOf(10, offset);
+    if (newline < 0) break;
+    const count = Number(stdout.toString('latin1', offset, newline));
+    const head = stdout.subarray(newline + 1, newline + 1 + count);
+    offset = newline + 1 + count;
+    change.mimeType = sniffMimeType(head, count < SNIFF_BYTES);
+  }
+}
