@@ -3,39 +3,23 @@
 // root filesystem (fresh overlay, fresh network namespace) without the service.
 //
 //   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default)
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from '../src/config.ts';
-import { buildApp } from '../src/http/app.ts';
-import { createLogger } from '../src/log.ts';
-import { createServices } from '../src/services.ts';
 import { run, runChecked } from '../src/host/run.ts';
 import { mountOverlay, unmountAll } from '../src/host/mounts.ts';
 import { ociSpec } from '../src/runtimes/gvisor/bundle.ts';
 import { ImageStore } from '../src/images/builder.ts';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
+import { startBenchService } from './setup.ts';
 import { percentile, summary } from './stats.ts';
 
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
 
-const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-bench-'));
-const config = loadConfig({ dataDir, logLevel: 'warn', runtime: 'gvisor', networkPool: '10.217.0.0/24', onShutdown: 'stop' });
-const log = createLogger('warn');
-const services = await createServices(config, log);
-if (!('runtime' in services.runtime)) {
-  console.error(`cannot benchmark: ${services.runtime.unavailable.reason}`);
-  process.exit(1);
-}
-const app = await buildApp(services);
-await app.listen({ host: '127.0.0.1', port: 0 });
-const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+const bench = await startBenchService('10.217.0.0/24');
+const { config, log, services, base, headers, dataDir } = bench;
 
 try {
-  const { organization } = await services.organizations.ensure('bench');
-  const { secret } = await services.organizations.createKey(organization.organization_id, { env: 'test' });
-  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
-  const profile = (await services.profiles.list(organization.organization_id))[0]!;
+  const profile = (await services.profiles.list(bench.organizationId))[0]!;
   const spec = { ...PROFILE_DEFAULTS, home: '/home/user' };
 
   console.log(`roomkit create-to-ready benchmark, ${RUNS} runs each, cached image\n`);
@@ -113,7 +97,5 @@ try {
   console.log('time spent reaching each state (from the previous one), from state_history:');
   for (const [state, values] of stateTimes) console.log(`  ${state.padEnd(18)} ${summary(values)}`);
 } finally {
-  await app.close();
-  await services.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await bench.close();
 }

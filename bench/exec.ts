@@ -10,42 +10,23 @@
 //
 //   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default)
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
-import { loadConfig } from '../src/config.ts';
-import { buildApp } from '../src/http/app.ts';
 import { run } from '../src/host/run.ts';
-import { createLogger } from '../src/log.ts';
 import { networkNames } from '../src/network/netns.ts';
 import { layerWalker, listLayer } from '../src/runtimes/gvisor/changes.ts';
-import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
-import { createServices } from '../src/services.ts';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startBenchService } from './setup.ts';
 import { percentile, summary, timed } from './stats.ts';
 
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
 
-const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-bench-'));
-const config = loadConfig({ dataDir, logLevel: 'warn', runtime: 'gvisor', networkPool: '10.217.1.0/24', onShutdown: 'stop' });
-const log = createLogger('warn');
-const services = await createServices(config, log);
-if (!('runtime' in services.runtime)) {
-  console.error(`cannot benchmark: ${services.runtime.unavailable.reason}`);
-  process.exit(1);
-}
-const runtime = services.runtime.runtime as GvisorRuntime;
-const app = await buildApp(services);
-await app.listen({ host: '127.0.0.1', port: 0 });
-const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+const bench = await startBenchService('10.217.1.0/24');
+const { config, runtime, base, headers, dataDir } = bench;
 
 try {
-  const { organization } = await services.organizations.ensure('bench');
-  const { secret } = await services.organizations.createKey(organization.organization_id, { env: 'test' });
-  const headers = { authorization: `Bearer ${secret}`, 'content-type': 'application/json' };
   const profileRes = await fetch(`${base}/api/profiles`, {
     method: 'POST',
     headers,
@@ -172,7 +153,5 @@ try {
   (runInNewContext('gc') as () => void)();
   memory('after a full garbage collection');
 } finally {
-  await app.close();
-  await services.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await bench.close();
 }

@@ -42,19 +42,29 @@ export const CommandResult = Type.Object(
 );
 export type CommandResult = Type.Static<typeof CommandResult>;
 
-/** A command in the room's history: what the store keeps once its output is gone. */
-export const CommandRecord = Type.Object(
-  {
+/** What names a command, in its record and its status. */
+const identity = {
     command_id: Type.String({ format: 'uuid' }),
     instance_id: Type.String({ format: 'uuid' }),
     command: Type.String(),
+};
+
+/** When a command ran, in its record and its status; null while it runs. */
+const timing = {
+    started_at: Type.String({ format: 'date-time' }),
+    finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+};
+
+/** A command in the room's history: what the store keeps once its output is gone. */
+export const CommandRecord = Type.Object(
+  {
+    ...identity,
     state: Type.Enum(COMMAND_STATES, { description: '`interrupted`: the service stopped while it ran; `error`: it could not be run' }),
     exit_code: Type.Union([Type.Integer(), Type.Null()]),
     output_bytes: Type.Union([Type.Integer(), Type.Null()]),
     files_changed: Type.Union([Type.Integer(), Type.Null()]),
-    started_at: Type.String({ format: 'date-time' }),
-    finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-    duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+    ...timing,
   },
   { title: 'CommandRecord' },
 );
@@ -66,15 +76,11 @@ export type CommandPage = Type.Static<typeof CommandPage>;
 /** A command's state as GET .../commands/{id} answers it: the record, output from an offset, and the outcome once finished. */
 export const CommandStatus = Type.Object(
   {
-    command_id: Type.String({ format: 'uuid' }),
-    instance_id: Type.String({ format: 'uuid' }),
-    command: Type.String(),
+    ...identity,
     state: Type.Enum(COMMAND_STATES, { description: '`running` until it ends; `killed`: ended by a kill request' }),
     background: Type.Boolean(),
     exit_code: Type.Union([Type.Integer(), Type.Null()], { description: 'null while running' }),
-    started_at: Type.String({ format: 'date-time' }),
-    finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-    duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+    ...timing,
     output: Type.String({ description: 'Output from output_offset to next_offset (stdout and stderr interleaved)' }),
     output_offset: Type.Integer({ description: 'Byte offset where `output` starts: more than asked for when older output was no longer kept' }),
     next_offset: Type.Integer({ description: 'Byte offset to ask for next (`?offset=`) to get only newer output' }),
