@@ -1,19 +1,11 @@
-// The firewall's rule text: that nft accepts it, and what goes into it.
+// The firewall's rule text: what goes into it (that nft accepts it is a host test).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { run } from '../src/host/run.ts';
-import { hostDnsServers, hostNetworks, rulesetText } from '../src/network/firewall.ts';
+import { hostDnsServers, hostNetworks, rulesetText } from '../../src/network/firewall.ts';
 
 const options = { tag: 'c0de', poolCidr: '10.213.0.0/16', dnsServers: ['10.255.255.53'], hostNetworks: ['192.0.2.0/24'] };
 
 describe('firewall rules', () => {
-  it('are accepted by nft (checked, not applied)', async () => {
-    const res = await run('nft', ['-c', '-f', '-'], { input: rulesetText(options), timeoutMs: 10_000 });
-    assert.equal(res.code, 0, res.stderr);
-    const noDns = await run('nft', ['-c', '-f', '-'], { input: rulesetText({ ...options, dnsServers: [] }), timeoutMs: 10_000 });
-    assert.equal(noDns.code, 0, noDns.stderr);
-  });
-
   it('drop spoofed sources, the host\'s own networks and the blocked ranges, and masquerade only the pool', () => {
     const text = rulesetText(options);
     assert.match(text, /table inet roomkit_c0de/);

@@ -26,15 +26,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gzipSync, zstdCompressSync } from 'node:zlib';
-import { PACKAGE_ROOT } from '../src/config.ts';
-import { PROVISION_STATES } from '../src/core/lifecycle.ts';
-import { ImageBuildError, ImageStore } from '../src/images/builder.ts';
-import { resolveOciImage } from '../src/images/oci/oci-image.ts';
-import { createLogger } from '../src/log.ts';
-import { networkNames } from '../src/network/netns.ts';
-import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
-import { startTestApp, TEST_IMAGES_DIR, type TestApp } from './support/app.ts';
-import { hostObjects, NOTHING } from './support/host.ts';
+import { PACKAGE_ROOT } from '../../src/config.ts';
+import { PROVISION_STATES } from '../../src/core/lifecycle.ts';
+import { ImageBuildError, ImageStore } from '../../src/images/builder.ts';
+import { resolveOciImage } from '../../src/images/oci/oci-image.ts';
+import { createLogger } from '../../src/log.ts';
+import { networkNames } from '../../src/network/netns.ts';
+import type { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
+import { startTestApp, TEST_IMAGES_DIR, type TestApp } from '../support/app.ts';
+import { hostObjects, NOTHING } from '../support/host.ts';
 
 const log = createLogger('silent');
 /** Bumped when the fixture layout changes, so a cached one is not reused. */

@@ -9,8 +9,8 @@ import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
-import { BIN } from './support/cli.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { BIN } from '../support/cli.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 

@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { generateApiKey } from '../src/core/apikeys.ts';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
+import { generateApiKey } from '../../src/core/apikeys.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
 let a: TestOrg;

@@ -3,7 +3,7 @@
 // background commands read from an offset, and kill with a signal.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
 let org: TestOrg;

@@ -6,12 +6,12 @@ import { createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PROVISION_STATES } from '../src/core/lifecycle.ts';
-import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
-import { networkNames } from '../src/network/netns.ts';
-import { run } from '../src/host/run.ts';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
-import { hostObjects, NOTHING } from './support/host.ts';
+import { PROVISION_STATES } from '../../src/core/lifecycle.ts';
+import type { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
+import { networkNames } from '../../src/network/netns.ts';
+import { run } from '../../src/host/run.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { hostObjects, NOTHING } from '../support/host.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -243,7 +243,7 @@ describe('deleting', () => {
   it('undoes every step when provisioning fails half-way', async () => {
     const id = '00000000-0000-4000-8000-00000000f417';
     const profile = await t.services.profiles.get(org.organizationId, profileId);
-    const { specOf } = await import('../src/core/profiles.ts');
+    const { specOf } = await import('../../src/core/profiles.ts');
     const seen: string[] = [];
     await assert.rejects(
       runtime.provision({

@@ -3,15 +3,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
-import { openSqliteStore } from '../src/store/db.ts';
-import { createLogger } from '../src/log.ts';
-import { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
-import { AddressPool } from '../src/network/pool.ts';
-import { ImageStore } from '../src/images/builder.ts';
-import { hostDnsServers } from '../src/network/firewall.ts';
-import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
-import { runtimeContract } from './support/runtime-contract.ts';
-import { TEST_IMAGES_DIR } from './support/app.ts';
+import { openSqliteStore } from '../../src/store/db.ts';
+import { createLogger } from '../../src/log.ts';
+import { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
+import { AddressPool } from '../../src/network/pool.ts';
+import { ImageStore } from '../../src/images/builder.ts';
+import { hostDnsServers } from '../../src/network/firewall.ts';
+import { PROFILE_DEFAULTS } from '../../src/core/profile-schema.ts';
+import { runtimeContract } from '../support/runtime-contract.ts';
+import { TEST_IMAGES_DIR } from '../support/app.ts';
 
 runtimeContract('gvisor', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-contract-'));

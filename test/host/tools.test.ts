@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { ListToolsResultSchema, ToolSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -26,7 +26,7 @@ const PNG = Buffer.from(
 );
 
 const roomPath = (room = ROOM, profile = profileId) => `/api/profile/${profile}/room/${room}`;
-const fixture = (name: string) => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8')) as object;
+const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../fixtures/${name}`, import.meta.url), 'utf8')) as object;
 
 async function tools(query = '', room = ROOM, headers = org.headers) {
   return t.app.inject({ method: 'GET', url: `${roomPath(room)}/tools${query}`, headers });

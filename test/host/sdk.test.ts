@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { GENERATED_FILE, type OpenApiDocument, renderApi } from '../sdk/scripts/generate.ts';
+import { GENERATED_FILE, type OpenApiDocument, renderApi } from '../../sdk/scripts/generate.ts';
 import {
   CommandHandle,
   contentBytes,
@@ -21,8 +21,8 @@ import {
   RoomkitError,
   type Instance,
 } from '@roomkit/sdk';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
-import { hostObjects, NOTHING } from './support/host.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { hostObjects, NOTHING } from '../support/host.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const LIFECYCLE = ['active', 'network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted', 'ready'];

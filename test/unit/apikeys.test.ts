@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { API_KEY_PATTERN, generateApiKey, hashApiKey, keyPrefix, parseApiKey, sameHash } from '../src/core/apikeys.ts';
-import { startTestApp, type TestApp } from './support/app.ts';
+import { API_KEY_PATTERN, generateApiKey, hashApiKey, keyPrefix, parseApiKey, sameHash } from '../../src/core/apikeys.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
 
 describe('API key format', () => {
   it('is rk_<env>_ and 32 lowercase hex characters', () => {

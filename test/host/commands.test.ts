@@ -3,7 +3,7 @@
 // command history. One instance serves the tests that cannot disturb each other.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
 let org: TestOrg;

@@ -20,11 +20,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { connect, createServer, type Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { run, runChecked } from '../src/host/run.ts';
-import { egressInterfaces, tableName } from '../src/network/firewall.ts';
-import { listHostInterfaces, listNetns, networkNames } from '../src/network/netns.ts';
-import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
+import { run, runChecked } from '../../src/host/run.ts';
+import { egressInterfaces, tableName } from '../../src/network/firewall.ts';
+import { listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
+import type { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 const POOL = '10.216.0.0/24';
 const PID = process.pid;

@@ -9,7 +9,7 @@ import {
   LIVE_STATES,
   PROVISION_STATES,
   STATES,
-} from '../src/core/lifecycle.ts';
+} from '../../src/core/lifecycle.ts';
 
 describe('instance lifecycle', () => {
   it('follows the spec progression active → ... → ready, one step at a time', () => {

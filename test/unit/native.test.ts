@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { compiled } from '../src/host/native.ts';
+import { compiled } from '../../src/host/native.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'roomkit-native-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));

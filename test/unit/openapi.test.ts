@@ -3,7 +3,7 @@
 // browsable UI; /healthz reports the service and its runtime.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startTestApp, type TestApp } from './support/app.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
 
 let t: TestApp;
 let doc: any;

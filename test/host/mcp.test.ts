@@ -10,12 +10,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type CallToolResult, ToolSchema } from '@modelcontextprotocol/sdk/types.js';
-import pkg from '../package.json' with { type: 'json' };
-import { toolDefinitions } from '../src/tools/definitions.ts';
-import { toMcpTool } from '../src/tools/formats.ts';
-import { toolLimits } from '../src/tools/local-backend.ts';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
-import { BIN, collect, run } from './support/cli.ts';
+import pkg from '../../package.json' with { type: 'json' };
+import { toolDefinitions } from '../../src/tools/definitions.ts';
+import { toMcpTool } from '../../src/tools/formats.ts';
+import { toolLimits } from '../../src/tools/local-backend.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { BIN, collect, run } from '../support/cli.ts';
 
 let t: TestApp;
 let a: TestOrg;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
 let org: TestOrg;

@@ -4,8 +4,8 @@
 // come out exact.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { completeUtf8Length, OutputLog } from '../src/core/output-log.ts';
-import { HeadTailBuffer } from '../src/host/output.ts';
+import { completeUtf8Length, OutputLog } from '../../src/core/output-log.ts';
+import { HeadTailBuffer } from '../../src/host/output.ts';
 
 /** Chunks as a pipe hands them out: fresh 64 KiB buffers of a repeating pattern. */
 function* pipeChunks(totalBytes: number, chunkBytes = 65536): Generator<Buffer> {

@@ -2,8 +2,8 @@
 // and a clear error naming the setting for a bad value.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError, loadConfig } from '../src/config.ts';
-import { startTestApp } from './support/app.ts';
+import { ConfigError, loadConfig } from '../../src/config.ts';
+import { startTestApp } from '../support/app.ts';
 
 describe('loadConfig', () => {
   it('has defaults for everything', () => {

@@ -4,10 +4,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { PROVISION_STATES } from '../src/core/lifecycle.ts';
-import { ROOM_ID_PATTERN } from '../src/http/schemas.ts';
-import { FakeRuntime } from './support/fake-runtime.ts';
-import { startTestApp, type TestApp, type TestOrg } from './support/app.ts';
+import { PROVISION_STATES } from '../../src/core/lifecycle.ts';
+import { ROOM_ID_PATTERN } from '../../src/http/schemas.ts';
+import { FakeRuntime } from '../support/fake-runtime.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
 let org: TestOrg;
