@@ -5,8 +5,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
-import { decodeCursor, encodeCursor } from './page-cursor.ts';
-import { COMMAND_STATES, type CommandPage, type CommandRecord, type CommandResult, type CommandState, type CommandStatus, type FileChange } from './command-schema.ts';
+import { CommandRecords, toRecord } from './command-records.ts';
+import type { CommandPage, CommandResult, CommandState, CommandStatus, FileChange } from './command-schema.ts';
 import type { CommandSignal, FileChangeEntry } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
@@ -78,7 +78,7 @@ export interface CommandSession {
 }
 
 export class Commands {
-  private readonly db: Db;
+  private readonly records: CommandRecords;
   private readonly instances: Instances;
   private readonly profiles: Profiles;
   private readonly config: Config;
@@ -87,7 +87,7 @@ export class Commands {
   private readonly sessions = new Map<string, CommandSession>();
 
   constructor(deps: { db: Db; instances: Instances; profiles: Profiles; config: Config; log: Logger }) {
-    this.db = deps.db;
+    this.records = new CommandRecords(deps.db);
     this.instances = deps.instances;
     this.profiles = deps.profiles;
     this.config = deps.config;
@@ -152,25 +152,16 @@ export class Commands {
     // Counted as running before the first await, so racing requests see it.
     this.sessions.set(commandId, session);
     try {
-      await this.db
-        .insertInto('commands')
-        .values({
-          id: commandId,
-          organization_id: organizationId,
-          instance_id: instance.id,
-          profile_id: profileId,
-          room_id: roomId,
-          command: input.command,
-          state: 'running',
-          background: background ? 1 : 0,
-          exit_code: null,
-          output_bytes: null,
-          files_changed: null,
-          started_at: startedAt,
-          finished_at: null,
-          duration_ms: null,
-        })
-        .execute();
+      await this.records.insertRunning({
+        id: commandId,
+        organizationId,
+        profileId,
+        roomId,
+        instanceId: instance.id,
+        command: input.command,
+        background,
+        startedAt,
+      });
     } catch (err) {
       this.sessions.delete(commandId);
       throw err;
@@ -197,7 +188,7 @@ export class Commands {
         // A command cut off by its instance stopping did not end on its own.
         const stopped = session.state !== 'killed' && !outcome.timedOut && !(await this.instances.isReady(instance.id));
         const state: CommandState = outcome.timedOut ? 'timed_out' : session.state === 'killed' ? 'killed' : stopped ? 'interrupted' : 'exited';
-        await this.finish(commandId, state, {
+        await this.records.finish(commandId, state, {
           exit_code: outcome.exitCode,
           output_bytes: outcome.outputBytes,
           files_changed: changes.length,
@@ -228,7 +219,7 @@ export class Commands {
         log.error({ err }, 'command could not run');
         session.state = 'error';
         session.error = new AppError('command_failed', `the command could not be run in instance ${instance.id}: ${(err as Error).message}`);
-        await this.finish(commandId, 'error', { duration_ms: Math.round(performance.now() - started) }).catch((e: unknown) =>
+        await this.records.finish(commandId, 'error', { duration_ms: Math.round(performance.now() - started) }).catch((e: unknown) =>
           log.error({ err: e }, 'could not record the command\'s end'),
         );
       } finally {
@@ -327,16 +318,7 @@ export class Commands {
     this.forgetOld();
     // Another organization's profile is not found, like a missing one.
     await this.profiles.get(organizationId, profileId);
-    const row = isUuid(commandId)
-      ? await this.db
-          .selectFrom('commands')
-          .selectAll()
-          .where('id', '=', commandId)
-          .where('organization_id', '=', organizationId)
-          .where('profile_id', '=', profileId)
-          .where('room_id', '=', roomId)
-          .executeTakeFirst()
-      : undefined;
+    const row = isUuid(commandId) ? await this.records.find(organizationId, profileId, roomId, commandId) : undefined;
     if (!row) {
       throw new AppError(
         'command_not_found',
@@ -355,26 +337,7 @@ export class Commands {
   ): Promise<CommandPage> {
     // Another organization's profile is not found, like a missing one.
     await this.profiles.get(organizationId, profileId);
-    let query = this.db
-      .selectFrom('commands')
-      .selectAll()
-      .where('organization_id', '=', organizationId)
-      .where('profile_id', '=', profileId)
-      .where('room_id', '=', roomId)
-      .orderBy('started_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(options.limit + 1);
-    if (options.cursor !== undefined) {
-      const [startedAt, id] = decodeCursor(options.cursor);
-      query = query.where((eb) => eb.or([eb('started_at', '<', startedAt), eb.and([eb('started_at', '=', startedAt), eb('id', '<', id)])]));
-    }
-    const rows = await query.execute();
-    const page = rows.slice(0, options.limit);
-    const last = page.at(-1);
-    return {
-      commands: page.map(toRecord),
-      next_cursor: rows.length > options.limit && last ? encodeCursor(last.started_at, last.id) : null,
-    };
+    return this.records.list(organizationId, profileId, roomId, options);
   }
 
   /**
@@ -384,12 +347,7 @@ export class Commands {
    * unseen.
    */
   async recover(): Promise<number> {
-    const rows = await this.db
-      .selectFrom('commands')
-      .innerJoin('instances', 'instances.id', 'commands.instance_id')
-      .select(['commands.id as id', 'commands.instance_id as instance_id', 'instances.state as instance_state'])
-      .where('commands.state', '=', 'running')
-      .execute();
+    const rows = await this.records.running();
     for (const row of rows) {
       if (row.instance_state === 'ready') {
         try {
@@ -398,18 +356,11 @@ export class Commands {
           this.log.warn({ instanceId: row.instance_id, commandId: row.id, err }, 'could not end an interrupted command');
         }
       }
-      await this.finish(row.id, 'interrupted', {});
+      await this.records.finish(row.id, 'interrupted', {});
     }
     return rows.length;
   }
 
-  private async finish(
-    commandId: string,
-    state: CommandState,
-    fields: { exit_code?: number; output_bytes?: number; files_changed?: number; duration_ms?: number },
-  ): Promise<void> {
-    await this.db.updateTable('commands').set({ state, finished_at: nowIso(), ...fields }).where('id', '=', commandId).execute();
-  }
 }
 
 function validate(input: CommandInput): void {
@@ -425,19 +376,4 @@ function validate(input: CommandInput): void {
     if (name.startsWith(RESERVED_ENV_PREFIX)) throw new AppError('validation_error', `env ${name}: names starting with ${RESERVED_ENV_PREFIX} are reserved`);
   }
   if (input.cwd?.includes('\0')) throw new AppError('validation_error', 'cwd contains a NUL character');
-}
-
-function toRecord(row: CommandRow): CommandRecord {
-  return {
-    command_id: row.id,
-    instance_id: row.instance_id,
-    command: row.command,
-    state: (COMMAND_STATES as readonly string[]).includes(row.state) ? (row.state as CommandState) : 'error',
-    exit_code: row.exit_code,
-    output_bytes: row.output_bytes,
-    files_changed: row.files_changed,
-    started_at: row.started_at,
-    finished_at: row.finished_at,
-    duration_ms: row.duration_ms,
-  };
 }

@@ -5,30 +5,17 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import { decodeCursor, encodeCursor } from './page-cursor.ts';
-import type { Instance, InstancePage, InstanceResources, StateChange } from './instance-schema.ts';
+import type { Instance, InstancePage } from './instance-schema.ts';
+import { InstanceRecords, type ListOptions, stateOf } from './instance-records.ts';
 import type { Runtime, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { InstanceRow } from '../store/schema.ts';
-import {
-  assertTransition,
-  type InstanceState,
-  isState,
-  LIVE_STATES,
-  type ProvisionStep,
-} from './lifecycle.ts';
+import { type InstanceState, LIVE_STATES, type ProvisionStep } from './lifecycle.ts';
 import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { machineSpecOf, specOf } from './profiles.ts';
 import { nowIso } from '../lib/time.ts';
-
-export interface ListOptions {
-  profileId?: string;
-  state?: InstanceState;
-  limit: number;
-  cursor?: string;
-}
 
 interface Provisioning {
   done: Promise<void>;
@@ -37,6 +24,7 @@ interface Provisioning {
 
 export class Instances {
   private readonly db: Db;
+  private readonly records: InstanceRecords;
   private readonly profiles: Profiles;
   private readonly runtimeSelection: RuntimeSelection;
   private readonly log: Logger;
@@ -47,6 +35,7 @@ export class Instances {
 
   constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; log: Logger }) {
     this.db = deps.db;
+    this.records = new InstanceRecords(deps.db);
     this.profiles = deps.profiles;
     this.runtimeSelection = deps.runtime;
     this.log = deps.log;
@@ -63,7 +52,7 @@ export class Instances {
     options: { wait: boolean },
   ): Promise<{ instance: Instance; created: boolean }> {
     const profile = await this.profiles.get(organizationId, profileId);
-    const existing = await this.findLive(organizationId, profileId, roomId);
+    const existing = await this.records.findLive(organizationId, profileId, roomId);
     if (existing) return { instance: await this.settle(existing, options.wait), created: false };
 
     const runtime = this.runtime();
@@ -95,7 +84,7 @@ export class Instances {
     } catch (err) {
       // Another request created the room's instance between our look-up and insert.
       if (!isUniqueViolation(err)) throw err;
-      const winner = await this.findLive(organizationId, profileId, roomId);
+      const winner = await this.records.findLive(organizationId, profileId, roomId);
       if (!winner) throw err;
       return { instance: await this.settle(winner, options.wait), created: false };
     }
@@ -111,23 +100,23 @@ export class Instances {
   /** The room's current instance: the live one, or the last one if it failed. */
   async get(organizationId: string, profileId: string, roomId: string): Promise<Instance> {
     await this.profiles.get(organizationId, profileId);
-    const row = await this.findCurrent(organizationId, profileId, roomId);
+    const row = await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw instanceNotFound(profileId, roomId);
-    return this.view(row);
+    return this.records.view(row);
   }
 
   /** Stops the room's instance and removes everything it holds. */
   async delete(organizationId: string, profileId: string, roomId: string): Promise<Instance> {
     await this.profiles.get(organizationId, profileId);
-    const row = await this.findCurrent(organizationId, profileId, roomId);
+    const row = await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw instanceNotFound(profileId, roomId);
     if (stateOf(row) === 'failed') {
       // Its resources were released when it failed; only hide it from the room.
       await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
-      return this.view(row);
+      return this.records.view(row);
     }
     await this.stop(row, 'deleted by the API');
-    return this.view(await this.getRow(row.id));
+    return this.records.view(await this.records.getRow(row.id));
   }
 
   /**
@@ -136,7 +125,7 @@ export class Instances {
    */
   async requireReady(organizationId: string, profileId: string, roomId: string): Promise<{ row: InstanceRow; spec: ProfileSpec }> {
     const profile = await this.profiles.get(organizationId, profileId);
-    const row = await this.findCurrent(organizationId, profileId, roomId);
+    const row = await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw instanceNotFound(profileId, roomId);
     if (row.state !== 'ready') throw notReady(row);
     await this.touch(row.id);
@@ -145,7 +134,7 @@ export class Instances {
 
   /** The profile spec the room's live instance was made from; undefined when the room has none. */
   async liveSpec(organizationId: string, profileId: string, roomId: string): Promise<ProfileSpec | undefined> {
-    const row = await this.findLive(organizationId, profileId, roomId);
+    const row = await this.records.findLive(organizationId, profileId, roomId);
     return row?.spec ? (JSON.parse(row.spec) as ProfileSpec) : undefined;
   }
 
@@ -226,34 +215,14 @@ export class Instances {
   private async stop(row: InstanceRow, reason: string): Promise<void> {
     // Cancel provisioning first, so the runtime reports no further step once stopping.
     this.provisioning.get(row.id)?.abort.abort(new Error(reason));
-    if (stateOf(row) !== 'stopping') await this.transition(row.id, 'stopping', reason);
+    if (stateOf(row) !== 'stopping') await this.records.transition(row.id, 'stopping', reason);
     await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
     await this.teardown(row.id, reason);
   }
 
-  async list(organizationId: string, options: ListOptions): Promise<InstancePage> {
-    let query = this.db
-      .selectFrom('instances')
-      .selectAll()
-      .where('organization_id', '=', organizationId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(options.limit + 1);
-    if (options.profileId !== undefined) query = query.where('profile_id', '=', options.profileId);
-    if (options.state !== undefined) query = query.where('state', '=', options.state);
-    if (options.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(options.cursor);
-      query = query.where((eb) =>
-        eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]),
-      );
-    }
-    const rows = await query.execute();
-    const page = rows.slice(0, options.limit);
-    const last = page.at(-1);
-    return {
-      instances: await Promise.all(page.map((r) => this.view(r))),
-      next_cursor: rows.length > options.limit && last ? encodeCursor(last.created_at, last.id) : null,
-    };
+  /** The organization's instances, newest first. */
+  list(organizationId: string, options: ListOptions): Promise<InstancePage> {
+    return this.records.list(organizationId, options);
   }
 
   /**
@@ -294,7 +263,7 @@ export class Instances {
       this.log.error({ err }, 'could not remove everything left on the host; the next start tries again');
     }
     for (const { row, to, reason } of outcomes) {
-      await this.transition(row.id, to, reason);
+      await this.records.transition(row.id, to, reason);
       this.log.warn({ instanceId: row.id, state: to, reason }, 'instance settled at start');
     }
     const failed = outcomes.filter((o) => o.to === 'failed').map((o) => o.row.id);
@@ -318,7 +287,7 @@ export class Instances {
     if (policy === 'stop') {
       const rows = await this.db.selectFrom('instances').select(['id', 'state']).where('state', 'in', LIVE_STATES).execute();
       for (const row of rows) {
-        if (row.state !== 'stopping') await this.transition(row.id, 'stopping', 'the service shut down');
+        if (row.state !== 'stopping') await this.records.transition(row.id, 'stopping', 'the service shut down');
         await this.teardown(row.id, 'the service shut down');
       }
     }
@@ -355,7 +324,7 @@ export class Instances {
         onStep: async (step: ProvisionStep) => {
           signal.throwIfAborted();
           await progressWritten;
-          await this.transition(row.id, step);
+          await this.records.transition(row.id, step);
           log.info({ state: step, elapsedMs: Math.round(performance.now() - started) }, 'instance state');
         },
         onProgress: (message: string) => {
@@ -390,7 +359,7 @@ export class Instances {
   /** Waits (when asked) for provisioning to end, then reports the instance as it is. */
   private async settle(row: InstanceRow, wait: boolean): Promise<Instance> {
     if (wait) await this.provisioning.get(row.id)?.done;
-    const instance = await this.view(await this.getRow(row.id));
+    const instance = await this.records.view(await this.records.getRow(row.id));
     if (wait && instance.state === 'failed') {
       throw new AppError('instance_start_failed', `instance ${instance.instance_id} failed to start: ${instance.failure_reason}`, {
         instance_id: instance.instance_id,
@@ -405,7 +374,7 @@ export class Instances {
     const runtime = this.runtimeSelection;
     try {
       if ('runtime' in runtime) await runtime.runtime.destroy(instanceId);
-      await this.transition(instanceId, 'stopped', reason);
+      await this.records.transition(instanceId, 'stopped', reason);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.log.error({ instanceId, err }, 'instance teardown failed');
@@ -414,89 +383,10 @@ export class Instances {
   }
 
   private async fail(instanceId: string, reason: string): Promise<void> {
-    await this.transition(instanceId, 'failed', reason);
+    await this.records.transition(instanceId, 'failed', reason);
   }
 
-  /** Moves an instance to `to`, enforcing the state machine, and records the move. */
-  private async transition(instanceId: string, to: InstanceState, reason?: string): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      const row = await trx.selectFrom('instances').select(['state']).where('id', '=', instanceId).executeTakeFirstOrThrow();
-      const from = row.state as InstanceState;
-      assertTransition(from, to);
-      const at = nowIso();
-      const last = await trx
-        .selectFrom('instance_events')
-        .select(({ fn }) => fn.max('seq').as('seq'))
-        .where('instance_id', '=', instanceId)
-        .executeTakeFirst();
-      const result = await trx
-        .updateTable('instances')
-        .set({ state: to, updated_at: at, ...(to === 'failed' ? { failure_reason: reason ?? 'unknown' } : {}) })
-        .where('id', '=', instanceId)
-        .where('state', '=', from)
-        .executeTakeFirst();
-      if (Number(result.numUpdatedRows) !== 1) throw new Error(`instance ${instanceId} changed state during ${from} -> ${to}`);
-      // Progress describes the step under way; a new state ends it.
-      await trx.updateTable('instances').set({ progress: null }).where('id', '=', instanceId).execute();
-      await trx
-        .insertInto('instance_events')
-        .values({ instance_id: instanceId, seq: Number(last?.seq ?? 0) + 1, state: to, at, reason: reason ?? null })
-        .execute();
-    });
-  }
 
-  /** Every instance the room has had, as the organization sees it. */
-  private roomInstances(organizationId: string, profileId: string, roomId: string) {
-    return this.db
-      .selectFrom('instances')
-      .selectAll()
-      .where('organization_id', '=', organizationId)
-      .where('profile_id', '=', profileId)
-      .where('room_id', '=', roomId);
-  }
-
-  private async findLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
-    return this.roomInstances(organizationId, profileId, roomId).where('state', 'in', LIVE_STATES).executeTakeFirst();
-  }
-
-  private async findCurrent(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
-    return this.roomInstances(organizationId, profileId, roomId)
-      .where('deleted_at', 'is', null)
-      .where('state', '!=', 'stopped')
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .executeTakeFirst();
-  }
-
-  private async getRow(instanceId: string): Promise<InstanceRow> {
-    return this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirstOrThrow();
-  }
-
-  private async view(row: InstanceRow): Promise<Instance> {
-    const events = await this.db
-      .selectFrom('instance_events')
-      .selectAll()
-      .where('instance_id', '=', row.id)
-      .orderBy('seq')
-      .execute();
-    return {
-      instance_id: row.id,
-      profile_id: row.profile_id,
-      room_id: row.room_id,
-      state: stateOf(row),
-      state_history: events.map((e) => ({
-        state: e.state as InstanceState,
-        at: e.at,
-        ...(e.reason === null ? {} : { reason: e.reason }),
-      })),
-      failure_reason: row.failure_reason,
-      progress: row.progress,
-      runtime: row.runtime,
-      resources: JSON.parse(row.resources) as InstanceResources,
-      created_at: row.created_at,
-      updated_at: row.updated_at,
-    };
-  }
 }
 
 function notReady(row: InstanceRow): AppError {
@@ -510,9 +400,4 @@ function notReady(row: InstanceRow): AppError {
 
 export function instanceNotFound(profileId: string, roomId: string): AppError {
   return new AppError('instance_not_found', `no instance in room "${roomId}" of profile ${profileId}; create one with POST /api/profile/${profileId}/room/${roomId}`);
-}
-
-function stateOf(row: InstanceRow): InstanceState {
-  if (!isState(row.state)) throw new Error(`instance ${row.id} has unknown state "${row.state}" in the store`);
-  return row.state;
 }

@@ -1,0 +1,122 @@
+// The store's record of commands: one row per command, written when it starts (state
+// `running`) and again when it ends, kept after its output is gone. A room's history
+// pages through these rows; crash recovery finds the ones still marked running.
+import type { Db } from '../store/db.ts';
+import type { CommandRow } from '../store/schema.ts';
+import { nowIso } from '../lib/time.ts';
+import { COMMAND_STATES, type CommandPage, type CommandRecord, type CommandState } from './command-schema.ts';
+import { decodeCursor, encodeCursor } from './page-cursor.ts';
+
+export interface StartedCommand {
+  id: string;
+  organizationId: string;
+  profileId: string;
+  roomId: string;
+  instanceId: string;
+  command: string;
+  background: boolean;
+  startedAt: string;
+}
+
+/** What a command's end records; a command cut off by a restart has none of it. */
+export interface CommandEnd {
+  exit_code?: number;
+  output_bytes?: number;
+  files_changed?: number;
+  duration_ms?: number;
+}
+
+export class CommandRecords {
+  private readonly db: Db;
+
+  constructor(db: Db) {
+    this.db = db;
+  }
+
+  async insertRunning(c: StartedCommand): Promise<void> {
+    await this.db
+      .insertInto('commands')
+      .values({
+        id: c.id,
+        organization_id: c.organizationId,
+        instance_id: c.instanceId,
+        profile_id: c.profileId,
+        room_id: c.roomId,
+        command: c.command,
+        state: 'running',
+        background: c.background ? 1 : 0,
+        exit_code: null,
+        output_bytes: null,
+        files_changed: null,
+        started_at: c.startedAt,
+        finished_at: null,
+        duration_ms: null,
+      })
+      .execute();
+  }
+
+  async finish(commandId: string, state: CommandState, end: CommandEnd): Promise<void> {
+    await this.db.updateTable('commands').set({ state, finished_at: nowIso(), ...end }).where('id', '=', commandId).execute();
+  }
+
+  /** The room's command with this id, as the organization sees it. */
+  async find(organizationId: string, profileId: string, roomId: string, commandId: string): Promise<CommandRow | undefined> {
+    return this.db
+      .selectFrom('commands')
+      .selectAll()
+      .where('id', '=', commandId)
+      .where('organization_id', '=', organizationId)
+      .where('profile_id', '=', profileId)
+      .where('room_id', '=', roomId)
+      .executeTakeFirst();
+  }
+
+  /** The room's commands, newest first. */
+  async list(organizationId: string, profileId: string, roomId: string, options: { limit: number; cursor?: string }): Promise<CommandPage> {
+    let query = this.db
+      .selectFrom('commands')
+      .selectAll()
+      .where('organization_id', '=', organizationId)
+      .where('profile_id', '=', profileId)
+      .where('room_id', '=', roomId)
+      .orderBy('started_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(options.limit + 1);
+    if (options.cursor !== undefined) {
+      const [startedAt, id] = decodeCursor(options.cursor);
+      query = query.where((eb) => eb.or([eb('started_at', '<', startedAt), eb.and([eb('started_at', '=', startedAt), eb('id', '<', id)])]));
+    }
+    const rows = await query.execute();
+    const page = rows.slice(0, options.limit);
+    const last = page.at(-1);
+    return {
+      commands: page.map(toRecord),
+      next_cursor: rows.length > options.limit && last ? encodeCursor(last.started_at, last.id) : null,
+    };
+  }
+
+  /** Commands recorded as running, with the state of their instance. */
+  async running(): Promise<{ id: string; instance_id: string; instance_state: string }[]> {
+    return this.db
+      .selectFrom('commands')
+      .innerJoin('instances', 'instances.id', 'commands.instance_id')
+      .select(['commands.id as id', 'commands.instance_id as instance_id', 'instances.state as instance_state'])
+      .where('commands.state', '=', 'running')
+      .execute();
+  }
+}
+
+export function toRecord(row: CommandRow): CommandRecord {
+  return {
+    command_id: row.id,
+    instance_id: row.instance_id,
+    command: row.command,
+    state: (COMMAND_STATES as readonly string[]).includes(row.state) ? (row.state as CommandState) : 'error',
+    exit_code: row.exit_code,
+    output_bytes: row.output_bytes,
+    files_changed: row.files_changed,
+    started_at: row.started_at,
+    finished_at: row.finished_at,
+    duration_ms: row.duration_ms,
+  };
+}

@@ -1,0 +1,136 @@
+// The store's record of instances: each instance's row and the history of its states,
+// the only place that changes an instance's state (one transaction per move, checked
+// against the state machine), and the queries that find a room's instance or page
+// through an organization's. Instances drives the lifecycle over it.
+import type { Db } from '../store/db.ts';
+import type { InstanceRow } from '../store/schema.ts';
+import { nowIso } from '../lib/time.ts';
+import type { Instance, InstancePage, InstanceResources } from './instance-schema.ts';
+import { assertTransition, type InstanceState, isState, LIVE_STATES } from './lifecycle.ts';
+import { decodeCursor, encodeCursor } from './page-cursor.ts';
+
+export interface ListOptions {
+  profileId?: string;
+  state?: InstanceState;
+  limit: number;
+  cursor?: string;
+}
+
+export class InstanceRecords {
+  private readonly db: Db;
+
+  constructor(db: Db) {
+    this.db = db;
+  }
+
+  async list(organizationId: string, options: ListOptions): Promise<InstancePage> {
+    let query = this.db
+      .selectFrom('instances')
+      .selectAll()
+      .where('organization_id', '=', organizationId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(options.limit + 1);
+    if (options.profileId !== undefined) query = query.where('profile_id', '=', options.profileId);
+    if (options.state !== undefined) query = query.where('state', '=', options.state);
+    if (options.cursor !== undefined) {
+      const [createdAt, id] = decodeCursor(options.cursor);
+      query = query.where((eb) =>
+        eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]),
+      );
+    }
+    const rows = await query.execute();
+    const page = rows.slice(0, options.limit);
+    const last = page.at(-1);
+    return {
+      instances: await Promise.all(page.map((r) => this.view(r))),
+      next_cursor: rows.length > options.limit && last ? encodeCursor(last.created_at, last.id) : null,
+    };
+  }
+
+  /** Moves an instance to `to`, enforcing the state machine, and records the move. */
+  async transition(instanceId: string, to: InstanceState, reason?: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      const row = await trx.selectFrom('instances').select(['state']).where('id', '=', instanceId).executeTakeFirstOrThrow();
+      const from = row.state as InstanceState;
+      assertTransition(from, to);
+      const at = nowIso();
+      const last = await trx
+        .selectFrom('instance_events')
+        .select(({ fn }) => fn.max('seq').as('seq'))
+        .where('instance_id', '=', instanceId)
+        .executeTakeFirst();
+      const result = await trx
+        .updateTable('instances')
+        .set({ state: to, updated_at: at, ...(to === 'failed' ? { failure_reason: reason ?? 'unknown' } : {}) })
+        .where('id', '=', instanceId)
+        .where('state', '=', from)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) !== 1) throw new Error(`instance ${instanceId} changed state during ${from} -> ${to}`);
+      // Progress describes the step under way; a new state ends it.
+      await trx.updateTable('instances').set({ progress: null }).where('id', '=', instanceId).execute();
+      await trx
+        .insertInto('instance_events')
+        .values({ instance_id: instanceId, seq: Number(last?.seq ?? 0) + 1, state: to, at, reason: reason ?? null })
+        .execute();
+    });
+  }
+
+  /** Every instance the room has had, as the organization sees it. */
+  roomInstances(organizationId: string, profileId: string, roomId: string) {
+    return this.db
+      .selectFrom('instances')
+      .selectAll()
+      .where('organization_id', '=', organizationId)
+      .where('profile_id', '=', profileId)
+      .where('room_id', '=', roomId);
+  }
+
+  async findLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
+    return this.roomInstances(organizationId, profileId, roomId).where('state', 'in', LIVE_STATES).executeTakeFirst();
+  }
+
+  async findCurrent(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
+    return this.roomInstances(organizationId, profileId, roomId)
+      .where('deleted_at', 'is', null)
+      .where('state', '!=', 'stopped')
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .executeTakeFirst();
+  }
+
+  async getRow(instanceId: string): Promise<InstanceRow> {
+    return this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirstOrThrow();
+  }
+
+  async view(row: InstanceRow): Promise<Instance> {
+    const events = await this.db
+      .selectFrom('instance_events')
+      .selectAll()
+      .where('instance_id', '=', row.id)
+      .orderBy('seq')
+      .execute();
+    return {
+      instance_id: row.id,
+      profile_id: row.profile_id,
+      room_id: row.room_id,
+      state: stateOf(row),
+      state_history: events.map((e) => ({
+        state: e.state as InstanceState,
+        at: e.at,
+        ...(e.reason === null ? {} : { reason: e.reason }),
+      })),
+      failure_reason: row.failure_reason,
+      progress: row.progress,
+      runtime: row.runtime,
+      resources: JSON.parse(row.resources) as InstanceResources,
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    };
+  }
+}
+
+export function stateOf(row: InstanceRow): InstanceState {
+  if (!isState(row.state)) throw new Error(`instance ${row.id} has unknown state "${row.state}" in the store`);
+  return row.state;
+}
