@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { GENERATED_FILE, type OpenApiDocument, renderApi } from '../../sdk/scripts/generate.ts';
+import { GENERATED_FILE, type OpenApiDocument, renderApi } from '../../scripts/generate-sdk.ts';
 import {
   CommandHandle,
   contentBytes,

@@ -1,5 +1,5 @@
 // Types of the roomkit HTTP API, generated from the server's /openapi.json by
-// sdk/scripts/generate.ts. Do not edit: change the route schemas, then run
+// scripts/generate-sdk.ts. Do not edit: change the route schemas, then run
 // `npm run sdk:generate`.
 
 /** The API version these types were generated from. */

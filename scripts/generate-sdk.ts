@@ -1,18 +1,19 @@
 // Writes sdk/src/generated/api.ts: TypeScript types for every route of the server's
 // OpenAPI document, so the SDK is type-checked against the schemas the server validates
 // with. The document comes from the real app built in-process (no listening, no
-// runtime); test/sdk.test.ts renders the document of a running server again and fails
+// runtime); test/host/sdk.test.ts renders the document of a running server again and fails
 // when the checked-in file differs.
 //
 // Only the shape of the data becomes types: bounds, patterns and formats stay the
 // server's business, and they may depend on the host (memory_mb's maximum does), while
-// this file must be the same on every machine.
+// this file must be the same on every machine. It lives outside sdk/ because it builds
+// the server, and the SDK package imports nothing of the server's code.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const GENERATED_FILE = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'generated', 'api.ts');
+export const GENERATED_FILE = join(dirname(fileURLToPath(import.meta.url)), '..', 'sdk', 'src', 'generated', 'api.ts');
 
 type Schema = Record<string, unknown> | boolean;
 
@@ -44,10 +45,10 @@ const RESERVED = new Set(['Error', 'Object', 'Array', 'String', 'Number', 'Boole
 
 /** Builds the app with the runtime disabled in a scratch data directory and returns its /openapi.json. */
 export async function openApiDocument(): Promise<OpenApiDocument> {
-  const { loadConfig } = await import('../../src/config.ts');
-  const { createLogger } = await import('../../src/log.ts');
-  const { createServices } = await import('../../src/services.ts');
-  const { buildApp } = await import('../../src/http/app.ts');
+  const { loadConfig } = await import('../src/config.ts');
+  const { createLogger } = await import('../src/log.ts');
+  const { createServices } = await import('../src/services.ts');
+  const { buildApp } = await import('../src/http/app.ts');
   const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-sdk-generate-'));
   try {
     // An empty environment: ROOMKIT_* variables of whoever runs this must not matter.
@@ -85,7 +86,7 @@ export function renderApi(doc: OpenApiDocument): string {
   const errorCodes = emitter.errorCodes();
   const parts = [
     '// Types of the roomkit HTTP API, generated from the server\'s /openapi.json by',
-    '// sdk/scripts/generate.ts. Do not edit: change the route schemas, then run',
+    '// scripts/generate-sdk.ts. Do not edit: change the route schemas, then run',
     '// `npm run sdk:generate`.',
     '',
     '/** The API version these types were generated from. */',
