@@ -152,16 +152,7 @@ export class Commands {
     // Counted as running before the first await, so racing requests see it.
     this.sessions.set(commandId, session);
     try {
-      await this.records.insertRunning({
-        id: commandId,
-        organizationId,
-        profileId,
-        roomId,
-        instanceId: instance.id,
-        command: input.command,
-        background,
-        startedAt,
-      });
+      await this.records.insertRunning(session);
     } catch (err) {
       this.sessions.delete(commandId);
       throw err;

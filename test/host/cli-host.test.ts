@@ -4,21 +4,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, readFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
-import { MAIN, run } from '../support/cli.ts';
+import { describe, it } from 'node:test';
+import { MAIN, run, scratchDirs } from '../support/cli.ts';
 
-const dirs: string[] = [];
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'roomkit-cli-'));
-  dirs.push(dir);
-  return dir;
-}
-after(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const tempDir = scratchDirs();
 
 describe('roomkit doctor', () => {
   it('checks the host and says it can run instances (the test set-up installs everything)', async () => {

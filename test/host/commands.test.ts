@@ -38,14 +38,7 @@ before(async () => {
   t = await startTestApp({ gvisorPool: '10.220.0.0/24' });
   assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
   org = await t.newOrg();
-  const profile = await t.app.inject({
-    method: 'POST',
-    url: '/api/profiles',
-    headers: org.headers,
-    payload: { name: 'cmd', memory_mb: 512, disk_mb: 1024, network: { egress: 'none' }, command_timeout_s: 60, env: { PROFILE_VAR: 'from-profile' } },
-  });
-  assert.equal(profile.statusCode, 201, profile.body);
-  profileId = profile.json().profile_id;
+  profileId = await t.createProfile(org, { name: 'cmd', memory_mb: 512, disk_mb: 1024, network: { egress: 'none' }, command_timeout_s: 60, env: { PROFILE_VAR: 'from-profile' } });
   const created = await t.app.inject({ method: 'POST', url: room(), headers: org.headers });
   assert.equal(created.statusCode, 201, created.body);
   instanceId = created.json().instance_id;

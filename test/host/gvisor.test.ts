@@ -20,18 +20,9 @@ let profileId: string;
 
 before(async () => {
   t = await startTestApp({ gvisorPool: '10.214.0.0/24' });
-  const selection = t.services.runtime;
-  assert.ok('runtime' in selection, `the gVisor runtime is not available: ${'unavailable' in selection ? selection.unavailable.reason : ''}`);
-  runtime = selection.runtime as GvisorRuntime;
+  runtime = t.gvisor();
   org = await t.newOrg();
-  const profile = await t.app.inject({
-    method: 'POST',
-    url: '/api/profiles',
-    headers: org.headers,
-    payload: { name: 'small', memory_mb: 512, disk_mb: 256, network: { egress: 'none' } },
-  });
-  assert.equal(profile.statusCode, 201, profile.body);
-  profileId = profile.json().profile_id;
+  profileId = await t.createProfile(org, { name: 'small', memory_mb: 512, disk_mb: 256, network: { egress: 'none' } });
 });
 
 after(async () => {
@@ -176,14 +167,8 @@ describe('an instance on gVisor', () => {
   });
 
   it('does not count the files an instance writes as its memory: no process is killed', async () => {
-    const profile = await t.app.inject({
-      method: 'POST',
-      url: '/api/profiles',
-      headers: org.headers,
-      payload: { name: 'writer', memory_mb: 256, disk_mb: 1024, network: { egress: 'none' } },
-    });
-    assert.equal(profile.statusCode, 201, profile.body);
-    const writer = (await createInstance('writer', profile.json().profile_id)).instance_id;
+    const writerProfile = await t.createProfile(org, { name: 'writer', memory_mb: 256, disk_mb: 1024, network: { egress: 'none' } });
+    const writer = (await createInstance('writer', writerProfile)).instance_id;
     try {
       // 600 MiB written: far past memory_mb, all of it the host's file cache, charged to the sandbox's cgroup.
       for (let i = 0; i < 4; i++) {
@@ -194,7 +179,7 @@ describe('an instance on gVisor', () => {
       const usage = Number(readFileSync(`${cgroup}/memory.usage_in_bytes`, 'utf8'));
       assert.ok(usage > 256 * 1024 * 1024, `the cgroup's usage (${usage >> 20} MiB) did not pass memory_mb: the check would prove nothing`);
     } finally {
-      const deleted = await t.app.inject({ method: 'DELETE', url: room('writer', profile.json().profile_id), headers: org.headers });
+      const deleted = await t.app.inject({ method: 'DELETE', url: room('writer', writerProfile), headers: org.headers });
       assert.equal(deleted.statusCode, 200, deleted.body);
     }
   });

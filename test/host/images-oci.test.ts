@@ -509,9 +509,7 @@ describe('an instance from an oci: profile', () => {
 
   before(async () => {
     t = await startTestApp({ gvisorPool: '10.219.0.0/24' });
-    const selection = t.services.runtime;
-    assert.ok('runtime' in selection, `the gVisor runtime is not available: ${'unavailable' in selection ? selection.unavailable.reason : ''}`);
-    runtime = selection.runtime as GvisorRuntime;
+    runtime = t.gvisor();
     // The server's OCI directory is <data-dir>/oci by default.
     mkdirSync(join(t.dataDir, 'oci'));
     linkOrCopy(fx.archive, join(t.dataDir, 'oci', 'debian-archive.tar'));
@@ -543,14 +541,7 @@ describe('an instance from an oci: profile', () => {
 
   it('runs commands as the VM user on the image, and leaves nothing when deleted', async () => {
     const org = await t.newOrg();
-    const profile = await t.app.inject({
-      method: 'POST',
-      url: '/api/profiles',
-      headers: org.headers,
-      payload: { name: 'oci', image: 'oci:debian-archive:v1', memory_mb: 512, disk_mb: 256, network: { egress: 'none' } },
-    });
-    assert.equal(profile.statusCode, 201, profile.body);
-    const room = `/api/profile/${profile.json().profile_id}/room/oci-1`;
+    const room = `/api/profile/${await t.createProfile(org, { name: 'oci', image: 'oci:debian-archive:v1', memory_mb: 512, disk_mb: 256, network: { egress: 'none' } })}/room/oci-1`;
     const created = await t.app.inject({ method: 'POST', url: room, headers: org.headers });
     assert.equal(created.statusCode, 201, created.body);
     const instance = created.json();

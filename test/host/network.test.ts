@@ -218,14 +218,7 @@ function hostConnect(host: string, port: number, localAddress?: string): Promise
 const roomUrl = (profile: string, name: string) => `/api/profile/${profile}/room/${name}`;
 
 async function createProfile(name: string, egress: 'internet' | 'none'): Promise<string> {
-  const res = await t.app.inject({
-    method: 'POST',
-    url: '/api/profiles',
-    headers: org.headers,
-    payload: { name, memory_mb: 512, disk_mb: 256, network: { egress } },
-  });
-  assert.equal(res.statusCode, 201, res.body);
-  return res.json().profile_id;
+  return await t.createProfile(org, { name, memory_mb: 512, disk_mb: 256, network: { egress } });
 }
 
 async function createInstance(profile: string, name: string): Promise<string> {
@@ -271,9 +264,7 @@ async function leaseOf(instanceId: string) {
 
 before(async () => {
   t = await startTestApp({ gvisorPool: POOL });
-  const selection = t.services.runtime;
-  assert.ok('runtime' in selection, `the gVisor runtime is not available: ${'unavailable' in selection ? selection.unavailable.reason : ''}`);
-  runtime = selection.runtime as GvisorRuntime;
+  runtime = t.gvisor();
   tag = runtime.tag;
   org = await t.newOrg();
   internetProfile = await createProfile('net-internet', 'internet');

@@ -63,14 +63,7 @@ before(async () => {
   assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
   org = await t.newOrg();
   other = await t.newOrg();
-  const profile = await t.app.inject({
-    method: 'POST',
-    url: '/api/profiles',
-    headers: org.headers,
-    payload: { name: 'tools', memory_mb: 512, disk_mb: 1024, network: { egress: 'none' }, command_timeout_s: TIMEOUT_S },
-  });
-  assert.equal(profile.statusCode, 201, profile.body);
-  profileId = profile.json().profile_id;
+  profileId = await t.createProfile(org, { name: 'tools', memory_mb: 512, disk_mb: 1024, network: { egress: 'none' }, command_timeout_s: TIMEOUT_S });
   const created = await t.app.inject({ method: 'POST', url: roomPath(), headers: org.headers });
   assert.equal(created.statusCode, 201, created.body);
   instanceId = created.json().instance_id;

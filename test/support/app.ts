@@ -8,6 +8,7 @@ import { type ConfigOverrides, loadConfig, PACKAGE_ROOT } from '../../src/config
 import { buildApp } from '../../src/http/app.ts';
 import type { App } from '../../src/http/types.ts';
 import { createLogger } from '../../src/log.ts';
+import type { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
 import type { RuntimeSelection } from '../../src/runtimes/types.ts';
 import { createServices, type Services } from '../../src/services.ts';
 import { FakeRuntime } from './fake-runtime.ts';
@@ -29,6 +30,10 @@ export interface TestApp {
   dataDir: string;
   /** A new organization with a key; each call makes another. */
   newOrg(name?: string): Promise<TestOrg>;
+  /** Creates a profile of the organization through the API (asserting 201) and returns its id. */
+  createProfile(org: TestOrg, fields: Record<string, unknown>): Promise<string>;
+  /** The gVisor runtime of a `gvisorPool` app; fails the test with the reason when it is unavailable. */
+  gvisor(): GvisorRuntime;
   close(): Promise<void>;
   /**
    * Closes the services (stopping their instances), checks that nothing of them is
@@ -92,6 +97,16 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
         defaultProfileId: defaultProfile.profile_id,
         headers: { authorization: `Bearer ${secret}` },
       };
+    },
+    async createProfile(org, fields) {
+      const res = await app.inject({ method: 'POST', url: '/api/profiles', headers: org.headers, payload: fields });
+      assert.equal(res.statusCode, 201, res.body);
+      return (res.json() as { profile_id: string }).profile_id;
+    },
+    gvisor() {
+      const selection = services.runtime;
+      assert.ok('runtime' in selection, `the gVisor runtime is not available: ${'unavailable' in selection ? selection.unavailable.reason : ''}`);
+      return selection.runtime as GvisorRuntime;
     },
     close,
     async closeLeavingNothing() {

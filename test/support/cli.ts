@@ -1,11 +1,27 @@
 // Runs the real `roomkit` command as a child process, as a user would.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after } from 'node:test';
 import { PACKAGE_ROOT } from '../../src/config.ts';
 
 export const MAIN = join(PACKAGE_ROOT, 'src', 'cli', 'main.ts');
 export const BIN = join(PACKAGE_ROOT, 'bin', 'roomkit.mjs');
+
+/** Makes scratch directories for a test file, all removed when the file's tests are done. */
+export function scratchDirs(): () => string {
+  const dirs: string[] = [];
+  after(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+  return () => {
+    const dir = mkdtempSync(join(tmpdir(), 'roomkit-cli-'));
+    dirs.push(dir);
+    return dir;
+  };
+}
 
 export interface Run {
   code: number | null;

@@ -5,22 +5,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, statSync, readFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { statSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { API_KEY_PATTERN } from '../../src/core/apikeys.ts';
-import { BIN, MAIN, run, startServer, type Server } from '../support/cli.ts';
+import { BIN, MAIN, run, scratchDirs, startServer, type Server } from '../support/cli.ts';
 
-const dirs: string[] = [];
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'roomkit-cli-'));
-  dirs.push(dir);
-  return dir;
-}
-after(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const tempDir = scratchDirs();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
