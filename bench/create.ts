@@ -3,11 +3,12 @@
 // root filesystem (fresh overlay, fresh network namespace) without the service.
 //
 //   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default)
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { run, runChecked } from '../src/host/run.ts';
 import { mountOverlay, unmountAll } from '../src/host/mounts.ts';
 import { ociSpec } from '../src/runtimes/gvisor/bundle.ts';
+import { removeCgroups } from '../src/runtimes/gvisor/cgroups.ts';
 import { ImageStore } from '../src/images/builder.ts';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
 import { startBenchService } from './setup.ts';
@@ -41,27 +42,28 @@ try {
     const id = `floor-${process.pid}-${i}`;
     writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(ociSpec({ instanceId: id, rootfs: join(dir, 'rootfs'), hostname: 'floor', spec })));
     const netns = `rkbench-${process.pid}-${i}`;
-    await runChecked('ip', ['netns', 'add', netns], { timeoutMs: 10_000 });
     const runsc = (args: string[], outputFd?: number) =>
       runChecked('nsenter', [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${runscRoot}`, '--network=host', '--platform=ptrace', ...args], {
         timeoutMs: 30_000,
         ...(outputFd === undefined ? {} : { outputFd }),
       });
-    const started = performance.now();
-    const { openSync, closeSync } = await import('node:fs');
-    const fd = openSync(join(dir, 'console.log'), 'a');
     try {
-      await runsc(['create', `--bundle=${join(dir, 'bundle')}`, id], fd);
+      await runChecked('ip', ['netns', 'add', netns], { timeoutMs: 10_000 });
+      const started = performance.now();
+      const fd = openSync(join(dir, 'console.log'), 'a');
+      try {
+        await runsc(['create', `--bundle=${join(dir, 'bundle')}`, id], fd);
+      } finally {
+        closeSync(fd);
+      }
+      await runsc(['start', id]);
+      floor.push(performance.now() - started);
     } finally {
-      closeSync(fd);
-    }
-    await runsc(['start', id]);
-    floor.push(performance.now() - started);
-    await runsc(['delete', '--force', id]);
-    await run('ip', ['netns', 'del', netns], { timeoutMs: 10_000 });
-    await unmountAll(dir);
-    for (const h of ['cpu', 'cpuacct', 'memory', 'pids', 'blkio', 'cpuset', 'devices', 'freezer']) {
-      await run('rmdir', [`/sys/fs/cgroup/${h}/roomkit/${id}`], { timeoutMs: 5_000 });
+      // Whatever happened, nothing of the floor run stays on the host.
+      await run('nsenter', [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${runscRoot}`, '--network=host', 'delete', '--force', id], { timeoutMs: 30_000 });
+      await run('ip', ['netns', 'del', netns], { timeoutMs: 10_000 });
+      await unmountAll(dir);
+      removeCgroups(id);
     }
   }
 
