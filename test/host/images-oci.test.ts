@@ -2,7 +2,8 @@
 // directory built into root filesystems on the real host, whiteouts, refusals of damaged
 // layouts and of names and layers that reach outside, and one real instance from an
 // `oci:` profile. The Debian test image's root filesystem, tarred once into a layer, is
-// cached under .roomkit-test/oci-fixture so that later runs only hard-link it.
+// cached under .roomkit-test/oci-fixture so that later runs only hard-link it. Over
+// 400 lines: the layouts it builds are shared by the reading, refusing and building tests.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';

@@ -15,6 +15,9 @@
 // a test namespace), so a check cannot pass because a listener is down. The firewall drops rather
 // than rejects, so a blocked connection must time out; a refusal would mean the packet
 // got through to somewhere without a listener.
+//
+// Over 400 lines because the checks share the outside-world namespaces and instances
+// this file builds once; split, each part would build them again.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';

@@ -3,6 +3,7 @@
 // same data directory, and must then agree with the host: ready instances that still
 // run are adopted, half-made ones are failed and removed, an abandoned image build is
 // removed with its processes, and in the end nothing of the data directory is left.
+// Over 400 lines: each crash moment needs its own set-up and checks, around one server.
 //
 // Only objects of this test's own data directory are touched: names carrying its host
 // tag, its runsc root, mounts under its directories, the server processes it started,

@@ -1,7 +1,8 @@
 // The TypeScript SDK against a real server listening on a port, with real gVisor
 // instances: create with progress, commands (plain, streamed, background), files in
 // and out, typed errors, the retry policy, and that the SDK cannot drift from the
-// server's OpenAPI document. One instance serves every test that needs one.
+// server's OpenAPI document. One instance serves every test that needs one, which is
+// why this is one file of over 400 lines.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';

@@ -1,6 +1,7 @@
 // Profiles over HTTP: create (defaults filled in), list, get, change, delete, name
 // uniqueness, validation of every kind of bad input, and the refusal to delete a
-// profile that still has a live instance. Real store, runtime test double.
+// profile that still has a live instance. Real store, runtime test double. Over 400
+// lines because it is one resource's whole contract, most of it a table of bad inputs.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
