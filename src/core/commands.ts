@@ -199,7 +199,7 @@ export class Commands {
             output_truncated: outcome.outputTruncated,
             output_bytes: outcome.outputBytes,
             files_changed_total: changes.length,
-            files_changed_truncated: changes.length > limit,
+            files_changed_truncated: changes.length > limit || outcome.changesIncomplete === true,
           },
           command_id: commandId,
           started_at: startedAt,

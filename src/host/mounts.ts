@@ -46,7 +46,9 @@ export async function mountOverlay(options: { lower: string; upper: string; work
   if (isMountPoint(options.target)) return;
   await runChecked(
     'mount',
-    ['-t', 'overlay', 'overlay', '-o', `lowerdir=${options.lower},upperdir=${options.upper},workdir=${options.work}`, options.target],
+    // nosuid,nodev: a setuid file or a device node that guest root leaves in its layer
+    // means nothing on the host, whoever reaches the instance's directory.
+    ['-t', 'overlay', 'overlay', '-o', `nosuid,nodev,lowerdir=${options.lower},upperdir=${options.upper},workdir=${options.work}`, options.target],
     { timeoutMs: MOUNT_TIMEOUT_MS },
   );
 }

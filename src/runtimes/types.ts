@@ -107,6 +107,8 @@ export interface CommandOutcome {
   timedOut: boolean;
   /** Sorted by path; null when not tracked. */
   changes: FileChangeEntry[] | null;
+  /** Some of the instance's tree could not be listed (deeper than the runtime walks): changes there are missing. */
+  changesIncomplete?: boolean;
 }
 
 /** A guest file operation that failed for a reason the caller can act on. */

@@ -9,8 +9,15 @@
  * Output: one record per entry, NUL-terminated:
  *   TYPE MODE SIZE MTIME_NS CTIME_NS INO OPAQUE '\t' PATH
  * TYPE: f regular, d directory, l symlink, w overlay whiteout (char device 0:0),
- * o other. OPAQUE: O for a directory marked trusted.overlay.opaque, else -.
- * PATH is relative to DIR. Exit status 0, or 1 with a message on stderr.
+ * o other, x a directory deeper than MAX_DEPTH that was not entered (what is below it
+ * is not listed). OPAQUE: O for a directory marked trusted.overlay.opaque, else -.
+ * PATH is relative to DIR, as raw bytes. Exit status 0, or 1 with a message on stderr.
+ *
+ * The guest chooses the depth and the length of its paths, so neither may break the
+ * walk: the path buffer grows as needed, and only one descriptor per level is held
+ * while descending (a directory's names are read first, then its buffer is freed), so
+ * memory and descriptors grow with the depth, up to MAX_DEPTH levels: more than any
+ * path a program can name at once (PATH_MAX is 4096 bytes, two per level at the least).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -19,15 +26,64 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#define MAX_DEPTH 512
-#define MAX_PATH 16384
+#define MAX_DEPTH 1024
 
-static char path[MAX_PATH];
+static char *path;
+static size_t path_cap;
+
+/* Makes room for a path of n bytes and its terminator. */
+static int reserve(size_t n) {
+  if (n + 1 <= path_cap) return 0;
+  size_t cap = path_cap ? path_cap : 4096;
+  while (cap < n + 1) cap *= 2;
+  char *grown = realloc(path, cap);
+  if (grown == NULL) return -1;
+  path = grown;
+  path_cap = cap;
+  return 0;
+}
+
+/* The names in the open directory dirfd, NUL-separated, without . and ..; the caller frees them. */
+static int read_names(int dirfd, char **names, size_t *len) {
+  int fd = dup(dirfd);
+  if (fd < 0) return -1;
+  DIR *dir = fdopendir(fd);
+  if (dir == NULL) {
+    close(fd);
+    return -1;
+  }
+  char *buf = NULL;
+  size_t used = 0, cap = 0;
+  struct dirent *entry;
+  while ((entry = readdir(dir)) != NULL) {
+    if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+    size_t n = strlen(entry->d_name) + 1;
+    if (used + n > cap) {
+      size_t next = cap ? cap * 2 : 1024;
+      while (next < used + n) next *= 2;
+      char *grown = realloc(buf, next);
+      if (grown == NULL) {
+        free(buf);
+        closedir(dir);
+        return -1;
+      }
+      buf = grown;
+      cap = next;
+    }
+    memcpy(buf + used, entry->d_name, n);
+    used += n;
+  }
+  closedir(dir);
+  *names = buf;
+  *len = used;
+  return 0;
+}
 
 static char type_of(const struct stat *st) {
   if (S_ISREG(st->st_mode)) return 'f';
@@ -53,25 +109,20 @@ static void emit(const struct stat *st, char type, int is_opaque, size_t len) {
 
 /* Walks the open directory dirfd, whose path (relative to the root) is path[0..len). */
 static int walk(int dirfd, size_t len, int depth) {
-  if (depth > MAX_DEPTH) {
-    fprintf(stderr, "layer-walk: deeper than %d directories at %.*s\n", MAX_DEPTH, (int)len, path);
-    close(dirfd);
-    return -1;
-  }
-  DIR *dir = fdopendir(dirfd);
-  if (dir == NULL) {
+  char *names;
+  size_t names_len;
+  if (read_names(dirfd, &names, &names_len) != 0) {
+    fprintf(stderr, "layer-walk: read %.*s: %s\n", (int)len, path, strerror(errno));
     close(dirfd);
     return -1;
   }
   int status = 0;
-  struct dirent *entry;
-  while ((entry = readdir(dir)) != NULL) {
-    const char *name = entry->d_name;
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+  for (size_t at = 0; at < names_len; at += strlen(names + at) + 1) {
+    const char *name = names + at;
     size_t name_len = strlen(name);
     size_t next_len = len + (len > 0 ? 1 : 0) + name_len;
-    if (next_len >= MAX_PATH) {
-      fprintf(stderr, "layer-walk: path too long under %.*s\n", (int)len, path);
+    if (reserve(next_len) != 0) {
+      fprintf(stderr, "layer-walk: out of memory for a path of %zu bytes\n", next_len);
       status = -1;
       break;
     }
@@ -89,6 +140,10 @@ static int walk(int dirfd, size_t len, int depth) {
     char type = type_of(&st);
     if (type != 'd') {
       emit(&st, type, 0, next_len);
+      continue;
+    }
+    if (depth >= MAX_DEPTH) {
+      emit(&st, 'x', 0, next_len); /* too deep to enter: its contents stay unlisted */
       continue;
     }
     int child = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -109,7 +164,8 @@ static int walk(int dirfd, size_t len, int depth) {
       break;
     }
   }
-  closedir(dir);
+  free(names);
+  close(dirfd);
   return status;
 }
 
@@ -123,6 +179,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "layer-walk: open %s: %s\n", argv[1], strerror(errno));
     return 1;
   }
+  /* One descriptor per level is held while descending: make room for the deepest walk. */
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < MAX_DEPTH + 64) {
+    files.rlim_cur = MAX_DEPTH + 64;
+    if (files.rlim_max < files.rlim_cur) files.rlim_max = files.rlim_cur; /* raising the hard limit takes root, which the walker has */
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (reserve(0) != 0) return 1;
   path[0] = '\0';
   int status = walk(root, 0, 0);
   if (fflush(stdout) != 0) return 1;

@@ -15,7 +15,10 @@ const WALKER_SOURCE = fileURLToPath(new URL('../../host/native/layer-walk.c', im
 const WALK_TIMEOUT_MS = 60_000;
 
 /** Path inside the guest (without its leading slash) -> the walker's header for it. */
-export type Listing = Map<string, string>;
+export class Listing extends Map<string, string> {
+  /** A directory was too deep to enter (the walker's `x`): what is below it is not listed. */
+  incomplete = false;
+}
 
 /** What the image holds at a path: its type (f, d, l, o) and, for regular files, its size. */
 export interface LowerEntry {
@@ -85,7 +88,7 @@ export function listLayer(walker: string, dir: string): Promise<Listing> {
 }
 
 export function parseListing(data: Buffer): Listing {
-  const listing: Listing = new Map();
+  const listing = new Listing();
   let start = 0;
   while (start < data.length) {
     const end = data.indexOf(0, start);
@@ -93,6 +96,7 @@ export function parseListing(data: Buffer): Listing {
     const tab = data.indexOf(9, start);
     if (tab > start && tab < end) {
       listing.set(data.toString('utf8', tab + 1, end), data.toString('latin1', start, tab));
+      if (data[start] === 0x78 /* x */) listing.incomplete = true;
     }
     start = end + 1;
   }
@@ -124,7 +128,8 @@ function parseHeader(header: string): Header {
 function hides(header: string | undefined): boolean {
   if (header === undefined) return false;
   const h = parseHeader(header);
-  return h.type !== 'd' || h.opaque;
+  // A directory too deep to enter (`x`) is still a directory: it hides nothing below it.
+  return (h.type !== 'd' && h.type !== 'x') || h.opaque;
 }
 
 type Visible = { from: 'upper'; header: string; size: number } | { from: 'lower'; size: number } | null;

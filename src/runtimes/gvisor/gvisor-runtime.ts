@@ -214,8 +214,11 @@ export class GvisorRuntime implements Runtime {
     });
     if (outcome.lingering) this.lingering.keepDraining(instanceId, outcome.lingering);
     let changes: FileChangeEntry[] | null = null;
+    let changesIncomplete = false;
     if (walker && before && lower) {
-      changes = diffLayers(before, await listLayer(walker, h.upper), await lower);
+      const after = await listLayer(walker, h.upper);
+      changes = diffLayers(before, after, await lower);
+      changesIncomplete = before.incomplete || after.incomplete;
       await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }));
     }
     return {
@@ -225,6 +228,7 @@ export class GvisorRuntime implements Runtime {
       exitCode: outcome.exitCode,
       timedOut: outcome.timedOut,
       changes,
+      changesIncomplete,
     };
   }
 

@@ -1,0 +1,104 @@
+// The abuse suite: what a tenant's own code, or guest root, does to the host and to the
+// service through a real gVisor instance, and what must hold anyway. Each check has a
+// positive control, so that it fails if the attack did not really happen.
+//
+// - The instance's file systems are mounted nosuid,nodev on the host: a setuid file
+//   that guest root leaves in its layer means nothing there.
+// - The guest chooses how deep its directory tree is: no depth breaks a command, and
+//   files_changed stays exact up to the depth the walker enters (1024 levels), beyond
+//   which the result says that its list is incomplete.
+import assert from 'node:assert/strict';
+import { lstatSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+
+let t: TestApp;
+let org: TestOrg;
+let profileId: string;
+let instanceId: string;
+
+const room = () => `/api/profile/${profileId}/room/abuse`;
+
+interface Result {
+  status: string;
+  result: { output: string; exit_code: number; files_changed: { path: string; status: string }[]; files_changed_truncated: boolean };
+}
+
+/** Runs a command that must be answered with a CommandResult. */
+async function run(command: string, timeout_s = 120): Promise<Result> {
+  const res = await t.app.inject({ method: 'POST', url: `${room()}/command`, headers: org.headers, payload: { command, timeout_s } });
+  assert.equal(res.statusCode, 200, res.body);
+  return res.json() as Result;
+}
+
+/** Mount options of the mount at `target`, from the host's mount table. */
+function mountOptions(target: string): string[] {
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const fields = line.split(' ');
+    if (fields[4] === target) return (fields[5] ?? '').split(',');
+  }
+  assert.fail(`nothing is mounted at ${target}`);
+}
+
+before(async () => {
+  t = await startTestApp({ gvisorPool: '10.227.0.0/24' });
+  t.gvisor();
+  org = await t.newOrg();
+  profileId = await t.createProfile(org, { name: 'abuse', memory_mb: 512, disk_mb: 512, network: { egress: 'none' }, command_timeout_s: 300 });
+  const created = await t.app.inject({ method: 'POST', url: room(), headers: org.headers });
+  assert.equal(created.statusCode, 201, created.body);
+  instanceId = created.json().instance_id;
+});
+
+after(async () => {
+  await t.closeLeavingNothing();
+});
+
+describe('the host side of an instance\'s files', () => {
+  it('mounts the instance\'s root and writable layer nosuid,nodev, so a setuid file guest root made is inert on the host', async () => {
+    const made = await run('sudo sh -c "cp /bin/true /home/user/suid && chmod 4755 /home/user/suid" && stat -c %a /home/user/suid');
+    assert.equal(made.result.output, '4755\n', 'guest root could not make a setuid file: the check would prove nothing');
+    const dir = join(t.dataDir, 'instances', instanceId);
+    // Positive control: the setuid bit really is in the layer the host holds.
+    assert.equal(lstatSync(join(dir, 'layer', 'upper', 'home', 'user', 'suid')).mode & 0o7777, 0o4755);
+    for (const target of [join(dir, 'rootfs'), join(dir, 'layer')]) {
+      const options = mountOptions(target);
+      assert.ok(options.includes('nosuid') && options.includes('nodev'), `${target} is mounted ${options.join(',')}`);
+    }
+  });
+});
+
+describe('a directory tree as deep as the guest likes', () => {
+  const deepTree = (levels: number) =>
+    `python3 -c "import os\nfor i in range(${levels}): os.mkdir('l'); os.chdir('l')\nopen('deep.txt', 'w').write('x')"`;
+
+  it('lists a file 600 directories down exactly, and later commands still work', async () => {
+    const made = await run(`mkdir t600 && cd t600 && ${deepTree(600)}`);
+    assert.equal(made.result.exit_code, 0, made.result.output);
+    assert.deepEqual(
+      made.result.files_changed.map((c) => [c.path, c.status]),
+      [[`/home/user/t600/${'l/'.repeat(600)}deep.txt`, 'created']],
+    );
+    assert.equal(made.result.files_changed_truncated, false);
+    const next = await run('echo hi > after600.txt');
+    assert.deepEqual(next.result.files_changed.map((c) => c.path), ['/home/user/after600.txt']);
+    const removed = await run('rm -rf t600');
+    assert.equal(removed.result.exit_code, 0, removed.result.output);
+    assert.deepEqual(removed.result.files_changed.map((c) => [c.path, c.status]), [[`/home/user/t600/${'l/'.repeat(600)}deep.txt`, 'deleted']]);
+  });
+
+  it('answers a command in a tree deeper than the walker enters, saying its list is incomplete, and recovers once it is gone', async () => {
+    const made = await run(`mkdir t1100 && cd t1100 && ${deepTree(1100)} && echo done`);
+    assert.equal(made.result.output, 'done\n');
+    assert.equal(made.result.files_changed_truncated, true, 'a file below the walked depth was created, yet the list claims to be complete');
+    // Shallow changes are still listed while the deep tree exists.
+    const shallow = await run('echo hi > beside-deep.txt');
+    assert.deepEqual(shallow.result.files_changed.map((c) => c.path), ['/home/user/beside-deep.txt']);
+    const removed = await run('rm -rf t1100');
+    assert.equal(removed.result.exit_code, 0, removed.result.output);
+    const clean = await run('echo hi > after-deep.txt');
+    assert.equal(clean.result.files_changed_truncated, false);
+    assert.deepEqual(clean.result.files_changed.map((c) => c.path), ['/home/user/after-deep.txt']);
+  });
+});
