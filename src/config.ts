@@ -48,6 +48,12 @@ export interface Config {
   readonly maxUploadBytes: number;
   /** Commands running at once in one instance. */
   readonly maxCommandsPerInstance: number;
+  /**
+   * Unauthenticated raw file reads streaming from one instance at once. Each holds a
+   * process of the VM user while it streams, so anyone with an instance id could
+   * otherwise use up the tenant's process limit.
+   */
+  readonly maxRawReadsPerInstance: number;
   /** Output of finished commands kept in memory, all together, for reading by command id. */
   readonly commandOutputRetainBytes: number;
   /**
@@ -87,6 +93,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxFileReadBytes: 'ROOMKIT_MAX_FILE_READ_BYTES',
   maxUploadBytes: 'ROOMKIT_MAX_UPLOAD_BYTES',
   maxCommandsPerInstance: 'ROOMKIT_MAX_COMMANDS_PER_INSTANCE',
+  maxRawReadsPerInstance: 'ROOMKIT_MAX_RAW_READS_PER_INSTANCE',
   commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
   publicUrl: 'ROOMKIT_PUBLIC_URL',
 };
@@ -173,6 +180,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxFileReadBytes: int('maxFileReadBytes', 50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
     maxUploadBytes: int('maxUploadBytes', 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     maxCommandsPerInstance: int('maxCommandsPerInstance', 16, 1, 1024),
+    maxRawReadsPerInstance: int('maxRawReadsPerInstance', 4, 1, 64),
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     publicUrl: origin('publicUrl'),
   };

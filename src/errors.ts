@@ -43,6 +43,7 @@ export const ERROR_STATUS = {
   range_not_satisfiable: 416,
   // 429
   too_many_commands: 429,
+  too_many_file_reads: 429,
   // 500
   instance_start_failed: 500,
   internal_error: 500,

@@ -1,6 +1,7 @@
 // Files of a room's instance: read (as JSON, or as a raw stream for the unauthenticated
 // endpoint), write, list and delete. Every operation runs inside the instance as its
 // VM user, so a file is reachable exactly when that user could reach it there.
+import type { Readable } from 'node:stream';
 import type { Config } from '../config.ts';
 import { AppError, type ErrorCode } from '../errors.ts';
 import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from './file-schema.ts';
@@ -50,6 +51,8 @@ export function validatePath(path: string): string {
 export class Files {
   private readonly instances: Instances;
   private readonly config: Config;
+  /** Per instance: unauthenticated raw reads streaming now. */
+  private readonly rawReads = new Map<string, number>();
 
   constructor(deps: { instances: Instances; config: Config }) {
     this.instances = deps.instances;
@@ -98,6 +101,7 @@ export class Files {
     if (!found) throw new AppError('instance_not_found', `no running instance ${instanceId}`);
     const home = found.spec.home;
     const runtime: Runtime = this.instances.activeRuntime();
+    const release = this.claimRawRead(instanceId);
     try {
       let range: { start: number; end: number } | undefined;
       if (rangeHeader !== undefined) {
@@ -109,12 +113,43 @@ export class Files {
         maxBytes: Number.MAX_SAFE_INTEGER,
         ...(range ? { range } : {}),
       });
+      // The read holds its slot for as long as its process streams: until the body ends
+      // or the client goes away.
+      (body as unknown as Readable).once('close', release);
       const head = await readUpTo(body, SNIFF_BYTES);
       const mimeType = mimeTypeOf(info.path, head, head.length < SNIFF_BYTES || info.size <= SNIFF_BYTES);
       return { info, mimeType, head, rest: body, ...(range ? { range } : {}) };
     } catch (err) {
+      release();
       throw appErrorOf(err);
     }
+  }
+
+  /**
+   * Takes one of the instance's slots for unauthenticated reads, or refuses with 429:
+   * each read holds a process of the VM user while it streams, and anyone who knows the
+   * instance id may ask, so they must not add up to the tenant's process limit.
+   * The returned function gives the slot back; calling it again does nothing.
+   */
+  private claimRawRead(instanceId: string): () => void {
+    const limit = this.config.maxRawReadsPerInstance;
+    const streaming = this.rawReads.get(instanceId) ?? 0;
+    if (streaming >= limit) {
+      throw new AppError(
+        'too_many_file_reads',
+        `instance ${instanceId} already streams ${limit} raw file reads, the most at once (ROOMKIT_MAX_RAW_READS_PER_INSTANCE); retry in a moment`,
+        { retry_after_s: 1, limit },
+      );
+    }
+    this.rawReads.set(instanceId, streaming + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.rawReads.get(instanceId) ?? 1) - 1;
+      if (left > 0) this.rawReads.set(instanceId, left);
+      else this.rawReads.delete(instanceId);
+    };
   }
 
   async write(
@@ -203,7 +238,7 @@ async function readAll(stream: NodeJS.ReadableStream, maxBytes: number): Promise
 
 /** Reads the first `n` bytes of a stream (fewer at its end), leaving the rest unread. */
 function readUpTo(stream: NodeJS.ReadableStream, n: number): Promise<Buffer> {
-  const readable = stream as unknown as import('node:stream').Readable;
+  const readable = stream as unknown as Readable;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;

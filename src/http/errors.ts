@@ -22,6 +22,9 @@ export function sendError(reply: FastifyReply, body: ErrorBody): FastifyReply {
   // the app's onSend hook adds to every response are set here too.
   reply.header('X-Request-Id', reply.request.id);
   reply.header('X-Content-Type-Options', 'nosniff');
+  // A refusal that passes with time says when to try again (RFC 9110 Retry-After).
+  const retryAfter = body.details?.retry_after_s;
+  if (typeof retryAfter === 'number') reply.header('Retry-After', String(retryAfter));
   return reply.code(ERROR_STATUS[body.error]).type('application/json; charset=utf-8').send(body);
 }
 

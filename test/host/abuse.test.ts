@@ -7,8 +7,12 @@
 // - The guest chooses how deep its directory tree is: no depth breaks a command, and
 //   files_changed stays exact up to the depth the walker enters (1024 levels), beyond
 //   which the result says that its list is incomplete.
+// - Anyone with an instance id may read its files raw, and each read holds a process of
+//   the VM user while it streams: slow readers get a few slots per instance and then
+//   429 with Retry-After, never a 500, and the tenant's own commands can still fork.
 import assert from 'node:assert/strict';
 import { lstatSync, readFileSync } from 'node:fs';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
@@ -100,5 +104,61 @@ describe('a directory tree as deep as the guest likes', () => {
     const clean = await run('echo hi > after-deep.txt');
     assert.equal(clean.result.files_changed_truncated, false);
     assert.deepEqual(clean.result.files_changed.map((c) => c.path), ['/home/user/after-deep.txt']);
+  });
+});
+
+/**
+ * Sends a GET on a raw socket and reads only the response head, then stops reading, as
+ * a slow client does: the server's stream backs up and its read stays open.
+ */
+function slowRead(port: number, path: string, sockets: Socket[]): Promise<{ status: number; retryAfter: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    sockets.push(socket);
+    let head = '';
+    socket.on('error', reject);
+    socket.on('data', (chunk: Buffer) => {
+      head += chunk.toString('latin1');
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      socket.pause();
+      socket.removeAllListeners('data');
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]);
+      const retryAfter = /\r\nretry-after: *([^\r]*)/i.exec(head.slice(0, end))?.[1];
+      resolve({ status, retryAfter });
+    });
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  });
+}
+
+describe('unauthenticated raw reads', () => {
+  it('cannot starve the instance: 4 stream at once, the rest get 429 with Retry-After, and the tenant still forks', async () => {
+    const made = await run('head -c 40000000 /dev/zero > big.bin && echo small > small.txt && echo ok');
+    assert.equal(made.result.output, 'ok\n');
+    await t.app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (t.app.server.address() as AddressInfo).port;
+    const sockets: Socket[] = [];
+    try {
+      const answers = await Promise.all(Array.from({ length: 40 }, () => slowRead(port, `/vm/${instanceId}/file/home/user/big.bin`, sockets)));
+      const statuses = answers.map((a) => a.status).sort();
+      // Positive control: reads do stream (and stay open, since nobody reads them).
+      assert.equal(statuses.filter((s) => s === 200).length, 4, `statuses: ${statuses.join(' ')}`);
+      assert.equal(statuses.filter((s) => s === 429).length, 36, `statuses: ${statuses.join(' ')}`);
+      for (const a of answers.filter((x) => x.status === 429)) assert.equal(a.retryAfter, '1');
+      // The tenant's own work is unaffected: 40 more processes of the VM user start.
+      const forked = await run('for i in $(seq 40); do sleep 2 & done; wait; echo forked');
+      assert.equal(forked.result.output, 'forked\n');
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+    // Gone readers give their slots back.
+    const deadline = Date.now() + 15_000;
+    let res = await t.app.inject({ method: 'GET', url: `/vm/${instanceId}/file/home/user/small.txt` });
+    while (res.statusCode === 429 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      res = await t.app.inject({ method: 'GET', url: `/vm/${instanceId}/file/home/user/small.txt` });
+    }
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(res.body, 'small\n');
   });
 });

@@ -36,6 +36,7 @@ export type KnownErrorCode =
   | 'unsupported_media_type'
   | 'range_not_satisfiable'
   | 'too_many_commands'
+  | 'too_many_file_reads'
   | 'instance_start_failed'
   | 'internal_error'
   | 'command_failed'
@@ -788,6 +789,7 @@ export interface Paths {
         403: ErrorBody;
         404: ErrorBody;
         416: ErrorBody;
+        429: ErrorBody;
       };
     };
   };

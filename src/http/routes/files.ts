@@ -117,10 +117,11 @@ export function fileRoutes(app: App, { files, config }: Services): void {
         summary: 'Raw file content (no authentication)',
         description:
           'The file\'s bytes with a MIME type by extension or content, Content-Length, ETag, Last-Modified and single byte ranges. ' +
-          'The instance id is the capability: only ready instances answer. Paths are absolute (without their leading slash).',
+          'The instance id is the capability: only ready instances answer. Paths are absolute (without their leading slash). ' +
+          'At most ROOMKIT_MAX_RAW_READS_PER_INSTANCE (4) reads stream from one instance at once; more answer 429 with Retry-After.',
         tags: ['files'],
         params: Type.Object({ instance_id: Type.String({ format: 'uuid' }), '*': Type.String() }),
-        response: { ...errorResponses(400, 403, 404, 416) },
+        response: { ...errorResponses(400, 403, 404, 416, 429) },
       },
     },
     async (request, reply) => {
