@@ -32,6 +32,7 @@ export const ERROR_STATUS = {
   profile_name_taken: 409,
   instance_not_ready: 409,
   command_not_running: 409,
+  file_changed: 409,
   // 413
   body_too_large: 413,
   file_too_large: 413,

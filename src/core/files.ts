@@ -34,6 +34,7 @@ const ERROR_CODES: Record<GuestFileError['kind'], ErrorCode> = {
   too_large: 'file_too_large',
   invalid_path: 'invalid_path',
   no_space: 'no_space',
+  changed: 'file_changed',
 };
 
 /** Turns a runtime's file error into the API's. */

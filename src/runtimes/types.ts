@@ -113,7 +113,7 @@ export interface CommandOutcome {
 
 /** A guest file operation that failed for a reason the caller can act on. */
 export class GuestFileError extends Error {
-  readonly kind: 'not_found' | 'permission_denied' | 'is_a_directory' | 'not_a_directory' | 'too_large' | 'invalid_path' | 'no_space';
+  readonly kind: 'not_found' | 'permission_denied' | 'is_a_directory' | 'not_a_directory' | 'too_large' | 'invalid_path' | 'no_space' | 'changed';
   readonly size: number | undefined;
 
   constructor(kind: GuestFileError['kind'], message: string, size?: number) {

@@ -33,6 +33,7 @@ export const ARGUMENT_ERRORS: ReadonlySet<string> = new Set([
   'no_space',
   'command_not_found',
   'command_not_running',
+  'file_changed',
 ]);
 
 /** The API error an exception carries, if it is one (from the services or over HTTP). */

@@ -10,6 +10,9 @@
 // - Anyone with an instance id may read its files raw, and each read holds a process of
 //   the VM user while it streams: slow readers get a few slots per instance and then
 //   429 with Retry-After, never a 500, and the tenant's own commands can still fork.
+// - A guest that swaps a path between a file, a link to /etc/shadow, a directory and a
+//   FIFO while it is read gets 4xx answers or the harmless file's bytes, never a 500
+//   and never the secret.
 import assert from 'node:assert/strict';
 import { lstatSync, readFileSync } from 'node:fs';
 import { connect, type AddressInfo, type Socket } from 'node:net';
@@ -160,5 +163,38 @@ describe('unauthenticated raw reads', () => {
     }
     assert.equal(res.statusCode, 200, res.body);
     assert.equal(res.body, 'small\n');
+  });
+});
+
+describe('a path the guest swaps while it is read', () => {
+  it('answers 200 with harmless bytes or a 4xx on both file endpoints, never a 5xx, never /etc/shadow', async () => {
+    const loop =
+      'echo harmless > h.txt; while true; do ln -sfn /etc/shadow x.tmp && mv -Tf x.tmp x; ln -sfn h.txt y.tmp && mv -Tf y.tmp x; ' +
+      'rm -f x; echo data > x; rm -f x; mkdir x; rmdir x; mkfifo x; rm -f x; done';
+    const started = await t.app.inject({ method: 'POST', url: `${room()}/command`, headers: org.headers, payload: { command: loop, background: true } });
+    assert.equal(started.statusCode, 202, started.body);
+    const commandId = started.json().command_id as string;
+    const seen = new Map<string, number>();
+    try {
+      for (let i = 0; i < 40; i++) {
+        for (const [kind, url, headers] of [
+          ['json', `${room()}/file/x`, org.headers],
+          ['raw', `/vm/${instanceId}/file/home/user/x`, {}],
+        ] as const) {
+          const res = await t.app.inject({ method: 'GET', url, headers });
+          assert.ok(res.statusCode < 500, `${kind} read answered ${res.statusCode}: ${res.body}`);
+          if (res.statusCode === 200) {
+            const content = kind === 'json' ? (res.json() as { content: string }).content : res.body;
+            assert.ok(content === 'harmless\n' || content === 'data\n', `${kind} read served ${JSON.stringify(content.slice(0, 80))}`);
+          }
+          const key = `${res.statusCode}`;
+          seen.set(key, (seen.get(key) ?? 0) + 1);
+        }
+      }
+    } finally {
+      await t.app.inject({ method: 'POST', url: `${room()}/commands/${commandId}/kill`, headers: org.headers, payload: { signal: 'KILL' } });
+    }
+    // Positive control: the swap really raced the reads (files were served, and links refused).
+    assert.ok((seen.get('200') ?? 0) > 0 && (seen.get('403') ?? 0) > 0, `answers seen: ${JSON.stringify(Object.fromEntries(seen))}`);
   });
 });

@@ -30,6 +30,7 @@ export type KnownErrorCode =
   | 'profile_name_taken'
   | 'instance_not_ready'
   | 'command_not_running'
+  | 'file_changed'
   | 'body_too_large'
   | 'file_too_large'
   | 'uri_too_long'
@@ -788,6 +789,7 @@ export interface Paths {
         400: ErrorBody;
         403: ErrorBody;
         404: ErrorBody;
+        409: ErrorBody;
         416: ErrorBody;
         429: ErrorBody;
       };

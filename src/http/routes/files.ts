@@ -121,7 +121,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
           'At most ROOMKIT_MAX_RAW_READS_PER_INSTANCE (4) reads stream from one instance at once; more answer 429 with Retry-After.',
         tags: ['files'],
         params: Type.Object({ instance_id: Type.String({ format: 'uuid' }), '*': Type.String() }),
-        response: { ...errorResponses(400, 403, 404, 416, 429) },
+        response: { ...errorResponses(400, 403, 404, 409, 416, 429) },
       },
     },
     async (request, reply) => {

@@ -10,6 +10,7 @@ export const FILE_STATUS = {
   10: 'not_found',
   11: 'permission_denied',
   12: 'is_a_directory',
+  13: 'changed',
   14: 'invalid_path',
   15: 'not_a_directory',
 } as const satisfies Record<number, GuestFileError['kind']>;
@@ -28,9 +29,13 @@ read|stat)
   [ -d "$f" ] && exit 12
   [ -f "$f" ] || exit 14
   # Opening it is the permission check (test -r is not reliable under gVisor); the
-  # content comes from this descriptor. The caller enforces the size limit.
-  command exec 3< "$f" 2>/dev/null || exit 11
-  stat -L -c '%s %.9Y %i %.9Z' -- "$f" || exit 1
+  # content comes from this descriptor. The caller enforces the size limit. The guest
+  # may swap the path between the checks above and the open, so what was opened is
+  # checked and described through its descriptor, never through the path again.
+  command exec 3< "$f" 2>/dev/null || { [ -e "$f" ] && exit 11; exit 10; }
+  [ -d /proc/self/fd/3 ] && exit 12
+  [ -f /proc/self/fd/3 ] || exit 14
+  stat -L -c '%s %.9Y %i %.9Z' /proc/self/fd/3 || exit 13
   [ "$op" = read ] || exit 0
   [ "$4" -ge 0 ] || exec cat <&3
   tail -c +$(($3 + 1)) <&3 | head -c "$4"
@@ -40,8 +45,9 @@ write)
   existed=0; { [ -e "$f" ] || [ -L "$f" ]; } && existed=1
   case "$f" in */*) d=\${f%/*}; d=\${d:-/} ;; *) d=. ;; esac
   [ -d "$d" ] || mkdir -p -- "$d" || exit 16
-  cat > "$f" || exit 16
-  stat -L -c '%s %.9Y %i %.9Z' -- "$f" || exit 1
+  command exec 4> "$f" || exit 16
+  cat >&4 || exit 16
+  stat -L -c '%s %.9Y %i %.9Z' /proc/self/fd/4 || exit 13
   echo "$existed"
   ;;
 list)
@@ -87,6 +93,7 @@ export function fileError(code: number | null, path: string, stderr: string): Gu
     invalid_path: `${path} is not a regular file (a device, socket or pipe)`,
     not_a_directory: `${path} is not a directory, or a component of it is not`,
     no_space: `no space left in the instance to write ${path}`,
+    changed: `${path} changed while it was being read or written (the instance replaced or removed it); try again`,
   };
   return new GuestFileError(kind, messages[kind]);
 }
