@@ -273,7 +273,11 @@ describe('a background command', () => {
     const res = await api('POST', `${doomed}/command`, { command: 'echo started; sleep 600', background: true });
     assert.equal(res.statusCode, 202, res.body);
     const commandId = res.json().command_id;
-    await new Promise((r) => setTimeout(r, 500));
+    // Deleted once it has surely started (a fixed wait was too short on a busy host).
+    for (const until = Date.now() + 10_000; Date.now() < until; ) {
+      if ((await api('GET', `${doomed}/commands/${commandId}`)).json().output === 'started\n') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const deleted = await api('DELETE', doomed);
     assert.equal(deleted.statusCode, 200, deleted.body);
     assert.equal(deleted.json().state, 'stopped');
