@@ -2,7 +2,8 @@
 // network namespace, on an overlay of the profile's cached image and a writable layer
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
 // any step fails, undoes everything before rejecting. Commands and file operations are
-// `runsc exec`s inside the instance (commands.ts, file-operations.ts).
+// `runsc exec`s inside the instance (commands.ts, file-operations.ts). Just over 400
+// lines, because provisioning's steps and their undo read best in one place, in order.
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -27,7 +28,7 @@ import type {
 } from '../types.ts';
 import { ociSpec } from './bundle.ts';
 import { removeCgroups, unfreezeMemory } from './cgroups.ts';
-import { diffLayers, LayerIndexes, listLayer, type LowerIndex } from './changes.ts';
+import { ChangeTracker } from './change-tracker.ts';
 import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
 import * as files from './file-operations.ts';
 import { checkReady, type Exec, startRootService, waitForInit, writeGuestConfig } from './guest-boot.ts';
@@ -58,7 +59,7 @@ export class GvisorRuntime implements Runtime {
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
   /** Per image: what its root filesystem holds, to read writable-layer changes against. */
-  private readonly layerIndexes: LayerIndexes;
+  private readonly changeTracker: ChangeTracker;
   /** Per image: whether it has the output relay. */
   private readonly relayInImage = new Map<string, boolean>();
   private readonly lingering = new LingeringPipes();
@@ -75,7 +76,7 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
-    this.layerIndexes = new LayerIndexes(this.images.dir, (key) => this.images.rootfsOf(key));
+    this.changeTracker = new ChangeTracker(this.images.dir);
     this.memoryGuard = new MemoryGuard({
       log: this.log,
       runAsRoot: async (id, script, timeoutMs) => (await this.exec(id, ['sh', '-c', script], { as: 'root', timeoutMs })).stdout,
@@ -151,7 +152,7 @@ export class GvisorRuntime implements Runtime {
       await checkReady(exec, spec);
       await onStep('ready');
       // The first command's files_changed needs the image's index: build it now.
-      this.lowerIndex(h).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
+      this.indexImage(h).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
     } catch (err) {
       try {
         await this.destroy(instanceId);
@@ -195,9 +196,23 @@ export class GvisorRuntime implements Runtime {
 
   async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
     const h = this.handle(instanceId);
-    const walker = request.trackChanges ? await this.layerIndexes.walker() : undefined;
-    const lower = request.trackChanges ? this.lowerIndex(h) : undefined;
-    const before = walker ? await listLayer(walker, h.upper) : undefined;
+    const image = request.trackChanges ? this.imageOf(h) : undefined;
+    const before = image ? await this.changeTracker.snapshot(h.upper) : undefined;
+    try {
+      return await this.runTracked(h, request, before, image);
+    } catch (err) {
+      if (before !== undefined) this.changeTracker.discard(before);
+      throw err;
+    }
+  }
+
+  private async runTracked(
+    h: InstanceHandle,
+    request: CommandRequest,
+    before: number | undefined,
+    image: { key: string; rootfs: string } | undefined,
+  ): Promise<CommandOutcome> {
+    const instanceId = h.id;
     const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
     // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
     const child = this.spawnExec(h, [...this.relay(h), '/bin/sh', '-c', script], {
@@ -215,10 +230,8 @@ export class GvisorRuntime implements Runtime {
     if (outcome.lingering) this.lingering.keepDraining(instanceId, outcome.lingering);
     let changes: FileChangeEntry[] | null = null;
     let changesIncomplete = false;
-    if (walker && before && lower) {
-      const after = await listLayer(walker, h.upper);
-      changes = diffLayers(before, after, await lower);
-      changesIncomplete = before.incomplete || after.incomplete;
+    if (before !== undefined && image) {
+      ({ changes, incomplete: changesIncomplete } = await this.changeTracker.diff(before, h.upper, image));
       await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }));
     }
     return {
@@ -239,11 +252,16 @@ export class GvisorRuntime implements Runtime {
     return Number.parseInt(result.stdout.trim(), 10) || 0;
   }
 
-  /** The index of the instance's image, built once per image and process. */
-  private lowerIndex(h: InstanceHandle): Promise<LowerIndex> {
+  /** The image under the instance's writable layer. */
+  private imageOf(h: InstanceHandle): { key: string; rootfs: string } {
     const key = h.readMeta()?.imageKey;
-    if (key === undefined) return Promise.reject(new Error(`instance ${h.id} has no image record`));
-    return this.layerIndexes.lowerIndex(key);
+    if (key === undefined) throw new Error(`instance ${h.id} has no image record`);
+    return { key, rootfs: this.images.rootfsOf(key) };
+  }
+
+  /** Indexes the instance's image for files_changed, once per image and process. */
+  private async indexImage(h: InstanceHandle): Promise<void> {
+    await this.changeTracker.index(this.imageOf(h));
   }
 
   /**
@@ -309,7 +327,7 @@ export class GvisorRuntime implements Runtime {
     const meta = h.readMeta();
     if (meta?.egress === 'internet') await allowEgress(this.tag, h.hostIf);
     if (meta?.memoryMb !== undefined) this.guardMemory(instanceId, meta.memoryMb);
-    this.lowerIndex(h).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not index the image'));
+    this.indexImage(h).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not index the image'));
   }
 
   private guardMemory(instanceId: string, memoryMb: number): void {
@@ -369,6 +387,7 @@ export class GvisorRuntime implements Runtime {
   /** Removes the firewall table when no instance is left that it protects. */
   async close(): Promise<void> {
     this.memoryGuard.stop();
+    await this.changeTracker.close();
     await this.images.close();
     if ((await this.list()).length === 0) await removeRuleset(this.tag);
   }

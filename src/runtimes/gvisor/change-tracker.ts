@@ -1,0 +1,92 @@
+// files_changed for the gVisor runtime, computed off the service's event loop: one
+// worker thread (change-worker.ts) lists writable layers, keeps each command's "before"
+// listing and diffs it with the "after" one, so that one tenant's big layer never
+// delays another tenant's requests. The thread starts on first use, does not keep the
+// process alive, and is started again if it dies (the commands it was tracking then
+// fail, the next ones work).
+import { Worker } from 'node:worker_threads';
+import type { FileChangeEntry } from '../types.ts';
+import type { ChangeReply, ChangeRequest, ChangeWorkerData } from './change-worker.ts';
+
+/** Requests as the caller writes them: the tracker numbers them. */
+type Request = ChangeRequest extends infer R ? (R extends ChangeRequest ? Omit<R, 'id'> : never) : never;
+
+interface Waiting {
+  resolve: (reply: ChangeReply & { ok: true }) => void;
+  reject: (err: Error) => void;
+}
+
+export class ChangeTracker {
+  private readonly cacheDir: string;
+  private worker: Worker | undefined;
+  private nextId = 1;
+  /** Requests sent to the current thread, waiting for their answers. */
+  private pending = new Map<number, Waiting>();
+
+  /** `cacheDir` receives the compiled layer walker. */
+  constructor(cacheDir: string) {
+    this.cacheDir = cacheDir;
+  }
+
+  /** Lists the layer before a command; the token goes to diff() or discard(). */
+  async snapshot(upper: string): Promise<number> {
+    const reply = await this.call({ op: 'snapshot', upper });
+    return reply.token ?? 0;
+  }
+
+  /** The regular files changed since the snapshot, and whether part of the layer could not be listed. */
+  async diff(token: number, upper: string, image: { key: string; rootfs: string }): Promise<{ changes: FileChangeEntry[]; incomplete: boolean }> {
+    const reply = await this.call({ op: 'diff', token, upper, imageKey: image.key, rootfs: image.rootfs });
+    return { changes: reply.changes ?? [], incomplete: reply.incomplete ?? false };
+  }
+
+  /** Indexes an image now, so that its instances' first diff does not wait for it. */
+  async index(image: { key: string; rootfs: string }): Promise<void> {
+    await this.call({ op: 'index', imageKey: image.key, rootfs: image.rootfs });
+  }
+
+  /** Forgets a snapshot whose command ended without a diff. */
+  discard(token: number): void {
+    this.call({ op: 'discard', token }).catch(() => {});
+  }
+
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    if (worker) await worker.terminate();
+  }
+
+  private call(request: Request): Promise<ChangeReply & { ok: true }> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const worker = this.thread();
+      this.pending.set(id, { resolve, reject });
+      worker.postMessage({ ...request, id } as ChangeRequest);
+    });
+  }
+
+  private thread(): Worker {
+    if (this.worker) return this.worker;
+    const worker = new Worker(new URL('./change-worker.ts', import.meta.url), { workerData: { cacheDir: this.cacheDir } satisfies ChangeWorkerData });
+    worker.unref();
+    // Each thread answers only what was sent to it; a new thread gets a new map.
+    const pending = new Map<number, Waiting>();
+    this.pending = pending;
+    worker.on('message', (reply: ChangeReply) => {
+      const waiting = pending.get(reply.id);
+      if (!waiting) return;
+      pending.delete(reply.id);
+      if (reply.ok) waiting.resolve(reply);
+      else waiting.reject(new Error(reply.message));
+    });
+    const fail = (err: Error) => {
+      if (this.worker === worker) this.worker = undefined;
+      for (const waiting of pending.values()) waiting.reject(err);
+      pending.clear();
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`the files_changed thread exited (${code})`)));
+    this.worker = worker;
+    return worker;
+  }
+}
