@@ -51,6 +51,7 @@ export const ERROR_STATUS = {
   command_failed: 500,
   // 503
   runtime_unavailable: 503,
+  not_ready: 503,
   shutting_down: 503,
   // 507
   no_space: 507,

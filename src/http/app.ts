@@ -20,7 +20,8 @@ import { mcpRoutes } from './routes/mcp.ts';
 import { profileRoutes } from './routes/profiles.ts';
 import { roomRoutes } from './routes/rooms.ts';
 import { toolRoutes } from './routes/tools.ts';
-import { ErrorBody } from './schemas.ts';
+import { checkReadiness } from '../core/readiness.ts';
+import { ErrorBody, errorResponses } from './schemas.ts';
 import type { App } from './types.ts';
 
 export const API_VERSION = '1.0.0';
@@ -209,6 +210,31 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
             ? { available: true, name: selection.runtime.name }
             : { available: false, reason: selection.unavailable.reason },
       };
+    },
+  );
+
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        summary: 'Readiness of the service',
+        description:
+          'Answers 200 when the service can do its work: its store answers and an instance runtime is available; ' +
+          'else 503 not_ready saying what is missing (and retry_after_s). For load balancers and readiness probes; /healthz is liveness.',
+        tags: ['meta'],
+        response: {
+          200: Type.Object({ status: Type.Literal('ready'), store: Type.Literal('ok'), runtime: Type.String() }),
+          ...errorResponses(503),
+        },
+      },
+    },
+    async () => {
+      const readiness = await checkReadiness(services.db, services.runtime);
+      if (!readiness.ready) {
+        const reasons = [readiness.store, readiness.runtime].flatMap((part) => (part.ok ? [] : [part.reason]));
+        throw new AppError('not_ready', `not ready: ${reasons.join('; ')}`, { retry_after_s: 5 });
+      }
+      return { status: 'ready' as const, store: 'ok' as const, runtime: readiness.runtime.ok ? readiness.runtime.name : '' };
     },
   );
 

@@ -75,7 +75,7 @@ describe('authentication', () => {
   });
 
   it('leaves the unauthenticated endpoints open', async () => {
-    for (const url of ['/healthz', '/openapi.json']) {
+    for (const url of ['/healthz', '/readyz', '/openapi.json']) {
       assert.equal((await t.app.inject({ method: 'GET', url })).statusCode, 200, url);
     }
   });

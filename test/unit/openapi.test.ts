@@ -2,6 +2,7 @@
 // route with its method and bearer security and the Error schema; /docs serves the
 // browsable UI; /healthz reports the service and its runtime.
 import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type TestApp } from '../support/app.ts';
 
@@ -153,5 +154,33 @@ describe('/healthz', () => {
     assert.equal(body.runtime.available, true);
     assert.equal(body.runtime.name, 'fake');
     assert.equal(body.runtime.reason, undefined);
+  });
+});
+
+describe('/readyz', () => {
+  it('answers 200 ready, without authentication, when the store answers and a runtime is available', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/readyz' });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json(), { status: 'ready', store: 'ok', runtime: 'fake' });
+  });
+
+  it('answers 503 not_ready with Retry-After, saying what is missing: no runtime, or a store that does not answer', async () => {
+    const none = await startTestApp({ selection: { unavailable: { reason: 'runsc (gVisor) is not installed' } } });
+    try {
+      const res = await none.app.inject({ method: 'GET', url: '/readyz' });
+      assert.equal(res.statusCode, 503, res.body);
+      assert.equal(res.json().error, 'not_ready');
+      assert.match(res.json().message, /runsc \(gVisor\) is not installed/);
+      assert.equal(res.headers['retry-after'], '5');
+      // A store that no longer answers (closed under the running app).
+      await none.services.db.destroy();
+      const closed = await none.app.inject({ method: 'GET', url: '/readyz' });
+      assert.equal(closed.statusCode, 503, closed.body);
+      assert.match(closed.json().message, /the store does not answer/);
+    } finally {
+      // Its store is gone, so the services cannot close normally: the app and its directory go.
+      await none.app.close();
+      rmSync(none.dataDir, { recursive: true, force: true });
+    }
   });
 });

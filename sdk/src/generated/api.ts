@@ -42,6 +42,7 @@ export type KnownErrorCode =
   | 'internal_error'
   | 'command_failed'
   | 'runtime_unavailable'
+  | 'not_ready'
   | 'shutting_down'
   | 'no_space';
 
@@ -875,6 +876,22 @@ export interface Paths {
             reason?: string;
           };
         };
+      };
+    };
+  };
+  '/readyz': {
+    /** Readiness of the service */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: {
+          status: 'ready';
+          store: 'ok';
+          runtime: string;
+        };
+        503: ErrorBody;
       };
     };
   };
