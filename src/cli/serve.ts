@@ -13,6 +13,8 @@ import { createServices, type Services } from '../services.ts';
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
 const SHUTDOWN_TIMEOUT_MS = 30_000;
+/** A signal this soon after the first is the same stop delivered twice, not a second request. */
+const REPEATED_SIGNAL_MS = 1000;
 
 export async function serve(overrides: ConfigOverrides): Promise<void> {
   const config = loadConfig(overrides);
@@ -22,11 +24,20 @@ export async function serve(overrides: ConfigOverrides): Promise<void> {
 
   // Installed before anything listens, so a signal at any point shuts down cleanly.
   let stopping: Promise<void> | undefined;
+  let firstSignalAt = 0;
   const shutdown = (signal: NodeJS.Signals) => {
     if (stopping) {
+      // One stop often arrives twice within moments: Ctrl-C or a supervisor signals the
+      // whole process group, and bin/roomkit.mjs (running this under an older Node)
+      // forwards the same signal. Only a later one is someone insisting.
+      if (Date.now() - firstSignalAt < REPEATED_SIGNAL_MS) {
+        log.info({ signal }, 'signal repeated while shutting down; still shutting down');
+        return;
+      }
       log.warn({ signal }, 'second signal during shutdown; exiting at once');
       process.exit(1);
     }
+    firstSignalAt = Date.now();
     log.info({ signal }, 'shutting down');
     const timer = setTimeout(() => {
       log.error({ timeoutMs: SHUTDOWN_TIMEOUT_MS }, 'shutdown took too long; exiting');

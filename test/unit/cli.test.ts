@@ -3,7 +3,7 @@
 // shutdown, the Node version hand-over and error output. What needs root (doctor,
 // images, the service run by an unprivileged user) is in test/host/cli-host.test.ts.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { statSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -154,6 +154,41 @@ describe('the roomkit bin', () => {
     const res = await run(['--version'], { node: systemNode!, script: BIN });
     assert.equal(res.code, 0, `${version}: ${res.stderr}`);
     assert.match(res.stdout, /^\d+\.\d+\.\d+ \(API 1\.0\.0\)\n$/);
+  });
+
+  it('shuts the service down once when a stop signal reaches the whole process group, as Ctrl-C and supervisors send it', { skip: !systemNode && 'no system node' }, async () => {
+    // Under an older Node the bin runs the service as its child and forwards signals, so
+    // a signal to the group reaches the service twice: from the group, and forwarded.
+    const child = spawn(systemNode!, [BIN, 'serve', '--port', '0', '--data-dir', tempDir()], {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ROOMKIT_RUNTIME: 'none' },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no start: ${stderr}`)), 20_000);
+        child.stderr.setEncoding('utf8').on('data', (d: string) => {
+          stderr += d;
+          if (/listening on http/.test(stderr)) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+      });
+      process.kill(-child.pid!, 'SIGTERM');
+      const [code, signal] = await exited;
+      const messages = stdout.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { msg: string }).msg);
+      assert.ok(!messages.includes('second signal during shutdown; exiting at once'), messages.join(' | '));
+      assert.deepEqual([code, signal], [0, null], stderr);
+      assert.equal(messages.filter((m) => m === 'shutting down').length, 1);
+      assert.ok(messages.includes('shutdown complete'), messages.join(' | '));
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, 'SIGKILL');
+    }
   });
 
   it('passes the exit code of the command through', async () => {
