@@ -8,8 +8,9 @@ import { Worker } from 'node:worker_threads';
 import type { FileChangeEntry } from '../types.ts';
 import type { ChangeReply, ChangeRequest, ChangeWorkerData } from './change-worker.ts';
 
-/** Requests as the caller writes them: the tracker numbers them. */
-type Request = ChangeRequest extends infer R ? (R extends ChangeRequest ? Omit<R, 'id'> : never) : never;
+/** Each kind of request as the caller writes it, without the id the tracker gives it. */
+type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
+type Request = WithoutId<ChangeRequest>;
 
 interface Waiting {
   resolve: (reply: ChangeReply & { ok: true }) => void;
