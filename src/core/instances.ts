@@ -11,7 +11,7 @@ import type { Runtime, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { InstanceRow } from '../store/schema.ts';
-import { type InstanceState, LIVE_STATES, type ProvisionStep } from './lifecycle.ts';
+import { LIVE_STATES, type ProvisionStep } from './lifecycle.ts';
 import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { machineSpecOf, specOf } from './profiles.ts';

@@ -9,7 +9,7 @@ import { statSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { API_KEY_PATTERN } from '../../src/core/apikeys.ts';
-import { BIN, MAIN, run, scratchDirs, startServer, type Server } from '../support/cli.ts';
+import { BIN, run, scratchDirs, startServer, type Server } from '../support/cli.ts';
 
 const tempDir = scratchDirs();
 
