@@ -3,13 +3,15 @@
 // of the fields: the routes validate and document with them, core/ builds values of the
 // types derived from them, and the SDK's types are generated from the OpenAPI they make.
 import Type from 'typebox';
+import { PathEncoding } from './file-schema.ts';
 
 export const COMMAND_STATES = ['running', 'exited', 'timed_out', 'killed', 'interrupted', 'error'] as const;
 export type CommandState = (typeof COMMAND_STATES)[number];
 
 export const FileChange = Type.Object(
   {
-    path: Type.String({ description: 'Absolute path in the instance' }),
+    path: Type.String({ description: 'Absolute path in the instance (percent-escaped when `path_encoding` says so)' }),
+    path_encoding: PathEncoding,
     status: Type.Enum(['created', 'modified', 'deleted']),
     size: Type.Optional(Type.Integer({ description: 'Bytes (created and modified files)' })),
     mime_type: Type.Optional(Type.String()),

@@ -11,6 +11,7 @@ import type { CommandSignal, FileChangeEntry } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import type { Instances } from './instances.ts';
+import { apiPath, fromApiPath, urlSegment } from '../lib/guest-names.ts';
 import { isUuid } from '../lib/ids.ts';
 import { OutputLog } from './output-log.ts';
 import type { Profiles } from './profiles.ts';
@@ -30,24 +31,30 @@ export interface CommandInput {
   background?: boolean;
 }
 
-/** The unauthenticated URL of a file in an instance (the spec's public_url). */
-export function publicUrl(instanceId: string, path: string): string {
-  const encoded = path.replace(/^\/+/, '').split('/').map(encodeURIComponent).join('/');
+/**
+ * The unauthenticated URL of a file in an instance (the spec's public_url), for a path
+ * as roomkit holds it, or as the API shows it when `pathEncoding` is given.
+ */
+export function publicUrl(instanceId: string, path: string, pathEncoding?: 'percent'): string {
+  if (pathEncoding === 'percent') path = fromApiPath(path) ?? path;
+  const encoded = path.replace(/^\/+/, '').split('/').map(urlSegment).join('/');
   return `/vm/${instanceId}/file/${encoded}`;
 }
 
 export function toFileChanges(instanceId: string, entries: FileChangeEntry[]): FileChange[] {
-  return entries.map((e) =>
-    e.status === 'deleted'
-      ? { path: e.path, status: e.status }
+  return entries.map((e) => {
+    const shown = apiPath(e.path);
+    const path = shown.percentEncoded ? { path: shown.path, path_encoding: 'percent' as const } : { path: e.path };
+    return e.status === 'deleted'
+      ? { ...path, status: e.status }
       : {
-          path: e.path,
+          ...path,
           status: e.status,
           ...(e.size === undefined ? {} : { size: e.size }),
           mime_type: e.mimeType ?? 'application/octet-stream',
           public_url: publicUrl(instanceId, e.path),
-        },
-  );
+        };
+  });
 }
 
 /** How long a kill request signals a command that has not started its processes yet, or waits for a killed one to end. */

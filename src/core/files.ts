@@ -8,6 +8,8 @@ import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from './
 import { GuestFileError, type GuestFileInfo, type Runtime } from '../runtimes/types.ts';
 import type { Instances } from './instances.ts';
 import { isText, mimeTypeOf } from '../lib/mime.ts';
+import { apiPath, encodeName } from '../lib/guest-names.ts';
+import { publicUrl } from './commands.ts';
 
 /** Longest path accepted, in bytes (Linux's PATH_MAX). */
 export const MAX_PATH_BYTES = 4096;
@@ -45,7 +47,7 @@ function appErrorOf(err: unknown): unknown {
 export function validatePath(path: string): string {
   if (path === '') throw new AppError('invalid_path', 'the file path is empty; give an absolute path or one relative to the home directory');
   if (path.includes('\0')) throw new AppError('invalid_path', 'the file path contains a NUL character');
-  if (Buffer.byteLength(path) > MAX_PATH_BYTES) throw new AppError('invalid_path', `the file path is longer than ${MAX_PATH_BYTES} bytes`);
+  if (encodeName(path).length > MAX_PATH_BYTES) throw new AppError('invalid_path', `the file path is longer than ${MAX_PATH_BYTES} bytes`);
   return path;
 }
 
@@ -74,7 +76,7 @@ export class Files {
       const bytes = await readAll(body, this.config.maxFileReadBytes);
       const text = isText(bytes);
       return {
-        file_path: info.path,
+        ...shownPath('file_path', info.path),
         content: text ? bytes.toString('utf8') : bytes.toString('base64'),
         instance_id: instanceId,
         encoding: text ? 'utf-8' : 'base64',
@@ -85,7 +87,7 @@ export class Files {
       if (err instanceof GuestFileError && err.kind === 'too_large') {
         throw new AppError(
           'file_too_large',
-          `${absolute(path, home)} is ${err.size} bytes, more than the ${this.config.maxFileReadBytes} this endpoint returns; fetch it raw from GET /vm/${instanceId}/file/${absolute(path, home).slice(1)}`,
+          `${apiPath(absolute(path, home)).path} is ${err.size} bytes, more than the ${this.config.maxFileReadBytes} this endpoint returns; fetch it raw from GET ${publicUrl(instanceId, absolute(path, home))}`,
         );
       }
       throw appErrorOf(err);
@@ -167,7 +169,7 @@ export class Files {
     const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
     try {
       const { info, created } = await runtime.writeFile(instanceId, path, data, { home });
-      return { file_path: info.path, instance_id: instanceId, status: created ? 'created' : 'modified', size: info.size };
+      return { ...shownPath('file_path', info.path), instance_id: instanceId, status: created ? 'created' : 'modified', size: info.size };
     } catch (err) {
       throw appErrorOf(err);
     }
@@ -183,7 +185,11 @@ export class Files {
     const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
     try {
       const listing = await runtime.listDirectory(instanceId, path, { home, limit: MAX_LIST_ENTRIES });
-      return { path: listing.path, instance_id: instanceId, entries: listing.entries, truncated: listing.truncated };
+      const entries = listing.entries.map(({ name, ...rest }) => {
+        const shown = apiPath(name);
+        return shown.percentEncoded ? { name: shown.path, name_encoding: 'percent' as const, ...rest } : { name, ...rest };
+      });
+      return { ...shownPath('path', listing.path), instance_id: instanceId, entries, truncated: listing.truncated };
     } catch (err) {
       throw appErrorOf(err);
     }
@@ -194,11 +200,19 @@ export class Files {
     const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
     try {
       const { path: deleted } = await runtime.deleteFile(instanceId, path, { home });
-      return { file_path: deleted, instance_id: instanceId, status: 'deleted' };
+      return { ...shownPath('file_path', deleted), instance_id: instanceId, status: 'deleted' };
     } catch (err) {
       throw appErrorOf(err);
     }
   }
+}
+
+/** `{[key]: path}` as the API shows it, with `path_encoding` when the path is percent-escaped. */
+function shownPath<K extends string>(key: K, path: string): { [P in K]: string } & { path_encoding?: 'percent' } {
+  const shown = apiPath(path);
+  return { [key]: shown.path, ...(shown.percentEncoded ? { path_encoding: 'percent' as const } : {}) } as { [P in K]: string } & {
+    path_encoding?: 'percent';
+  };
 }
 
 function absolute(path: string, home: string): string {

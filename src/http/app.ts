@@ -14,7 +14,7 @@ import type { Services } from '../services.ts';
 import { authenticate, requiresAuth } from './auth.ts';
 import { installErrorHandling, sendError } from './errors.ts';
 import { commandRoutes } from './routes/commands.ts';
-import { fileRoutes } from './routes/files.ts';
+import { fileRoutes, rewriteFileUrl } from './routes/files.ts';
 import { keyRoutes } from './routes/keys.ts';
 import { mcpRoutes } from './routes/mcp.ts';
 import { profileRoutes } from './routes/profiles.ts';
@@ -50,6 +50,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     loggerInstance: options.logger ?? services.log,
     bodyLimit: services.config.bodyLimitBytes,
     genReqId: () => randomUUID(),
+    rewriteUrl: (req) => rewriteFileUrl(req.url ?? '/'),
     logController: new LogController({ requestIdLogLabel: 'requestId' }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     // While closing, requests on open connections get our own 503 (hook below).

@@ -171,7 +171,7 @@ export async function executeCall(
         const written = await backend.writeFile(ref, String(args.path), Buffer.from(content, encoding === 'base64' ? 'base64' : 'utf8'));
         const verb = written.status === 'created' ? 'Created' : 'Replaced';
         return {
-          content: [{ type: 'text', text: `${verb} ${written.file_path} (${written.size} bytes). URL: ${url(publicUrl(written.instance_id, written.file_path))}` }],
+          content: [{ type: 'text', text: `${verb} ${written.file_path} (${written.size} bytes). URL: ${url(publicUrl(written.instance_id, written.file_path, written.path_encoding))}` }],
           isError: false,
           structured: written,
         };

@@ -81,7 +81,7 @@ export function statusText(status: CommandStatus, url: (relative: string) => str
 export function fileResult(file: FileContent, args: Record<string, unknown>, limits: ToolLimits, url: (relative: string) => string): ToolResult {
   const { content, ...meta } = file;
   const structured = meta;
-  const where = url(publicUrl(file.instance_id, file.file_path));
+  const where = url(publicUrl(file.instance_id, file.file_path, file.path_encoding));
   if (file.encoding === 'base64') {
     if (IMAGE_TYPES.has(file.mime_type) && file.size <= MAX_INLINE_IMAGE_BYTES) {
       return {

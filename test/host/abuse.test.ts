@@ -204,6 +204,59 @@ describe('a path the guest swaps while it is read', () => {
   });
 });
 
+describe('names the guest chooses', () => {
+  it('lists every file exactly, whatever bytes its name holds, and serves each at its own URL', async () => {
+    // %b escapes in the guest's shell: \0377 is the byte 0xFF, \n a newline, and so on.
+    const names = ['bad\\0377', 'bad\\0376', 'bad\\0375', 'new\\nline', 'tab\\tname', 'crlf\\r\\n', '<script>html&amp;', 'back\\\\slash', '50%25', 'per%FFcent'];
+    const long = `${'d'.repeat(250)}/`.repeat(15) + 'f'.repeat(200);
+    const script =
+      `mkdir -p names && for n in ${names.map((n) => `'${n}'`).join(' ')}; do f=$(printf '%b/' "$n"); printf '%s' "$n" > "names/\${f%/}"; done; ` +
+      `mkdir -p "names/$(dirname ${long})" && echo long > names/${long}; ls names | od -An -c | tr -s ' ' | head -c 400`;
+    const made = await run(script);
+    // Positive control: the guest really made names with bytes that are not UTF-8.
+    assert.match(made.result.output, /b a d\s+377/, made.result.output);
+    const home = '/home/user/names';
+    const expected = new Map<string, string>(); // the API's path -> the file's content
+    for (const n of names) {
+      const raw = Buffer.from(n.replace(/\\0(\d{3})|\\n|\\t|\\r|\\\\/g, (m, o?: string) => (o ? String.fromCharCode(Number.parseInt(o, 8)) : ({ '\\n': '\n', '\\t': '\t', '\\r': '\r', '\\\\': '\\' } as Record<string, string>)[m]!)), 'latin1');
+      const utf8 = Buffer.from(raw.toString('utf8'), 'utf8').equals(raw);
+      const shown = utf8 ? `${home}/${raw.toString('utf8')}` : `${home}/${[...raw].map((b) => (b >= 0x80 ? `%${b.toString(16).toUpperCase()}` : b === 0x25 ? '%25' : String.fromCharCode(b))).join('')}`;
+      expected.set(shown, n);
+    }
+    expected.set(`${home}/${long}`, 'long\n');
+    const listed = made.result.files_changed as { path: string; status: string; path_encoding?: string; public_url?: string }[];
+    assert.deepEqual(listed.map((c) => c.path).sort(), [...expected.keys()].sort());
+    assert.equal(listed.filter((c) => c.path_encoding === 'percent').length, 3);
+    for (const change of listed) {
+      assert.equal(change.status, 'created');
+      const res = await t.app.inject({ method: 'GET', url: change.public_url! });
+      assert.equal(res.statusCode, 200, `${change.path}: ${res.body}`);
+      assert.equal(res.body, expected.get(change.path), change.path);
+    }
+    // The JSON read and the listing take and show the same bytes.
+    const json = await t.app.inject({ method: 'GET', url: `${room()}/file/names/bad%FE`, headers: org.headers });
+    assert.equal(json.statusCode, 200, json.body);
+    assert.deepEqual({ ...(json.json() as object), instance_id: undefined, mime_type: undefined }, {
+      file_path: `${home}/bad%FE`, path_encoding: 'percent', content: 'bad\\0376', encoding: 'utf-8', size: 8, instance_id: undefined, mime_type: undefined,
+    });
+    const listing = await t.app.inject({ method: 'GET', url: `${room()}/files?path=names`, headers: org.headers });
+    assert.equal(listing.statusCode, 200, listing.body);
+    const entries = (listing.json() as { entries: { name: string; name_encoding?: string }[] }).entries;
+    assert.deepEqual(entries.filter((e) => e.name_encoding === 'percent').map((e) => e.name).sort(), ['bad%FD', 'bad%FE', 'bad%FF']);
+    // Written and deleted through the API by their bytes.
+    const put = await t.app.inject({ method: 'PUT', url: `${room()}/file/names/put%FF%25`, headers: { ...org.headers, 'content-type': 'application/octet-stream' }, payload: 'via api' });
+    assert.equal(put.statusCode, 201, put.body);
+    assert.deepEqual([put.json().file_path, put.json().path_encoding], [`${home}/put%FF%25`, 'percent']);
+    const del = await t.app.inject({ method: 'DELETE', url: `${room()}/file/names/bad%FF`, headers: org.headers });
+    assert.equal(del.statusCode, 200, del.body);
+    const check = await run(`cat "names/put$(printf '%b' '\\0377')%"; echo; ls names/bad* | od -An -c | tr -s ' '`);
+    assert.match(check.result.output, /^via api\n/);
+    assert.doesNotMatch(check.result.output, /377/);
+    const gone = check.result.files_changed;
+    assert.deepEqual(gone, []);
+  });
+});
+
 describe('a tenant with a big writable layer', () => {
   it('does not stall the event loop: a command\'s files_changed over 200,000 files costs the loop under 100 ms', async () => {
     // 4 GiB of (sparse) disk: its ext4 has inodes for 200,000 files.

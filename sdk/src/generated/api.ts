@@ -146,8 +146,10 @@ export interface ErrorBody {
 }
 
 export interface FileChange {
-  /** Absolute path in the instance */
+  /** Absolute path in the instance (percent-escaped when `path_encoding` says so) */
   path: string;
+  /** Only on names that are not valid UTF-8: the path is percent-escaped (`%` as `%25`, each byte that is not UTF-8 as `%XX`); its public_url and the file endpoints take the same bytes percent-encoded */
+  path_encoding?: 'percent';
   status: 'created' | 'modified' | 'deleted';
   /** Bytes (created and modified files) */
   size?: number;
@@ -159,6 +161,8 @@ export interface FileChange {
 export interface FileContent {
   /** Absolute path of the file in the instance */
   file_path: string;
+  /** Only on names that are not valid UTF-8: the path is percent-escaped (`%` as `%25`, each byte that is not UTF-8 as `%XX`); its public_url and the file endpoints take the same bytes percent-encoded */
+  path_encoding?: 'percent';
   /** The content: text when `encoding` is utf-8, else base64 */
   content: string;
   instance_id: string;
@@ -170,6 +174,8 @@ export interface FileContent {
 
 export interface FileWritten {
   file_path: string;
+  /** Only on names that are not valid UTF-8: the path is percent-escaped (`%` as `%25`, each byte that is not UTF-8 as `%XX`); its public_url and the file endpoints take the same bytes percent-encoded */
+  path_encoding?: 'percent';
   instance_id: string;
   status: 'created' | 'modified';
   size: number;
@@ -730,6 +736,8 @@ export interface Paths {
       responses: {
         200: {
           file_path: string;
+          /** Only on names that are not valid UTF-8: the path is percent-escaped (`%` as `%25`, each byte that is not UTF-8 as `%XX`); its public_url and the file endpoints take the same bytes percent-encoded */
+          path_encoding?: 'percent';
           instance_id: string;
           status: 'deleted';
         };
@@ -758,9 +766,13 @@ export interface Paths {
       responses: {
         200: {
           path: string;
+          /** Only on names that are not valid UTF-8: the path is percent-escaped (`%` as `%25`, each byte that is not UTF-8 as `%XX`); its public_url and the file endpoints take the same bytes percent-encoded */
+          path_encoding?: 'percent';
           instance_id: string;
           entries: {
             name: string;
+            /** Only on names that are not valid UTF-8: the path is percent-escaped (`%` as `%25`, each byte that is not UTF-8 as `%XX`); its public_url and the file endpoints take the same bytes percent-encoded */
+            name_encoding?: 'percent';
             type: 'file' | 'directory' | 'symlink' | 'other';
             size: number;
             /** Permission bits, octal */

@@ -5,6 +5,7 @@ import { PassThrough } from 'node:stream';
 import Type from 'typebox';
 import { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../../core/file-schema.ts';
 import { AppError } from '../../errors.ts';
+import { decodeUrlPath, urlSegment } from '../../lib/guest-names.ts';
 import type { Services } from '../../services.ts';
 import { callerOf } from '../auth.ts';
 import { errorResponses, RoomParams } from '../schemas.ts';
@@ -17,9 +18,36 @@ const FileParams = Type.Object({
   '*': Type.String({ description: 'File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts)' }),
 });
 
-/** The path a request names: the wildcard as it is (relative to the home, or absolute when it starts with /). */
-function pathParam(params: { '*': string }): string {
-  return params['*'];
+/** URLs of the file endpoints, up to the wildcard; what follows is the file's path. */
+const FILE_URL = /^(\/vm\/[^/?]+\/file\/|\/api\/profile\/[^/?]+\/room\/[^/?]+\/file\/)([^?]*)(.*)$/s;
+
+/**
+ * For the router, which decodes paths as UTF-8: a file URL whose path holds escapes of
+ * bytes that are not UTF-8 (a name the guest chose, `%FF`) is rewritten with its `%`
+ * escaped, so it routes; its handler decodes the original URL's bytes (pathOf).
+ */
+export function rewriteFileUrl(url: string): string {
+  const match = url.includes('%') ? FILE_URL.exec(url) : null;
+  if (!match) return url;
+  const [, prefix = '', path = '', rest = ''] = match;
+  try {
+    decodeURIComponent(path);
+    return url;
+  } catch {
+    return decodeUrlPath(path) === null ? url : `${prefix}${path.replaceAll('%', '%25')}${rest}`;
+  }
+}
+
+/**
+ * The path a request names: the wildcard (relative to the home, or absolute when it
+ * starts with /); for a rewritten URL, its bytes decoded from the original.
+ */
+function pathOf(request: { url: string; originalUrl: string; params: { '*': string } }): string {
+  if (request.originalUrl === request.url) return request.params['*'];
+  const match = FILE_URL.exec(request.originalUrl);
+  const decoded = match ? decodeUrlPath(match[2] ?? '') : null;
+  if (decoded === null) throw new AppError('invalid_url', 'the request URL is not valid (check its percent-encoding)');
+  return decoded;
 }
 
 export function fileRoutes(app: App, { files, config }: Services): void {
@@ -36,7 +64,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
     },
     async (request) => {
       const { profile_id, room_id } = request.params;
-      return files.read(callerOf(request).organizationId, profile_id, room_id, pathParam(request.params));
+      return files.read(callerOf(request).organizationId, profile_id, room_id, pathOf(request));
     },
   );
 
@@ -80,7 +108,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
     },
     async (request) => {
       const { profile_id, room_id } = request.params;
-      return files.delete(callerOf(request).organizationId, profile_id, room_id, pathParam(request.params));
+      return files.delete(callerOf(request).organizationId, profile_id, room_id, pathOf(request));
     },
   );
 
@@ -104,7 +132,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
       },
       async (request, reply) => {
         const { profile_id, room_id } = request.params;
-        const written = await files.write(callerOf(request).organizationId, profile_id, room_id, pathParam(request.params), uploadOf(request.body));
+        const written = await files.write(callerOf(request).organizationId, profile_id, room_id, pathOf(request), uploadOf(request.body));
         return reply.code(written.status === 'created' ? 201 : 200).send(written);
       },
     );
@@ -127,7 +155,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
     async (request, reply) => {
       const { instance_id } = request.params;
       const range = typeof request.headers.range === 'string' ? request.headers.range : undefined;
-      const file = await files.openRaw(instance_id, `/${request.params['*']}`, range);
+      const file = await files.openRaw(instance_id, `/${pathOf(request)}`, range);
       const etag = `"${createHash('sha256').update(file.info.version).digest('hex').slice(0, 24)}"`;
       reply.header('Content-Security-Policy', "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; media-src 'self'");
       reply.header('Referrer-Policy', 'no-referrer');
@@ -136,7 +164,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
       reply.header('ETag', etag);
       reply.header('Last-Modified', new Date(file.info.mtimeMs).toUTCString());
       const name = file.info.path.split('/').at(-1) ?? 'file';
-      reply.header('Content-Disposition', `inline; filename*=UTF-8''${encodeURIComponent(name)}`);
+      reply.header('Content-Disposition', `inline; filename*=UTF-8''${urlSegment(name)}`);
       reply.type(file.mimeType.startsWith('text/') ? `${file.mimeType}; charset=utf-8` : file.mimeType);
       if (request.headers['if-none-match'] === etag && file.range === undefined) {
         (file.rest as PassThrough).destroy();

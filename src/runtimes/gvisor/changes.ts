@@ -9,6 +9,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { compiled } from '../../host/native.ts';
+import { decodeName } from '../../lib/guest-names.ts';
 import type { FileChangeEntry } from '../types.ts';
 
 const WALKER_SOURCE = fileURLToPath(new URL('../../host/native/layer-walk.c', import.meta.url));
@@ -95,7 +96,7 @@ export function parseListing(data: Buffer): Listing {
     if (end < 0) break;
     const tab = data.indexOf(9, start);
     if (tab > start && tab < end) {
-      listing.set(data.toString('utf8', tab + 1, end), data.toString('latin1', start, tab));
+      listing.set(decodeName(data, tab + 1, end), data.toString('latin1', start, tab));
       if (data[start] === 0x78 /* x */) listing.incomplete = true;
     }
     start = end + 1;

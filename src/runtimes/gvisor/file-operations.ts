@@ -5,6 +5,7 @@
 import { type FileAccess, GuestFileError, type GuestDirEntry, type GuestFileInfo } from '../types.ts';
 import type { ExecChild } from './commands.ts';
 import { capStream, type Collected, collect, headerThenBody } from './exec-streams.ts';
+import { shellArg } from '../../lib/guest-names.ts';
 import { absoluteGuestPath, FILE_SCRIPT, fileError, parseInfo, parseListing } from './guest-files.ts';
 
 /** File operations other than streaming a file's content. */
@@ -21,7 +22,8 @@ export type FileScript = (args: string[]) => ExecChild;
  * Only stdout goes through it; the script's errors stay on stderr.
  */
 export function fileScriptArgv(relay: string[], args: string[]): string[] {
-  return [...relay, ...(relay.length > 0 ? ['--stdout-only'] : []), 'sh', '-c', FILE_SCRIPT, 'sh', ...args];
+  const [op = '', path = '', ...rest] = args;
+  return [...relay, ...(relay.length > 0 ? ['--stdout-only'] : []), 'sh', '-c', FILE_SCRIPT, 'sh', op, shellArg(path), ...rest];
 }
 
 export async function openFile(

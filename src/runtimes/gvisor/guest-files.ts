@@ -3,6 +3,7 @@
 // permissions, so the host never opens a guest-controlled path. Each operation answers
 // on stdout; a failure the caller can act on is an exit status from FILE_STATUS.
 import { posix } from 'node:path';
+import { apiPath, decodeName, shellDecode } from '../../lib/guest-names.ts';
 import { GuestFileError, type GuestDirEntry, type GuestFileInfo } from '../types.ts';
 
 /** Exit statuses of the script, and what each means. */
@@ -22,6 +23,7 @@ export const FILE_STATUS = {
 // A plain template: `\${` below is the shell's parameter expansion, `\\0` find's NUL.
 export const FILE_SCRIPT = `
 op=$1; f=$2
+${shellDecode('f')}
 missing() { d=$(dirname -- "$f"); if [ -e "$d" ] && ! (cd -- "$d" 2>/dev/null); then exit 11; fi; exit 10; }
 case "$op" in
 read|stat)
@@ -76,7 +78,8 @@ export function absoluteGuestPath(path: string, home: string): string {
  * the caller can act on. Status 16 is a failed write or delete, told apart by the
  * message the tool printed (the instance runs in the C locale).
  */
-export function fileError(code: number | null, path: string, stderr: string): GuestFileError | null {
+export function fileError(code: number | null, guestPath: string, stderr: string): GuestFileError | null {
+  const path = apiPath(guestPath).path;
   let kind: GuestFileError['kind'] | undefined = code === null ? undefined : FILE_STATUS[code as keyof typeof FILE_STATUS];
   if (code === 16) {
     if (/Permission denied|Operation not permitted|Read-only file system/.test(stderr)) kind = 'permission_denied';
@@ -112,7 +115,11 @@ const TYPES: Record<string, GuestDirEntry['type']> = { f: 'file', d: 'directory'
 /** Parses `list`'s NUL-separated `TYPE SIZE MODE MTIME NAME` records. */
 export function parseListing(data: Buffer): GuestDirEntry[] {
   const entries: GuestDirEntry[] = [];
-  for (const record of data.toString('utf8').split('\0')) {
+  for (let start = 0; start < data.length; ) {
+    let end = data.indexOf(0, start);
+    if (end < 0) end = data.length;
+    const record = decodeName(data, start, end);
+    start = end + 1;
     const match = /^(\S) (\d+) ([0-7]+) ([\d.]+) (.*)$/s.exec(record);
     if (!match) continue;
     const [, type = '', size = '0', mode = '0', mtime = '0', name = ''] = match;

@@ -1,5 +1,6 @@
 // The MIME types of the files a command changed, for files_changed: by extension, else
 // from their first bytes, read inside the instance in one exec for all of them.
+import { shellArg, shellDecode } from '../../lib/guest-names.ts';
 import { mimeTypeByExtension, sniffMimeType } from '../../lib/mime.ts';
 import type { FileChangeEntry } from '../types.ts';
 import type { ExecChild } from './commands.ts';
@@ -24,8 +25,8 @@ export async function addMimeTypes(changes: FileChangeEntry[], startAsRoot: (arg
   }
   if (unknown.length === 0) return;
   // Each file's first bytes, preceded by their count; as root, since root may have made them.
-  const script = `for f; do n=$(head -c ${SNIFF_BYTES} -- "$f" 2>/dev/null | wc -c); echo "$n"; head -c "$n" -- "$f" 2>/dev/null; done`;
-  const { stdout } = await collect(startAsRoot(['sh', '-c', script, 'sh', ...unknown.map((c) => c.path)]), FILE_OP_TIMEOUT_MS);
+  const script = `for f; do ${shellDecode('f')}; n=$(head -c ${SNIFF_BYTES} -- "$f" 2>/dev/null | wc -c); echo "$n"; head -c "$n" -- "$f" 2>/dev/null; done`;
+  const { stdout } = await collect(startAsRoot(['sh', '-c', script, 'sh', ...unknown.map((c) => shellArg(c.path))]), FILE_OP_TIMEOUT_MS);
   let offset = 0;
   for (const change of unknown) {
     const newline = stdout.indexOf(10, offset);
