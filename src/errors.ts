@@ -18,6 +18,7 @@ export const ERROR_STATUS = {
   invalid_api_key: 401,
   // 403
   permission_denied: 403,
+  raw_file_not_served: 403,
   // 404
   not_found: 404,
   profile_not_found: 404,

@@ -7,6 +7,7 @@ import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
 import { Organizations } from './core/orgs.ts';
 import { Profiles } from './core/profiles.ts';
+import { ServedFiles } from './core/served-files.ts';
 import { RoomTools } from './tools/room-tools.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
@@ -28,6 +29,9 @@ export interface Services {
   close(): Promise<void>;
 }
 
+/** How often the store forgets what ended instances listed for `raw_files: changed`. */
+const SERVED_FILES_PRUNE_INTERVAL_MS = 10 * 60_000;
+
 /** Runtimes this build can use, in the order `auto` tries them. */
 export const RUNTIME_CANDIDATES: RuntimeCandidate[] = [gvisorCandidate];
 
@@ -43,14 +47,16 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const profiles = new Profiles(db, config);
     const organizations = new Organizations({ db, profiles });
     const instances = new Instances({ db, profiles, runtime, log });
-    const commands = new Commands({ db, instances, profiles, config, log });
-    const files = new Files({ instances, config });
+    const servedFiles = new ServedFiles(db);
+    const commands = new Commands({ db, instances, profiles, servedFiles, config, log });
+    const files = new Files({ instances, profiles, servedFiles, config });
     const tools = new RoomTools({ profiles, instances, commands, files, config });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
     const interrupted = await commands.recover();
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     instances.startExpiryChecks(config.expiryCheckIntervalMs);
+    servedFiles.startPruning(SERVED_FILES_PRUNE_INTERVAL_MS, (err) => log.error({ err }, 'could not prune the served files of ended instances'));
     let closed: Promise<void> | undefined;
     return {
       config,
@@ -65,6 +71,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       runtime,
       close() {
         closed ??= (async () => {
+          servedFiles.close();
           await instances.close(config.onShutdown);
           if ('runtime' in runtime) await runtime.runtime.close();
           await db.destroy();

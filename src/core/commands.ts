@@ -14,6 +14,7 @@ import type { Instances } from './instances.ts';
 import { apiPath, fromApiPath, urlSegment } from '../lib/guest-names.ts';
 import { isUuid } from '../lib/ids.ts';
 import { OutputLog } from './output-log.ts';
+import type { ServedFiles } from './served-files.ts';
 import type { Profiles } from './profiles.ts';
 import { nowIso } from '../lib/time.ts';
 
@@ -88,15 +89,17 @@ export class Commands {
   private readonly records: CommandRecords;
   private readonly instances: Instances;
   private readonly profiles: Profiles;
+  private readonly servedFiles: ServedFiles;
   private readonly config: Config;
   private readonly log: Logger;
   /** Commands running now and finished ones kept for a while, by id, oldest first. */
   private readonly sessions = new Map<string, CommandSession>();
 
-  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; config: Config; log: Logger }) {
+  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; config: Config; log: Logger }) {
     this.records = new CommandRecords(deps.db);
     this.instances = deps.instances;
     this.profiles = deps.profiles;
+    this.servedFiles = deps.servedFiles;
     this.config = deps.config;
     this.log = deps.log;
     // An instance running a command is not idle, however long the command takes.
@@ -193,6 +196,10 @@ export class Commands {
           duration_ms: durationMs,
         });
         log.info({ exitCode: outcome.exitCode, state, durationMs, filesChanged: changes.length }, 'command finished');
+        // What the result lists is what a `raw_files: changed` profile serves publicly.
+        await this.servedFiles
+          .record(instance.id, changes.slice(0, limit))
+          .catch((err: unknown) => log.error({ err }, 'could not record the files the command listed'));
         session.state = state;
         session.result = {
           instance_id: instance.id,

@@ -1,6 +1,7 @@
 // Files of a room's instance: read (as JSON, or as a raw stream for the unauthenticated
 // endpoint), write, list and delete. Every operation runs inside the instance as its
 // VM user, so a file is reachable exactly when that user could reach it there.
+import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config.ts';
 import { AppError, type ErrorCode } from '../errors.ts';
@@ -10,6 +11,10 @@ import type { Instances } from './instances.ts';
 import { isText, mimeTypeOf } from '../lib/mime.ts';
 import { apiPath, encodeName } from '../lib/guest-names.ts';
 import { publicUrl } from './commands.ts';
+import type { ProfileSpec } from './profile-schema.ts';
+import type { Profiles } from './profiles.ts';
+import type { ServedFiles } from './served-files.ts';
+import type { InstanceRow } from '../store/schema.ts';
 
 /** Longest path accepted, in bytes (Linux's PATH_MAX). */
 export const MAX_PATH_BYTES = 4096;
@@ -53,12 +58,16 @@ export function validatePath(path: string): string {
 
 export class Files {
   private readonly instances: Instances;
+  private readonly profiles: Profiles;
+  private readonly servedFiles: ServedFiles;
   private readonly config: Config;
   /** Per instance: unauthenticated raw reads streaming now. */
   private readonly rawReads = new Map<string, number>();
 
-  constructor(deps: { instances: Instances; config: Config }) {
+  constructor(deps: { instances: Instances; profiles: Profiles; servedFiles: ServedFiles; config: Config }) {
     this.instances = deps.instances;
+    this.profiles = deps.profiles;
+    this.servedFiles = deps.servedFiles;
     this.config = deps.config;
   }
 
@@ -96,15 +105,44 @@ export class Files {
 
   /**
    * Opens a file of a ready instance for the raw endpoint, by instance id alone: the
-   * id is the capability. An unknown or not-ready instance is instance_not_found.
+   * id is the capability. An unknown or not-ready instance is instance_not_found; what
+   * is served follows the profile's `raw_files`.
    */
   async openRaw(instanceId: string, path: string, rangeHeader: string | undefined): Promise<RawFile> {
     validatePath(path);
     const found = await this.instances.readyById(instanceId);
     if (!found) throw new AppError('instance_not_found', `no running instance ${instanceId}`);
-    const home = found.spec.home;
-    const runtime: Runtime = this.instances.activeRuntime();
+    await this.checkServed(found.row, found.spec, path);
     const release = this.claimRawRead(instanceId);
+    return this.stream(instanceId, found.spec.home, path, rangeHeader, release);
+  }
+
+  /** The raw bytes of a file for its organization (`?raw=1`): whatever the profile's raw_files says. */
+  async download(organizationId: string, profileId: string, roomId: string, path: string, rangeHeader: string | undefined): Promise<RawFile> {
+    validatePath(path);
+    const { instanceId, home } = await this.target(organizationId, profileId, roomId);
+    return this.stream(instanceId, home, path, rangeHeader, () => {});
+  }
+
+  /** Refuses a public read that the profile's `raw_files` does not allow. */
+  private async checkServed(row: InstanceRow, spec: ProfileSpec, path: string): Promise<void> {
+    // The profile as it is now, so that narrowing it applies to live instances at once.
+    const policy = (await this.profiles.find(row.organization_id, row.profile_id))?.raw_files ?? spec.raw_files ?? 'all';
+    if (policy === 'all') return;
+    const how = 'read it with an API key at GET /api/profile/{profile_id}/room/{room_id}/file/{path}?raw=1';
+    if (policy === 'off') {
+      throw new AppError('raw_file_not_served', `this instance's profile serves no files at public URLs (raw_files: off); ${how}`);
+    }
+    if (!(await this.servedFiles.listed(row.id, path))) {
+      throw new AppError(
+        'raw_file_not_served',
+        `this instance's profile serves only files that a command listed as created or modified (raw_files: changed), and no command listed ${apiPath(posix.normalize(path)).path}; ${how}`,
+      );
+    }
+  }
+
+  private async stream(instanceId: string, home: string, path: string, rangeHeader: string | undefined, release: () => void): Promise<RawFile> {
+    const runtime: Runtime = this.instances.activeRuntime();
     try {
       let range: { start: number; end: number } | undefined;
       if (rangeHeader !== undefined) {
@@ -116,8 +154,8 @@ export class Files {
         maxBytes: Number.MAX_SAFE_INTEGER,
         ...(range ? { range } : {}),
       });
-      // The read holds its slot for as long as its process streams: until the body ends
-      // or the client goes away.
+      // A public read holds its slot for as long as its process streams: until the
+      // body ends or the client goes away.
       (body as unknown as Readable).once('close', release);
       const head = await readUpTo(body, SNIFF_BYTES);
       const mimeType = mimeTypeOf(info.path, head, head.length < SNIFF_BYTES || info.size <= SNIFF_BYTES);

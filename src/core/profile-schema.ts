@@ -37,7 +37,12 @@ export const PROFILE_DEFAULTS = {
   max_lifetime_s: 86400,
   network: { egress: 'internet' as 'none' | 'internet', allow: [] as string[] },
   settings: {} as Record<string, unknown>,
+  raw_files: 'all' as RawFilesPolicy,
 };
+
+/** What the unauthenticated raw endpoint serves of an instance: any file, files a command listed, or none. */
+export const RAW_FILES_POLICIES = ['all', 'changed', 'off'] as const;
+export type RawFilesPolicy = (typeof RAW_FILES_POLICIES)[number];
 
 export const MAX_SETTINGS_BYTES = 16 * 1024;
 
@@ -127,6 +132,14 @@ export function profileFieldSchemas(limits: HostLimits) {
       description: `Free-form organization-specific JSON, stored and returned as given (at most ${MAX_SETTINGS_BYTES} bytes).`,
       default: PROFILE_DEFAULTS.settings,
     }),
+    raw_files: Type.Enum(RAW_FILES_POLICIES, {
+      description:
+        'What the unauthenticated raw endpoint GET /vm/{instance_id}/file/{path} serves of this profile\'s instances: ' +
+        '`all` (the specification\'s behaviour: any file the instance\'s user can read, to anyone holding the instance id), ' +
+        '`changed` (only files a command listed in files_changed as created or modified, and not deleted since), or `off` (nothing). ' +
+        'Takes effect at once for live instances. The authenticated read (…/file/{path}?raw=1) is not affected.',
+      default: PROFILE_DEFAULTS.raw_files,
+    }),
   };
 }
 
@@ -150,6 +163,7 @@ export function profileSchemas(limits: HostLimits) {
       { additionalProperties: false },
     )),
     settings: Type.Optional(fields.settings),
+    raw_files: Type.Optional(fields.raw_files),
   };
   return {
     create: Type.Object({ name, ...optionalFields }, { additionalProperties: false }),

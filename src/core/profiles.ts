@@ -74,6 +74,12 @@ export class Profiles {
     return toProfile(await this.getRow(organizationId, profileId));
   }
 
+  /** The profile, or undefined when there is none (or it was deleted). */
+  async find(organizationId: string, profileId: string): Promise<Profile | undefined> {
+    const row = await this.findRow(organizationId, profileId);
+    return row ? toProfile(row) : undefined;
+  }
+
   async update(organizationId: string, profileId: string, patch: ProfilePatch): Promise<Profile> {
     const row = await this.getRow(organizationId, profileId);
     const { name, ...fields } = patch;
@@ -118,15 +124,19 @@ export class Profiles {
   }
 
   private async getRow(organizationId: string, profileId: string): Promise<ProfileRow> {
-    const row = await this.db
+    const row = await this.findRow(organizationId, profileId);
+    if (!row) throw profileNotFound(profileId);
+    return row;
+  }
+
+  private findRow(organizationId: string, profileId: string): Promise<ProfileRow | undefined> {
+    return this.db
       .selectFrom('profiles')
       .selectAll()
       .where('id', '=', profileId)
       .where('organization_id', '=', organizationId)
       .where('deleted_at', 'is', null)
       .executeTakeFirst();
-    if (!row) throw profileNotFound(profileId);
-    return row;
   }
 }
 
@@ -191,7 +201,8 @@ function fieldError(field: string, message: string): AppError {
 }
 
 function toProfile(row: ProfileRow): Profile {
-  const spec = JSON.parse(row.spec) as ProfileSpec;
+  // Profiles stored before a field existed have its default.
+  const spec = { raw_files: PROFILE_DEFAULTS.raw_files, ...(JSON.parse(row.spec) as Partial<ProfileSpec>) } as ProfileSpec;
   return {
     profile_id: row.id,
     name: row.name,

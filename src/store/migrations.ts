@@ -154,6 +154,18 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('commands').addColumn('background', 'integer', (c) => c.notNull().defaultTo(0)).execute();
     },
   },
+  '0007_served_files': {
+    async up(db: Kysely<any>) {
+      // Files a command listed as created or modified, per live instance: what a profile
+      // with raw_files `changed` serves publicly. Keyed by a hash of the path's bytes.
+      await db.schema
+        .createTable('served_files')
+        .addColumn('instance_id', 'text', (c) => c.notNull().references('instances.id'))
+        .addColumn('path_key', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('served_files_pk', ['instance_id', 'path_key'])
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

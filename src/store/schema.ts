@@ -98,6 +98,12 @@ export interface NetworkLeasesTable {
   created_at: string;
 }
 
+export interface ServedFilesTable {
+  instance_id: string;
+  /** sha256 (hex) of the path's bytes in the guest. */
+  path_key: string;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   api_keys: ApiKeysTable;
@@ -106,6 +112,7 @@ export interface Database {
   instance_events: InstanceEventsTable;
   network_leases: NetworkLeasesTable;
   commands: CommandsTable;
+  served_files: ServedFilesTable;
 }
 
 export type OrganizationRow = Selectable<OrganizationsTable>;

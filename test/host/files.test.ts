@@ -172,6 +172,54 @@ describe('the raw endpoint', () => {
     assert.equal(missing.json().error, 'file_not_found');
     assert.match(String(missing.headers['content-type']), /^application\/json/);
   });
+
+  it('serves what the profile\'s raw_files allows, at once for the live instance: changed, then off, then all again', async () => {
+    const patch = async (raw_files: string) => {
+      const res = await t.app.inject({ method: 'PATCH', url: `/api/profiles/${profileId}`, headers: org.headers, payload: { raw_files } });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal(res.json().raw_files, raw_files);
+    };
+    const status = async (path: string) => (await t.app.inject({ method: 'GET', url: raw(path) })).statusCode;
+    await sh('echo listed > listed.txt');
+    // Positive control: under the default (`all`) a file no command listed is served.
+    assert.equal(await status('etc/passwd'), 200);
+    try {
+      await patch('changed');
+      const listed = await t.app.inject({ method: 'GET', url: raw('home/user/listed.txt') });
+      assert.equal(listed.statusCode, 200, listed.body);
+      assert.equal(listed.body, 'listed\n');
+      assert.equal(await status('home/user/sub/../listed.txt'), 200);
+      const refused = await t.app.inject({ method: 'GET', url: raw('etc/passwd') });
+      assert.equal(refused.statusCode, 403, refused.body);
+      assert.equal(refused.json().error, 'raw_file_not_served');
+      assert.match(refused.json().message, /raw_files: changed.*\/etc\/passwd.*\?raw=1/);
+      // A file a later command deleted is no longer served, even once it is back (written with the key, not by a command).
+      await sh('rm listed.txt');
+      const put = await t.app.inject({ method: 'PUT', url: fileUrl('listed.txt'), headers: { ...org.headers, 'content-type': 'text/plain' }, payload: 'via put' });
+      assert.equal(put.statusCode, 201, put.body);
+      assert.equal(await status('home/user/listed.txt'), 403);
+      await patch('off');
+      const off = await t.app.inject({ method: 'GET', url: raw('home/user/hello.txt') });
+      assert.equal(off.statusCode, 403);
+      assert.match(off.json().message, /raw_files: off/);
+      // The organization's own download is not affected, with ?raw=1 or by Accept.
+      const own = await get(`${fileUrl('listed.txt')}?raw=1`);
+      assert.equal(own.statusCode, 200, own.body);
+      assert.equal(own.body, 'via put');
+      assert.equal(own.headers['content-type'], 'text/plain; charset=utf-8');
+      assert.equal(own.headers['cache-control'], 'no-store');
+      const byAccept = await get(fileUrl('sub/deep.txt'), { ...org.headers, accept: 'application/octet-stream', range: 'bytes=0-1' });
+      assert.equal(byAccept.statusCode, 206);
+      assert.equal(byAccept.body, 'de');
+      const json = await get(fileUrl('sub/deep.txt'), { ...org.headers, accept: 'application/json, application/octet-stream' });
+      assert.equal(json.json().content, 'deep\n');
+      assert.equal((await t.app.inject({ method: 'GET', url: `${fileUrl('listed.txt')}?raw=1` })).statusCode, 401);
+    } finally {
+      await patch('all');
+    }
+    assert.equal(await status('etc/passwd'), 200);
+    await sh('rm -f listed.txt');
+  });
 });
 
 describe('paths that try to leave what the VM user may read', () => {

@@ -19,6 +19,7 @@ export type KnownErrorCode =
   | 'missing_api_key'
   | 'invalid_api_key'
   | 'permission_denied'
+  | 'raw_file_not_served'
   | 'not_found'
   | 'profile_not_found'
   | 'instance_not_found'
@@ -242,6 +243,8 @@ export interface Profile {
   };
   /** Free-form organization-specific JSON, stored and returned as given (at most 16384 bytes). */
   settings: Record<string, unknown>;
+  /** What the unauthenticated raw endpoint GET /vm/{instance_id}/file/{path} serves of this profile's instances: `all` (the specification's behaviour: any file the instance's user can read, to anyone holding the instance id), `changed` (only files a command listed in files_changed as created or modified, and not deleted since), or `off` (nothing). Takes effect at once for live instances. The authenticated read (…/file/{path}?raw=1) is not affected. */
+  raw_files: 'all' | 'changed' | 'off';
   created_at: string;
   updated_at: string;
 }
@@ -387,6 +390,8 @@ export interface Paths {
         };
         /** Free-form organization-specific JSON, stored and returned as given (at most 16384 bytes). */
         settings?: Record<string, unknown>;
+        /** What the unauthenticated raw endpoint GET /vm/{instance_id}/file/{path} serves of this profile's instances: `all` (the specification's behaviour: any file the instance's user can read, to anyone holding the instance id), `changed` (only files a command listed in files_changed as created or modified, and not deleted since), or `off` (nothing). Takes effect at once for live instances. The authenticated read (…/file/{path}?raw=1) is not affected. */
+        raw_files?: 'all' | 'changed' | 'off';
       };
       responses: {
         201: Profile;
@@ -468,6 +473,8 @@ export interface Paths {
         };
         /** Free-form organization-specific JSON, stored and returned as given (at most 16384 bytes). */
         settings?: Record<string, unknown>;
+        /** What the unauthenticated raw endpoint GET /vm/{instance_id}/file/{path} serves of this profile's instances: `all` (the specification's behaviour: any file the instance's user can read, to anyone holding the instance id), `changed` (only files a command listed in files_changed as created or modified, and not deleted since), or `off` (nothing). Takes effect at once for live instances. The authenticated read (…/file/{path}?raw=1) is not affected. */
+        raw_files?: 'all' | 'changed' | 'off';
       };
       responses: {
         200: Profile;
@@ -685,7 +692,10 @@ export interface Paths {
         /** File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts) */
         '*': string;
       };
-      query: Record<string, never>;
+      query: {
+        /** `1`: answer with the file's bytes rather than JSON */
+        raw?: '1' | 'true' | '0' | 'false';
+      };
       body: undefined;
       responses: {
         200: FileContent;
@@ -695,6 +705,7 @@ export interface Paths {
         404: ErrorBody;
         409: ErrorBody;
         413: ErrorBody;
+        416: ErrorBody;
       };
     };
     /** Write a file */

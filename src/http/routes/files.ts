@@ -2,8 +2,10 @@
 // raw read, plus write, list and delete.
 import { createHash } from 'node:crypto';
 import { PassThrough } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../../core/file-schema.ts';
+import type { RawFile } from '../../core/files.ts';
 import { AppError } from '../../errors.ts';
 import { decodeUrlPath, urlSegment } from '../../lib/guest-names.ts';
 import type { Services } from '../../services.ts';
@@ -56,15 +58,26 @@ export function fileRoutes(app: App, { files, config }: Services): void {
     {
       schema: {
         summary: 'Read a file',
-        description: `Reads the file fresh, as the instance's user. Text (valid UTF-8 without NUL) comes as it is, anything else base64-encoded; \`encoding\` says which. At most ${config.maxFileReadBytes} bytes: fetch larger files raw.`,
+        description:
+          `Reads the file fresh, as the instance's user. Text (valid UTF-8 without NUL) comes as it is, anything else base64-encoded; \`encoding\` says which. At most ${config.maxFileReadBytes} bytes. ` +
+          'With `?raw=1` (or `Accept: application/octet-stream`) the answer is the file\'s bytes instead, of any size, with the raw endpoint\'s headers and byte ranges: ' +
+          'the authenticated download, whatever the profile\'s raw_files says.',
         tags: ['files'],
         params: FileParams,
-        response: { 200: FileContent, ...errorResponses(400, 401, 403, 404, 409, 413) },
+        querystring: Type.Object({
+          raw: Type.Optional(Type.Enum(['1', 'true', '0', 'false'], { description: '`1`: answer with the file\'s bytes rather than JSON' })),
+        }),
+        response: { 200: FileContent, ...errorResponses(400, 401, 403, 404, 409, 413, 416) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { profile_id, room_id } = request.params;
-      return files.read(callerOf(request).organizationId, profile_id, room_id, pathOf(request));
+      const organizationId = callerOf(request).organizationId;
+      if (wantsRaw(request.query.raw, request.headers.accept)) {
+        const range = typeof request.headers.range === 'string' ? request.headers.range : undefined;
+        return sendRawFile(request, reply, await files.download(organizationId, profile_id, room_id, pathOf(request), range));
+      }
+      return files.read(organizationId, profile_id, room_id, pathOf(request));
     },
   );
 
@@ -146,6 +159,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
         description:
           'The file\'s bytes with a MIME type by extension or content, Content-Length, ETag, Last-Modified and single byte ranges. ' +
           'The instance id is the capability: only ready instances answer. Paths are absolute (without their leading slash). ' +
+          'What is served follows the profile\'s raw_files: `all` (default), `changed` (files a command listed), `off`; others answer 403 raw_file_not_served. ' +
           'At most ROOMKIT_MAX_RAW_READS_PER_INSTANCE (4) reads stream from one instance at once; more answer 429 with Retry-After.',
         tags: ['files'],
         params: Type.Object({ instance_id: Type.String({ format: 'uuid' }), '*': Type.String() }),
@@ -155,35 +169,49 @@ export function fileRoutes(app: App, { files, config }: Services): void {
     async (request, reply) => {
       const { instance_id } = request.params;
       const range = typeof request.headers.range === 'string' ? request.headers.range : undefined;
-      const file = await files.openRaw(instance_id, `/${pathOf(request)}`, range);
-      const etag = `"${createHash('sha256').update(file.info.version).digest('hex').slice(0, 24)}"`;
-      reply.header('Content-Security-Policy', "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; media-src 'self'");
-      reply.header('Referrer-Policy', 'no-referrer');
-      reply.header('Cache-Control', 'no-cache');
-      reply.header('Accept-Ranges', 'bytes');
-      reply.header('ETag', etag);
-      reply.header('Last-Modified', new Date(file.info.mtimeMs).toUTCString());
-      const name = file.info.path.split('/').at(-1) ?? 'file';
-      reply.header('Content-Disposition', `inline; filename*=UTF-8''${urlSegment(name)}`);
-      reply.type(file.mimeType.startsWith('text/') ? `${file.mimeType}; charset=utf-8` : file.mimeType);
-      if (request.headers['if-none-match'] === etag && file.range === undefined) {
-        (file.rest as PassThrough).destroy();
-        return reply.code(304).send();
-      }
-      const body = new PassThrough();
-      body.write(file.head);
-      file.rest.pipe(body);
-      body.on('close', () => (file.rest as PassThrough).destroy());
-      if (file.range) {
-        reply.code(206);
-        reply.header('Content-Range', `bytes ${file.range.start}-${file.range.end}/${file.info.size}`);
-        reply.header('Content-Length', String(file.range.end - file.range.start + 1));
-      } else {
-        reply.header('Content-Length', String(file.info.size));
-      }
-      return reply.send(body);
+      return sendRawFile(request, reply, await files.openRaw(instance_id, `/${pathOf(request)}`, range));
     },
   );
+}
+
+/** Whether a read asks for the bytes rather than JSON: `?raw=1`, or an Accept that prefers octet-stream to JSON. */
+function wantsRaw(raw: string | undefined, accept: string | undefined): boolean {
+  if (raw !== undefined) return raw === '1' || raw === 'true';
+  if (accept === undefined) return false;
+  const types = accept.split(',').map((t) => t.split(';')[0]!.trim().toLowerCase());
+  const octet = types.indexOf('application/octet-stream');
+  const json = types.findIndex((t) => t === 'application/json' || t === '*/*' || t === 'application/*');
+  return octet >= 0 && (json < 0 || octet < json);
+}
+
+/** Answers with a file's bytes: type, length, validators, byte ranges, and headers that keep a browser from running it. */
+function sendRawFile(request: FastifyRequest, reply: FastifyReply, file: RawFile): FastifyReply {
+  const etag = `"${createHash('sha256').update(file.info.version).digest('hex').slice(0, 24)}"`;
+  reply.header('Content-Security-Policy', "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; media-src 'self'");
+  reply.header('Referrer-Policy', 'no-referrer');
+  reply.header('Cache-Control', 'no-cache');
+  reply.header('Accept-Ranges', 'bytes');
+  reply.header('ETag', etag);
+  reply.header('Last-Modified', new Date(file.info.mtimeMs).toUTCString());
+  const name = file.info.path.split('/').at(-1) ?? 'file';
+  reply.header('Content-Disposition', `inline; filename*=UTF-8''${urlSegment(name)}`);
+  reply.type(file.mimeType.startsWith('text/') ? `${file.mimeType}; charset=utf-8` : file.mimeType);
+  if (request.headers['if-none-match'] === etag && file.range === undefined) {
+    (file.rest as PassThrough).destroy();
+    return reply.code(304).send();
+  }
+  const body = new PassThrough();
+  body.write(file.head);
+  file.rest.pipe(body);
+  body.on('close', () => (file.rest as PassThrough).destroy());
+  if (file.range) {
+    reply.code(206);
+    reply.header('Content-Range', `bytes ${file.range.start}-${file.range.end}/${file.info.size}`);
+    reply.header('Content-Length', String(file.range.end - file.range.start + 1));
+  } else {
+    reply.header('Content-Length', String(file.info.size));
+  }
+  return reply.send(body);
 }
 
 /** The bytes of an upload: the raw body, or the content of a JSON body. */
