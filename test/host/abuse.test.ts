@@ -13,8 +13,18 @@
 // - A guest that swaps a path between a file, a link to /etc/shadow, a directory and a
 //   FIFO while it is read gets 4xx answers or the harmless file's bytes, never a 500
 //   and never the secret.
+// - Names are the guest's choice: every file is listed exactly and served at its own
+//   URL, whether its name holds a newline, HTML, 4,000 bytes or bytes that are not UTF-8.
+// - A command's 1 GiB of output and a command's 200,000 new files give bounded results
+//   and leave the service's memory bounded.
 // - One tenant's big writable layer does not stall the service: the files_changed
 //   listing and diff of 200,000 files run off the event loop.
+//
+// Other attacks have their checks beside the feature they test: network isolation from
+// inside an instance (network.test.ts, gvisor.test.ts), another organization's ids on
+// every route (auth.test.ts), fork bombs, memory and disk limits (gvisor.test.ts,
+// limits.test.ts), kill -9 of the service during a create, a command and a delete
+// (recovery.test.ts), quotas and rate limits (quotas.test.ts, rate-limits.test.ts).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -257,10 +267,32 @@ describe('names the guest chooses', () => {
   });
 });
 
+describe('floods of output and files', () => {
+  it('keeps a command\'s 1 GiB of output out of the service\'s memory: the result holds the first and last half MiB', async () => {
+    const rssBefore = process.memoryUsage().rss;
+    let rssPeak = rssBefore;
+    const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 50);
+    let res: Result;
+    try {
+      res = await run('head -c 1073741824 /dev/zero | tr "\\0" x; echo; echo end', 300);
+    } finally {
+      clearInterval(sampler);
+    }
+    const result = res.result as Result['result'] & { output_bytes: number; output_truncated: boolean };
+    // Positive control: the whole GiB really went through the service.
+    assert.equal(result.output_bytes, 1073741824 + 5);
+    assert.equal(result.output_truncated, true);
+    assert.ok(result.output.length <= t.services.config.maxOutputBytes + 200, `output of ${result.output.length} characters`);
+    assert.ok(result.output.startsWith('xxxx') && result.output.endsWith('x\nend\n'));
+    const grewMb = (rssPeak - rssBefore) / 2 ** 20;
+    assert.ok(grewMb < 256, `the service grew by ${grewMb.toFixed(0)} MiB while the output streamed`);
+  });
+});
+
 describe('a tenant with a big writable layer', () => {
   it('does not stall the event loop: a command\'s files_changed over 200,000 files costs the loop under 100 ms', async () => {
-    // 4 GiB of (sparse) disk: its ext4 has inodes for 200,000 files.
-    const bigProfile = await t.createProfile(org, { name: 'big-layer', memory_mb: 512, disk_mb: 4096, network: { egress: 'none' } });
+    // 8 GiB of (sparse) disk: its ext4 has inodes for the 400,000 files of these checks.
+    const bigProfile = await t.createProfile(org, { name: 'big-layer', memory_mb: 512, disk_mb: 8192, network: { egress: 'none' } });
     const big = `/api/profile/${bigProfile}/room/big-layer`;
     const created = await t.app.inject({ method: 'POST', url: big, headers: org.headers });
     assert.equal(created.statusCode, 201, created.body);
@@ -292,5 +324,33 @@ describe('a tenant with a big writable layer', () => {
     assert.ok(entries > 200_000, `the layer lists only ${entries} entries`);
     assert.ok(onThreadMs > 60, `parsing and diffing the layer on the loop took only ${onThreadMs.toFixed(0)} ms: the check would prove nothing`);
     assert.ok(stallMs < Math.min(100, onThreadMs / 2), `the event loop stalled for ${stallMs.toFixed(0)} ms during the command (on-thread work: ${onThreadMs.toFixed(0)} ms)`);
+    bigLayer = { url: big, dir };
+  });
+
+  it('answers a command that made 200,000 files with a bounded result, and the service\'s memory stays bounded', async () => {
+    assert.ok(bigLayer, 'the test before made the instance');
+    // The files appear in the writable layer while the command runs (made from the host,
+    // as above): for the listing they are the command's own.
+    const rssBefore = process.memoryUsage().rss;
+    const pending = t.app.inject({ method: 'POST', url: `${bigLayer.url}/command`, headers: org.headers, payload: { command: 'sleep 8' } });
+    await new Promise((r) => setTimeout(r, 1000));
+    for (let i = 0; i < 200; i++) {
+      mkdirSync(join(bigLayer.dir, `new${i}`));
+      for (let j = 0; j < 1000; j++) writeFileSync(join(bigLayer.dir, `new${i}`, `f${j}`), '');
+    }
+    const res = await pending;
+    const rssAfter = process.memoryUsage().rss;
+    assert.equal(res.statusCode, 200, res.body);
+    const result = res.json().result as { files_changed: unknown[]; files_changed_total: number; files_changed_truncated: boolean };
+    // Positive control: the command's listing really saw all 200,000 new files.
+    assert.equal(result.files_changed_total, 200_000);
+    assert.equal(result.files_changed.length, t.services.config.filesChangedLimit);
+    assert.equal(result.files_changed_truncated, true);
+    assert.ok(res.body.length < 400_000, `the response is ${res.body.length} bytes`);
+    const grewMb = (rssAfter - rssBefore) / 2 ** 20;
+    assert.ok(grewMb < 256, `the service grew by ${grewMb.toFixed(0)} MiB for the command's files_changed`);
   });
 });
+
+/** The instance of the big-layer checks, shared by them. */
+let bigLayer: { url: string; dir: string } | undefined;

@@ -16,6 +16,12 @@
  * copying (or, once roomkit stops reading, discarding) until the pipe closes, so those
  * processes never die of a broken pipe.
  *
+ * relay --heads N: reads NUL-separated file paths on stdin and writes, for each in turn,
+ * the count of its first bytes (at most N; 0 for anything but a readable regular file),
+ * a newline, and those bytes. roomkit sniffs the types of changed files from them: one
+ * process for all the files, where a shell loop of `head` costs a fork per file (about
+ * 100 ms each under gVisor). Paths come on stdin so that any bytes can name a file.
+ *
  * Built statically, so it runs in any image.
  */
 #define _GNU_SOURCE
@@ -24,7 +30,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +84,44 @@ static int copy(int fd, int until_empty) {
  * is not inherited by the program. */
 static void for_the_command(int sig) { (void)sig; }
 
+#define MAX_HEADS_INPUT (1 << 20)
+#define MAX_HEAD 4096
+
+static int heads(long n) {
+  static char paths[MAX_HEADS_INPUT + 1];
+  static char head[MAX_HEAD];
+  if (n < 0 || n > MAX_HEAD) n = MAX_HEAD;
+  size_t len = 0;
+  for (;;) {
+    ssize_t r = read(STDIN_FILENO, paths + len, MAX_HEADS_INPUT - len);
+    if (r > 0) len += (size_t)r;
+    else if (r < 0 && errno == EINTR) continue;
+    else break;
+    if (len == MAX_HEADS_INPUT) break;
+  }
+  paths[len] = 0;
+  for (size_t at = 0; at < len; at += strlen(paths + at) + 1) {
+    /* Non-blocking, so a FIFO put in a file's place cannot hold the answer. */
+    int fd = open(paths + at, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    ssize_t got = 0;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      while (got < n) {
+        ssize_t r = read(fd, head + got, (size_t)(n - got));
+        if (r > 0) got += r;
+        else if (r < 0 && errno == EINTR) continue;
+        else break;
+      }
+    }
+    if (fd >= 0) close(fd);
+    char count[32];
+    int c = snprintf(count, sizeof count, "%zd\n", got);
+    write_out(count, (size_t)c);
+    write_out(head, (size_t)got);
+  }
+  return 0;
+}
+
 static int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -83,6 +129,7 @@ static int exit_code(int status) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--heads") == 0) return heads(atol(argv[2]));
   int both = 1;
   if (argc > 1 && strcmp(argv[1], "--stdout-only") == 0) {
     both = 0;

@@ -232,7 +232,7 @@ export class GvisorRuntime implements Runtime {
     let changesIncomplete = false;
     if (before !== undefined && image) {
       ({ changes, incomplete: changesIncomplete } = await this.changeTracker.diff(before, h.upper, image));
-      await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }));
+      await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }), this.relay(h));
     }
     return {
       output: outcome.output,
