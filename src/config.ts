@@ -61,6 +61,26 @@ export interface Config {
    * tool results give; without it, the address each request came to.
    */
   readonly publicUrl: string | undefined;
+  /**
+   * Each organization's quotas unless the operator set others for it (`roomkit orgs
+   * quota`): live instances, their memory, CPUs and writable disk together, commands
+   * running at once and commands started per minute, across the organization.
+   */
+  readonly quotaInstances: number;
+  readonly quotaMemoryMb: number;
+  readonly quotaVcpus: number;
+  readonly quotaDiskMb: number;
+  readonly quotaConcurrentCommands: number;
+  readonly quotaCommandsPerMinute: number;
+  /**
+   * Host admission: the share of the host's memory that live instances may commit
+   * together (each its memory_mb plus the headroom its runtime gives it), and the share
+   * of the data directory's free space their writable disks may add up to.
+   */
+  readonly admitMemoryPercent: number;
+  readonly admitDiskPercent: number;
+  /** Bearer token of the operator API under /operator/; off (no such routes) when unset. */
+  readonly operatorToken: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -96,6 +116,15 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxRawReadsPerInstance: 'ROOMKIT_MAX_RAW_READS_PER_INSTANCE',
   commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
   publicUrl: 'ROOMKIT_PUBLIC_URL',
+  quotaInstances: 'ROOMKIT_QUOTA_INSTANCES',
+  quotaMemoryMb: 'ROOMKIT_QUOTA_MEMORY_MB',
+  quotaVcpus: 'ROOMKIT_QUOTA_VCPUS',
+  quotaDiskMb: 'ROOMKIT_QUOTA_DISK_MB',
+  quotaConcurrentCommands: 'ROOMKIT_QUOTA_CONCURRENT_COMMANDS',
+  quotaCommandsPerMinute: 'ROOMKIT_QUOTA_COMMANDS_PER_MINUTE',
+  admitMemoryPercent: 'ROOMKIT_ADMIT_MEMORY_PERCENT',
+  admitDiskPercent: 'ROOMKIT_ADMIT_DISK_PERCENT',
+  operatorToken: 'ROOMKIT_OPERATOR_TOKEN',
 };
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -160,6 +189,15 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
   };
 
+  const token = (key: keyof Config): string | undefined => {
+    const value = raw(key);
+    if (value === undefined) return undefined;
+    if (!/^[\x21-\x7e]{32,256}$/.test(value)) {
+      throw new ConfigError(`${where(key)} must be 32 to 256 printable characters without spaces (e.g. from \`openssl rand -hex 32\`)`);
+    }
+    return value;
+  };
+
   const config: Config = {
     host: raw('host') ?? '127.0.0.1',
     port: int('port', 8080, 0, 65535),
@@ -183,6 +221,15 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxRawReadsPerInstance: int('maxRawReadsPerInstance', 4, 1, 64),
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     publicUrl: origin('publicUrl'),
+    quotaInstances: int('quotaInstances', 20, 0, 100_000),
+    quotaMemoryMb: int('quotaMemoryMb', 16 * 1024, 0, 1024 * 1024 * 1024),
+    quotaVcpus: int('quotaVcpus', 16, 0, 100_000),
+    quotaDiskMb: int('quotaDiskMb', 64 * 1024, 0, 1024 * 1024 * 1024),
+    quotaConcurrentCommands: int('quotaConcurrentCommands', 64, 0, 100_000),
+    quotaCommandsPerMinute: int('quotaCommandsPerMinute', 600, 0, 1_000_000),
+    admitMemoryPercent: int('admitMemoryPercent', 85, 1, 100),
+    admitDiskPercent: int('admitDiskPercent', 90, 1, 100),
+    operatorToken: token('operatorToken'),
   };
   return Object.freeze(config);
 }

@@ -16,14 +16,17 @@ export const ERROR_STATUS = {
   // 401
   missing_api_key: 401,
   invalid_api_key: 401,
+  invalid_operator_token: 401,
   // 403
   permission_denied: 403,
   raw_file_not_served: 403,
+  quota_exceeded: 403,
   // 404
   not_found: 404,
   profile_not_found: 404,
   instance_not_found: 404,
   key_not_found: 404,
+  organization_not_found: 404,
   file_not_found: 404,
   command_not_found: 404,
   // 405
@@ -46,6 +49,7 @@ export const ERROR_STATUS = {
   // 429
   too_many_commands: 429,
   too_many_file_reads: 429,
+  commands_rate_exceeded: 429,
   // 500
   instance_start_failed: 500,
   internal_error: 500,
@@ -54,6 +58,7 @@ export const ERROR_STATUS = {
   runtime_unavailable: 503,
   not_ready: 503,
   shutting_down: 503,
+  capacity_exhausted: 503,
   // 507
   no_space: 507,
 } as const satisfies Record<string, number>;

@@ -2,12 +2,14 @@
 // plain code. The HTTP API, the CLI and tests all start from here.
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
+import { Admission } from './core/admission.ts';
 import { Commands } from './core/commands.ts';
 import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
 import { Organizations } from './core/orgs.ts';
 import { Profiles } from './core/profiles.ts';
 import { ServedFiles } from './core/served-files.ts';
+import { Quotas } from './core/quotas.ts';
 import { RoomTools } from './tools/room-tools.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
@@ -21,6 +23,8 @@ export interface Services {
   organizations: Organizations;
   profiles: Profiles;
   instances: Instances;
+  quotas: Quotas;
+  admission: Admission;
   commands: Commands;
   files: Files;
   /** The agent tool layer: GET .../tools, POST .../tools/call, /mcp. */
@@ -46,9 +50,11 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const runtime = options.runtime ?? (await selectRuntime({ config, db, log }, RUNTIME_CANDIDATES));
     const profiles = new Profiles(db, config);
     const organizations = new Organizations({ db, profiles });
-    const instances = new Instances({ db, profiles, runtime, log });
+    const quotas = new Quotas({ db, config });
+    const admission = new Admission({ config });
+    const instances = new Instances({ db, profiles, runtime, quotas, admission, log });
     const servedFiles = new ServedFiles(db);
-    const commands = new Commands({ db, instances, profiles, servedFiles, config, log });
+    const commands = new Commands({ db, instances, profiles, servedFiles, quotas, config, log });
     const files = new Files({ instances, profiles, servedFiles, config });
     const tools = new RoomTools({ profiles, instances, commands, files, config });
     // The store is the record; make what exists on the host agree with it.
@@ -65,6 +71,8 @@ export async function createServices(config: Config, log: Logger, options: Servi
       organizations,
       profiles,
       instances,
+      quotas,
+      admission,
       commands,
       files,
       tools,

@@ -1,7 +1,7 @@
 // The client: where the server is, which key to send, how patient to be; and the
 // organization-wide resources (profiles, instances, keys). Rooms come from `room()`.
 import { RoomkitError } from './errors.ts';
-import type { ApiKey, CreatedApiKey, Instance, Profile } from './generated/api.ts';
+import type { ApiKey, CreatedApiKey, Instance, Profile, Usage } from './generated/api.ts';
 import { type RequestOptions, Transport } from './http.ts';
 import { Room, type RoomContext } from './room.ts';
 import type { Health, InstancePage, InstanceState, KeyCreate, ProfileCreate, ProfileUpdate } from './types.ts';
@@ -69,6 +69,11 @@ export class Roomkit {
   /** A room of a profile (its id, or its name such as `default`). Nothing is sent until a method is called. */
   room(profile: string, roomId: string): Room {
     return new Room(this.#context, profile, roomId);
+  }
+
+  /** The organization's quotas and its use of each (GET /api/usage). */
+  async usage(options: RequestOptions = {}): Promise<Usage> {
+    return this.#transport.json('get', '/api/usage', {}, options);
   }
 
   /** The server's health and whether it can create instances. Needs no key. */

@@ -16,6 +16,7 @@ export type {
   KnownErrorCode,
   Paths,
   Profile,
+  Usage,
 } from './generated/api.ts';
 
 type RoomPath = '/api/profile/{profile_id}/room/{room_id}';

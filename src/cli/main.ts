@@ -10,6 +10,8 @@ import { CliError } from './errors.ts';
 import { imagesBuild, imagesList, imagesPrune } from './images.ts';
 import { keysCreate } from './keys.ts';
 import { mcpStdio } from './mcp.ts';
+import { orgsQuota, orgsUsage, QUOTA_OPTIONS } from './orgs.ts';
+import { QUOTA_NAMES } from '../core/quota-schema.ts';
 import { serve } from './serve.ts';
 
 const program = new Command()
@@ -44,6 +46,27 @@ keys
   .option('--json', 'print one JSON object {"organization_id", "api_key"} and nothing else')
   .action(async (options: { org: string; env: 'live' | 'test'; name?: string; dataDir?: string; json?: boolean }) => {
     await keysCreate(options);
+  });
+
+const orgs = program.command('orgs').description("an organization's quotas and use (on the data directory)");
+const quotaCommand = orgs
+  .command('quota <org>')
+  .description("set an organization's quotas (name or id) and print them; a value of \"default\" returns one to the configured default");
+for (const name of QUOTA_NAMES) quotaCommand.option(`--${QUOTA_OPTIONS[name]} <n>`, `${name} quota`);
+quotaCommand
+  .addOption(dataDirOption())
+  .option('--json', 'print the usage as JSON (as GET /api/usage shows it)')
+  .action(async (org: string, options: Record<string, string | boolean | undefined>) => {
+    const values = Object.fromEntries(QUOTA_NAMES.map((name) => [name, options[name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())]]));
+    await orgsQuota(org, { ...values, dataDir: options.dataDir as string | undefined, json: options.json === true } as Parameters<typeof orgsQuota>[1]);
+  });
+orgs
+  .command('usage <org>')
+  .description("print an organization's use of each quota (name or id)")
+  .addOption(dataDirOption())
+  .option('--json', 'print JSON (as GET /api/usage shows it)')
+  .action(async (org: string, options: { dataDir?: string; json?: boolean }) => {
+    await orgsUsage(org, options);
   });
 
 program

@@ -33,8 +33,9 @@ export class CommandRecords {
     this.db = db;
   }
 
-  async insertRunning(c: StartedCommand): Promise<void> {
-    await this.db
+  /** Records a command as running; `db` is the transaction that counted it against the quotas. */
+  async insertRunning(c: StartedCommand, db: Db = this.db): Promise<void> {
+    await db
       .insertInto('commands')
       .values({
         id: c.id,

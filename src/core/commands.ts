@@ -16,6 +16,7 @@ import { isUuid } from '../lib/ids.ts';
 import { OutputLog } from './output-log.ts';
 import type { ServedFiles } from './served-files.ts';
 import type { Profiles } from './profiles.ts';
+import type { Quotas } from './quotas.ts';
 import { nowIso } from '../lib/time.ts';
 
 /** Longest command accepted, in UTF-8 bytes (it travels as one argument to the instance). */
@@ -91,11 +92,13 @@ export class Commands {
   private readonly profiles: Profiles;
   private readonly servedFiles: ServedFiles;
   private readonly config: Config;
+  private readonly quotas: Quotas;
   private readonly log: Logger;
   /** Commands running now and finished ones kept for a while, by id, oldest first. */
   private readonly sessions = new Map<string, CommandSession>();
 
-  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; config: Config; log: Logger }) {
+  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; quotas: Quotas; config: Config; log: Logger }) {
+    this.quotas = deps.quotas;
     this.records = new CommandRecords(deps.db);
     this.instances = deps.instances;
     this.profiles = deps.profiles;
@@ -162,7 +165,8 @@ export class Commands {
     // Counted as running before the first await, so racing requests see it.
     this.sessions.set(commandId, session);
     try {
-      await this.records.insertRunning(session);
+      // Counted against the organization's command quotas in the transaction that records it.
+      await this.quotas.reserveCommand(organizationId, (trx) => this.records.insertRunning(session, trx));
     } catch (err) {
       this.sessions.delete(commandId);
       throw err;

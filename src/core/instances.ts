@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import type { Instance, InstancePage } from './instance-schema.ts';
+import type { Instance, InstancePage, InstanceResources } from './instance-schema.ts';
 import { InstanceRecords, type ListOptions, stateOf } from './instance-records.ts';
 import type { Runtime, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
@@ -16,6 +16,8 @@ import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { machineSpecOf, specOf } from './profiles.ts';
 import { nowIso } from '../lib/time.ts';
+import type { Admission } from './admission.ts';
+import type { Quotas } from './quotas.ts';
 
 interface Provisioning {
   done: Promise<void>;
@@ -28,13 +30,17 @@ export class Instances {
   private readonly profiles: Profiles;
   private readonly runtimeSelection: RuntimeSelection;
   private readonly log: Logger;
+  private readonly quotas: Quotas;
+  private readonly admission: Admission;
   private readonly provisioning = new Map<string, Provisioning>();
   private closing = false;
   private expiryTimer: NodeJS.Timeout | undefined;
   private busy: (instanceId: string) => boolean = () => false;
 
-  constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; log: Logger }) {
+  constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; quotas: Quotas; admission: Admission; log: Logger }) {
     this.db = deps.db;
+    this.quotas = deps.quotas;
+    this.admission = deps.admission;
     this.records = new InstanceRecords(deps.db);
     this.profiles = deps.profiles;
     this.runtimeSelection = deps.runtime;
@@ -66,7 +72,7 @@ export class Instances {
       state: 'active',
       failure_reason: null,
       runtime: runtime.name,
-      resources: JSON.stringify({ memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb }),
+      resources: JSON.stringify({ memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb } satisfies InstanceResources),
       created_at: now,
       updated_at: now,
       deleted_at: null,
@@ -76,11 +82,24 @@ export class Instances {
       progress: null,
       spec: JSON.stringify(spec),
     };
+    const resources = { memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb };
     try {
-      await this.db.transaction().execute(async (trx) => {
-        await trx.insertInto('instances').values(row).execute();
-        await trx.insertInto('instance_events').values({ instance_id: row.id, seq: 1, state: 'active', at: now, reason: null }).execute();
-      });
+      // The organization's quotas and the host's admission are checked in the
+      // transaction that inserts the row, one create at a time, so racing creates are
+      // counted; a refusal leaves nothing behind.
+      const winner = await this.admission.serial(() =>
+        this.db.transaction().execute(async (trx) => {
+          await this.quotas.lock(trx, organizationId);
+          const live = await new InstanceRecords(trx).findLive(organizationId, profileId, roomId);
+          if (live) return live;
+          await this.quotas.assertInstanceFits(trx, organizationId, resources);
+          await this.admission.assertFits(trx, runtime, resources);
+          await trx.insertInto('instances').values(row).execute();
+          await trx.insertInto('instance_events').values({ instance_id: row.id, seq: 1, state: 'active', at: now, reason: null }).execute();
+          return undefined;
+        }),
+      );
+      if (winner) return { instance: await this.settle(winner, options.wait), created: false };
     } catch (err) {
       // Another request created the room's instance between our look-up and insert.
       if (!isUniqueViolation(err)) throw err;

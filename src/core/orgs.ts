@@ -54,6 +54,17 @@ export class Organizations {
     return { organization: toOrganization(row), created: true };
   }
 
+  /** An organization by its name or id (for the operator), or an organization_not_found error. */
+  async find(nameOrId: string): Promise<Organization> {
+    const row = await this.db
+      .selectFrom('organizations')
+      .selectAll()
+      .where((eb) => eb.or([eb('name', '=', nameOrId), eb('id', '=', nameOrId)]))
+      .executeTakeFirst();
+    if (!row) throw new AppError('organization_not_found', `no organization named or with id "${nameOrId}"; \`roomkit keys create --org NAME\` creates one`);
+    return toOrganization(row);
+  }
+
   async count(): Promise<number> {
     const row = await this.db
       .selectFrom('organizations')

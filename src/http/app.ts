@@ -19,7 +19,9 @@ import { keyRoutes } from './routes/keys.ts';
 import { mcpRoutes } from './routes/mcp.ts';
 import { profileRoutes } from './routes/profiles.ts';
 import { roomRoutes } from './routes/rooms.ts';
+import { operatorRoutes } from './routes/operator.ts';
 import { toolRoutes } from './routes/tools.ts';
+import { usageRoutes } from './routes/usage.ts';
 import { checkReadiness } from '../core/readiness.ts';
 import { ErrorBody, errorResponses } from './schemas.ts';
 import type { App } from './types.ts';
@@ -150,7 +152,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
         version: API_VERSION,
         description: 'Isolated machines for AI agents. All /api/ endpoints need `Authorization: Bearer <API key>`.',
       },
-      components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'rk_live_... or rk_test_...' } } },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'rk_live_... or rk_test_...' },
+          operatorToken: { type: 'http', scheme: 'bearer', description: 'ROOMKIT_OPERATOR_TOKEN' },
+        },
+      },
       tags: [
         { name: 'instances', description: 'A room\'s instance' },
         { name: 'commands', description: 'Shell commands in a room\'s instance' },
@@ -158,6 +165,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
         { name: 'agents', description: 'Tools for AI agents: tool schemas, tool calls, MCP' },
         { name: 'profiles', description: 'VM configuration templates' },
         { name: 'keys', description: 'API keys of the organization' },
+        { name: 'usage', description: 'The organization\'s quotas and its use of them' },
+        { name: 'operator', description: 'For the operator, with ROOMKIT_OPERATOR_TOKEN (only when it is set)' },
         { name: 'meta', description: 'Service health and this document' },
       ],
     },
@@ -166,7 +175,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
     },
     transform: ({ schema, url }) => ({
-      schema: requiresAuth(url) ? { ...schema, security: [{ apiKey: [] }] } : schema,
+      schema: requiresAuth(url)
+        ? { ...schema, security: [{ apiKey: [] }] }
+        : url.startsWith('/operator/')
+          ? { ...schema, security: [{ operatorToken: [] }] }
+          : schema,
       url,
     }),
   });
@@ -178,7 +191,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   commandRoutes(app, services);
   fileRoutes(app, services);
   toolRoutes(app, services);
+  usageRoutes(app, services);
   mcpRoutes(app, services);
+  operatorRoutes(app, services);
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get(

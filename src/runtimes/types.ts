@@ -42,6 +42,20 @@ export interface MachineSpec {
   };
 }
 
+/** What an instance asks of the host for as long as it lives. */
+export type MachineResources = Pick<MachineSpec, 'memory_mb' | 'vcpus' | 'disk_mb'>;
+
+/**
+ * The most of the host an instance of given resources may take while it lives: its
+ * memory with whatever the runtime adds around the guest (for gVisor, the headroom of
+ * the sandbox's host cgroup), and the disk its writable layer may grow to. Host
+ * admission adds these up over live instances.
+ */
+export interface HostCost {
+  memoryMb: number;
+  diskMb: number;
+}
+
 export interface ProvisionRequest {
   instanceId: string;
   organizationId: string;
@@ -174,6 +188,8 @@ export interface Runtime {
   sweep(keep: ReadonlySet<string>): Promise<string[]>;
   /** Releases what the runtime itself holds; instances are left as they are. */
   close(): Promise<void>;
+  /** The most of the host an instance with these resources may take (for host admission). */
+  hostCost(resources: MachineResources): HostCost;
 
   /** Runs a shell command as the VM user; resolves whatever its exit code. */
   runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome>;

@@ -166,6 +166,25 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0008_org_quotas': {
+    async up(db: Kysely<any>) {
+      // The quotas an operator set for one organization; a null column (or no row)
+      // means the configured default.
+      await db.schema
+        .createTable('org_quotas')
+        .addColumn('organization_id', 'text', (c) => c.primaryKey().references('organizations.id'))
+        .addColumn('instances', 'integer')
+        .addColumn('memory_mb', 'integer')
+        .addColumn('vcpus', 'integer')
+        .addColumn('disk_mb', 'integer')
+        .addColumn('concurrent_commands', 'integer')
+        .addColumn('commands_per_minute', 'integer')
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .execute();
+      // The commands-per-minute quota counts an organization's commands of the last minute.
+      await db.schema.createIndex('commands_org_started').on('commands').columns(['organization_id', 'started_at']).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -104,6 +104,18 @@ export interface ServedFilesTable {
   path_key: string;
 }
 
+/** Quotas an operator set for one organization; null means the configured default. */
+export interface OrgQuotasTable {
+  organization_id: string;
+  instances: number | null;
+  memory_mb: number | null;
+  vcpus: number | null;
+  disk_mb: number | null;
+  concurrent_commands: number | null;
+  commands_per_minute: number | null;
+  updated_at: string;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   api_keys: ApiKeysTable;
@@ -113,6 +125,7 @@ export interface Database {
   network_leases: NetworkLeasesTable;
   commands: CommandsTable;
   served_files: ServedFilesTable;
+  org_quotas: OrgQuotasTable;
 }
 
 export type OrganizationRow = Selectable<OrganizationsTable>;

@@ -9,6 +9,8 @@ import {
   GuestFileError,
   type GuestDirEntry,
   type GuestFileInfo,
+  type HostCost,
+  type MachineResources,
   PROVISION_STEPS,
   type ProvisionRequest,
   type ProvisionStep,
@@ -86,6 +88,11 @@ export class FakeRuntime implements Runtime {
   }
 
   async close(): Promise<void> {}
+
+  /** A test double holds nothing of the host; it reports what was asked for. */
+  hostCost(resources: MachineResources): HostCost {
+    return { memoryMb: resources.memory_mb, diskMb: resources.disk_mb };
+  }
 
   /** Files of each instance, by absolute path (a flat map: directories are implied). */
   readonly files = new Map<string, Map<string, Buffer>>();

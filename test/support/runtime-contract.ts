@@ -47,6 +47,14 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       };
     }
 
+    it('states a host cost of at least what the instance asks for, growing with it (host admission adds these up)', () => {
+      const small = subject.runtime.hostCost({ memory_mb: 512, vcpus: 1, disk_mb: 1024 });
+      const large = subject.runtime.hostCost({ memory_mb: 4096, vcpus: 2, disk_mb: 8192 });
+      assert.ok(small.memoryMb >= 512 && small.diskMb >= 1024, JSON.stringify(small));
+      assert.ok(large.memoryMb >= 4096 && large.diskMb >= 8192, JSON.stringify(large));
+      assert.ok(large.memoryMb > small.memoryMb && large.diskMb > small.diskMb);
+    });
+
     it('reports every provisioning step once, in lifecycle order, and the instance is then healthy', async () => {
       const req = request();
       await subject.runtime.provision(req);

@@ -161,6 +161,14 @@ describe('every /api/ route', () => {
         const own = await t.app.inject({ method: 'GET', url: '/api/instances', headers: a.headers });
         assert.equal(own.json().instances.length, 1);
       },
+      'GET /api/usage': async () => {
+        // A has a live instance; B's usage counts none of it.
+        const res = await t.app.inject({ method: 'GET', url: '/api/usage', headers: b.headers });
+        assert.equal(res.json().organization_id, b.organizationId);
+        assert.equal(res.json().quotas.instances.used, 0);
+        const own = await t.app.inject({ method: 'GET', url: '/api/usage', headers: a.headers });
+        assert.equal(own.json().quotas.instances.used, 1);
+      },
     };
     for (const route of apiRoutes()) {
       if (route.url.includes(':')) continue;

@@ -18,12 +18,15 @@ export type KnownErrorCode =
   | 'invalid_arguments'
   | 'missing_api_key'
   | 'invalid_api_key'
+  | 'invalid_operator_token'
   | 'permission_denied'
   | 'raw_file_not_served'
+  | 'quota_exceeded'
   | 'not_found'
   | 'profile_not_found'
   | 'instance_not_found'
   | 'key_not_found'
+  | 'organization_not_found'
   | 'file_not_found'
   | 'command_not_found'
   | 'method_not_allowed'
@@ -39,12 +42,14 @@ export type KnownErrorCode =
   | 'range_not_satisfiable'
   | 'too_many_commands'
   | 'too_many_file_reads'
+  | 'commands_rate_exceeded'
   | 'instance_start_failed'
   | 'internal_error'
   | 'command_failed'
   | 'runtime_unavailable'
   | 'not_ready'
   | 'shutting_down'
+  | 'capacity_exhausted'
   | 'no_space';
 
 export interface ApiKey {
@@ -290,6 +295,54 @@ export interface ToolSet {
   tools: unknown[];
   /** The API endpoint each tool maps to, by tool name */
   endpoints: Record<string, ToolEndpoint>;
+}
+
+export interface Usage {
+  organization_id: string;
+  quotas: {
+    /** Live instances (every state but stopped and failed) */
+    instances: {
+      limit: number;
+      used: number;
+      /** `default`: the service's configured default; `organization`: set by the operator for this organization */
+      source: 'default' | 'organization';
+    };
+    /** memory_mb of the live instances, together */
+    memory_mb: {
+      limit: number;
+      used: number;
+      /** `default`: the service's configured default; `organization`: set by the operator for this organization */
+      source: 'default' | 'organization';
+    };
+    /** vcpus of the live instances, together */
+    vcpus: {
+      limit: number;
+      used: number;
+      /** `default`: the service's configured default; `organization`: set by the operator for this organization */
+      source: 'default' | 'organization';
+    };
+    /** Disk the organization holds: the writable layers (disk_mb) of its live instances */
+    disk_mb: {
+      limit: number;
+      used: number;
+      /** `default`: the service's configured default; `organization`: set by the operator for this organization */
+      source: 'default' | 'organization';
+    };
+    /** Commands running at once, in all of its instances */
+    concurrent_commands: {
+      limit: number;
+      used: number;
+      /** `default`: the service's configured default; `organization`: set by the operator for this organization */
+      source: 'default' | 'organization';
+    };
+    /** Commands started in the last 60 seconds, in all of its instances */
+    commands_per_minute: {
+      limit: number;
+      used: number;
+      /** `default`: the service's configured default; `organization`: set by the operator for this organization */
+      source: 'default' | 'organization';
+    };
+  };
 }
 
 /** Every route: its path and query parameters, JSON body, and responses by status. */
@@ -867,6 +920,18 @@ export interface Paths {
         429: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
+      };
+    };
+  };
+  '/api/usage': {
+    /** The organization's use of its quotas */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Usage;
+        401: ErrorBody;
       };
     };
   };

@@ -22,11 +22,13 @@ import type {
   FileChangeEntry,
   GuestDirEntry,
   GuestFileInfo,
+  HostCost,
+  MachineResources,
   ProvisionRequest,
   Runtime,
   RuntimeHealth,
 } from '../types.ts';
-import { ociSpec } from './bundle.ts';
+import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
 import { removeCgroups, unfreezeMemory } from './cgroups.ts';
 import { ChangeTracker } from './change-tracker.ts';
 import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
@@ -390,6 +392,14 @@ export class GvisorRuntime implements Runtime {
     await this.changeTracker.close();
     await this.images.close();
     if ((await this.list()).length === 0) await removeRuleset(this.tag);
+  }
+
+  /**
+   * An instance's sandbox may hold its host cgroup's limit (memory_mb plus the headroom
+   * the memory guard needs) and fill its writable layer, a sparse file of disk_mb.
+   */
+  hostCost(resources: MachineResources): HostCost {
+    return { memoryMb: sandboxMemoryLimitMb(resources.memory_mb), diskMb: resources.disk_mb };
   }
 
   /** The instance's handle: the one kept for an instance this runtime runs, else made now. */

@@ -1,0 +1,97 @@
+// The operator API under /operator/: an organization's quotas and use, and what this
+// host has committed. Registered only when ROOMKIT_OPERATOR_TOKEN is set, and guarded by
+// that token (not by API keys, which belong to tenants), compared in constant time.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import Type from 'typebox';
+import { AppError } from '../../errors.ts';
+import type { Services } from '../../services.ts';
+import { QuotaOverrides, Usage } from '../../core/quota-schema.ts';
+import { PROFILE_DEFAULTS } from '../../core/profile-schema.ts';
+import { errorResponses } from '../schemas.ts';
+import type { App } from '../types.ts';
+
+const OrgParams = Type.Object({
+  org: Type.String({ minLength: 1, maxLength: 64, description: "The organization's name or id" }),
+});
+
+const Capacity = Type.Object(
+  {
+    memory: Type.Object({
+      limit_mb: Type.Integer({ description: 'ROOMKIT_ADMIT_MEMORY_PERCENT of the host\'s memory' }),
+      committed_mb: Type.Integer({ description: 'What live instances may take together, with their runtime\'s headroom' }),
+    }),
+    disk: Type.Object({
+      limit_mb: Type.Integer({ description: 'ROOMKIT_ADMIT_DISK_PERCENT of the data directory\'s free space' }),
+      committed_mb: Type.Integer({ description: 'The writable disks of live instances together' }),
+    }),
+    admissible_default_instances: Type.Integer({ description: 'How many more instances of the default profile this host admits now' }),
+  },
+  { title: 'HostCapacity' },
+);
+
+const digest = (value: string) => createHash('sha256').update(value).digest();
+
+export function operatorRoutes(app: App, services: Services): void {
+  const token = services.config.operatorToken;
+  if (token === undefined) return;
+  const expected = digest(token);
+  const authenticate = async (request: FastifyRequest) => {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
+    if (!match?.[1] || !timingSafeEqual(digest(match[1]), expected)) {
+      throw new AppError('invalid_operator_token', 'the operator API needs "Authorization: Bearer <ROOMKIT_OPERATOR_TOKEN>"');
+    }
+  };
+  const { organizations, quotas } = services;
+
+  app.get(
+    '/operator/orgs/:org/usage',
+    {
+      onRequest: authenticate,
+      schema: {
+        summary: "An organization's quotas and use",
+        tags: ['operator'],
+        params: OrgParams,
+        response: { 200: Usage, ...errorResponses(401, 404) },
+      },
+    },
+    async (request) => quotas.usage((await organizations.find(request.params.org)).organization_id),
+  );
+
+  app.put(
+    '/operator/orgs/:org/quotas',
+    {
+      onRequest: authenticate,
+      schema: {
+        summary: "Set an organization's quotas",
+        description: 'A number sets the quota for this organization, null returns it to the configured default, an absent field stays. Takes effect on the next request.',
+        tags: ['operator'],
+        params: OrgParams,
+        body: QuotaOverrides,
+        response: { 200: Usage, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      const { organization_id } = await organizations.find(request.params.org);
+      await quotas.setOverrides(organization_id, request.body);
+      return quotas.usage(organization_id);
+    },
+  );
+
+  app.get(
+    '/operator/capacity',
+    {
+      onRequest: authenticate,
+      schema: {
+        summary: 'What this host has committed, and how far host admission lets it go',
+        tags: ['operator'],
+        response: { 200: Capacity, ...errorResponses(401, 503) },
+      },
+    },
+    async () => {
+      const runtime = services.instances.activeRuntime();
+      const { admissible, ...capacity } = await services.admission.capacity(services.db, runtime);
+      return { ...capacity, admissible_default_instances: admissible(PROFILE_DEFAULTS) };
+    },
+  );
+}
