@@ -5,6 +5,8 @@ import type { Config } from './config.ts';
 import { Commands } from './core/commands.ts';
 import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
+import { liveInstanceFigures } from './core/instance-figures.ts';
+import { Metrics } from './metrics.ts';
 import { Organizations } from './core/orgs.ts';
 import { Profiles } from './core/profiles.ts';
 import { ServedFiles } from './core/served-files.ts';
@@ -26,6 +28,8 @@ export interface Services {
   /** The agent tool layer: GET .../tools, POST .../tools/call, /mcp. */
   tools: RoomTools;
   runtime: RuntimeSelection;
+  /** This service's Prometheus registry and the figures the layers record. */
+  metrics: Metrics;
   close(): Promise<void>;
 }
 
@@ -43,12 +47,14 @@ export interface ServiceOptions {
 export async function createServices(config: Config, log: Logger, options: ServiceOptions = {}): Promise<Services> {
   const db = await openSqliteStore(config.dataDir);
   try {
-    const runtime = options.runtime ?? (await selectRuntime({ config, db, log }, RUNTIME_CANDIDATES));
+    const metrics = new Metrics();
+    metrics.setInstanceSource(() => liveInstanceFigures(db));
+    const runtime = options.runtime ?? (await selectRuntime({ config, db, log, metrics }, RUNTIME_CANDIDATES));
     const profiles = new Profiles(db, config);
     const organizations = new Organizations({ db, profiles });
-    const instances = new Instances({ db, profiles, runtime, log });
+    const instances = new Instances({ db, profiles, runtime, log, metrics });
     const servedFiles = new ServedFiles(db);
-    const commands = new Commands({ db, instances, profiles, servedFiles, config, log });
+    const commands = new Commands({ db, instances, profiles, servedFiles, config, log, metrics });
     const files = new Files({ instances, profiles, servedFiles, config });
     const tools = new RoomTools({ profiles, instances, commands, files, config });
     // The store is the record; make what exists on the host agree with it.
@@ -69,6 +75,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       files,
       tools,
       runtime,
+      metrics,
       close() {
         closed ??= (async () => {
           servedFiles.close();

@@ -16,6 +16,7 @@ import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { machineSpecOf, specOf } from './profiles.ts';
 import { nowIso } from '../lib/time.ts';
+import type { Metrics } from '../metrics.ts';
 
 interface Provisioning {
   done: Promise<void>;
@@ -32,9 +33,11 @@ export class Instances {
   private closing = false;
   private expiryTimer: NodeJS.Timeout | undefined;
   private busy: (instanceId: string) => boolean = () => false;
+  private readonly metrics: Metrics | undefined;
 
-  constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; log: Logger }) {
+  constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; log: Logger; metrics?: Metrics }) {
     this.db = deps.db;
+    this.metrics = deps.metrics;
     this.records = new InstanceRecords(deps.db);
     this.profiles = deps.profiles;
     this.runtimeSelection = deps.runtime;
@@ -309,6 +312,7 @@ export class Instances {
     log: Logger,
   ): Promise<void> {
     const started = performance.now();
+    let stepStarted = started;
     // Progress writes are chained, and each step waits for them, so a late progress
     // message never lands after the state it described has ended.
     let progressWritten: Promise<unknown> = Promise.resolve();
@@ -325,7 +329,10 @@ export class Instances {
           signal.throwIfAborted();
           await progressWritten;
           await this.records.transition(row.id, step);
-          log.info({ state: step, elapsedMs: Math.round(performance.now() - started) }, 'instance state');
+          const now = performance.now();
+          this.metrics?.instancePhase(step, (now - stepStarted) / 1000);
+          stepStarted = now;
+          log.info({ state: step, elapsedMs: Math.round(now - started) }, 'instance state');
         },
         onProgress: (message: string) => {
           // Best effort: a failed write is logged, never fails provisioning.
@@ -339,13 +346,16 @@ export class Instances {
           );
         },
       });
+      this.metrics?.instanceCreateEnded('ready', (performance.now() - started) / 1000);
     } catch (err) {
       await progressWritten;
       if (signal.aborted && !this.closing) {
         // Deleted while starting: the delete records the state from here on.
         log.info('instance provisioning cancelled');
+        this.metrics?.instanceCreateEnded('cancelled', (performance.now() - started) / 1000);
         return;
       }
+      this.metrics?.instanceCreateEnded('failed', (performance.now() - started) / 1000);
       const reason = this.closing
         ? 'the service shut down while the instance was starting'
         : err instanceof Error
