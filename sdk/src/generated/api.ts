@@ -39,6 +39,7 @@ export type KnownErrorCode =
   | 'range_not_satisfiable'
   | 'too_many_commands'
   | 'too_many_file_reads'
+  | 'rate_limited'
   | 'instance_start_failed'
   | 'internal_error'
   | 'command_failed'
@@ -144,6 +145,8 @@ export interface ErrorBody {
   /** What went wrong and, where possible, how to fix it */
   message: string;
   details?: Record<string, unknown>;
+  /** The request's id, as in the X-Request-Id header and the server log: quote it when reporting a problem */
+  request_id?: string;
 }
 
 export interface FileChange {
@@ -880,6 +883,17 @@ export interface Paths {
         401: ErrorBody;
         413: ErrorBody;
         415: ErrorBody;
+      };
+    };
+  };
+  '/metrics': {
+    /** Metrics in the Prometheus text format */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: undefined;
       };
     };
   };
