@@ -8,7 +8,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyServerOptions, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import Type from 'typebox';
-import { AppError } from '../errors.ts';
+import { AppError, ERROR_STATUS } from '../errors.ts';
 import { requestLogContext } from '../log.ts';
 import type { Services } from '../services.ts';
 import { authenticate, requiresAuth } from './auth.ts';
@@ -61,13 +61,16 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // While closing, requests on open connections get our own 503 (hook below).
     return503OnClosing: false,
     // Errors the router raises before any route runs, in the same Error body.
-    frameworkErrors: (err, _request, reply) =>
-      sendError(
-        reply,
+    frameworkErrors: (err, request, reply) => {
+      const body =
         err.code === 'FST_ERR_MAX_PARAM_LENGTH'
-          ? { error: 'uri_too_long', message: `a path segment is longer than ${MAX_PARAM_LENGTH} characters` }
-          : { error: 'invalid_url', message: 'the request URL is not valid (check its percent-encoding)' },
-      ),
+          ? ({ error: 'uri_too_long', message: `a path segment is longer than ${MAX_PARAM_LENGTH} characters` } as const)
+          : ({ error: 'invalid_url', message: 'the request URL is not valid (check its percent-encoding)' } as const);
+      // No hook runs for these, so they are counted here.
+      services.metrics.httpResponse(request.method, 'unmatched', ERROR_STATUS[body.error], reply.elapsedTime / 1000);
+      services.metrics.errorSent(body.error);
+      return sendError(reply, body);
+    },
     ajv: {
       customOptions: {
         // Unknown fields are an error naming the field, never silently dropped; no

@@ -63,6 +63,19 @@ describe('GET /metrics', () => {
   });
 });
 
+describe('requests no route matched', () => {
+  it('are counted as `unmatched`, router errors included, never by their URL', async () => {
+    const t = await appWith();
+    await t.app.inject({ method: 'GET', url: '/nope/secret-looking-path' });
+    await t.app.inject({ method: 'GET', url: '/api/profiles/%zz' });
+    const now = await scrape(t.app);
+    assert.equal(now.value('roomkit_http_requests_total', { method: 'GET', route: 'unmatched', status: '404' }), 1);
+    assert.equal(now.value('roomkit_http_requests_total', { method: 'GET', route: 'unmatched', status: '400' }), 1);
+    assert.equal(now.value('roomkit_http_errors_total', { code: 'invalid_url' }), 1);
+    assert.ok(!now.text.includes('secret-looking-path'));
+  });
+});
+
 describe('Metrics', () => {
   it('counts quota and capacity refusals apart from other errors, by their code', async () => {
     const metrics = new Metrics();
