@@ -1,5 +1,6 @@
 // Service configuration: read once at start from flags and ROOMKIT_* environment
 // variables, validated, then frozen. Units are part of every numeric name.
+import { isIP } from 'node:net';
 import { availableParallelism, homedir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -81,6 +82,26 @@ export interface Config {
   readonly admitDiskPercent: number;
   /** Bearer token of the operator API under /operator/; off (no such routes) when unset. */
   readonly operatorToken: string | undefined;
+  /**
+   * Requests one API key may make per rate-limit window; 0 turns the limit off. An
+   * agent loop makes a few per second at most, so the default is far above it.
+   */
+  readonly rateLimitKeyRequests: number;
+  /** Requests all keys of one organization may make together per window; 0: off. */
+  readonly rateLimitOrgRequests: number;
+  /** Unauthenticated raw file requests per client address per window; 0: off. */
+  readonly rateLimitRawClientRequests: number;
+  /** Unauthenticated raw file requests per instance per window, from all clients; 0: off. */
+  readonly rateLimitRawInstanceRequests: number;
+  /** The window the rate limits count in. */
+  readonly rateLimitWindowS: number;
+  /**
+   * Proxies in front of the service (addresses or CIDR ranges): their X-Forwarded-For
+   * gives the client address, and their X-Request-Id is kept as the request id.
+   */
+  readonly trustProxy: readonly string[];
+  /** When set, GET /metrics needs `Authorization: Bearer <token>`; `off` disables /metrics. */
+  readonly metricsToken: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -125,6 +146,13 @@ const ENV_NAMES: Record<keyof Config, string> = {
   admitMemoryPercent: 'ROOMKIT_ADMIT_MEMORY_PERCENT',
   admitDiskPercent: 'ROOMKIT_ADMIT_DISK_PERCENT',
   operatorToken: 'ROOMKIT_OPERATOR_TOKEN',
+  rateLimitKeyRequests: 'ROOMKIT_RATE_LIMIT_KEY_REQUESTS',
+  rateLimitOrgRequests: 'ROOMKIT_RATE_LIMIT_ORG_REQUESTS',
+  rateLimitRawClientRequests: 'ROOMKIT_RATE_LIMIT_RAW_CLIENT_REQUESTS',
+  rateLimitRawInstanceRequests: 'ROOMKIT_RATE_LIMIT_RAW_INSTANCE_REQUESTS',
+  rateLimitWindowS: 'ROOMKIT_RATE_LIMIT_WINDOW_S',
+  trustProxy: 'ROOMKIT_TRUST_PROXY',
+  metricsToken: 'ROOMKIT_METRICS_TOKEN',
 };
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -198,6 +226,31 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     return value;
   };
 
+  const addresses = (key: keyof Config): string[] => {
+    const value = raw(key);
+    if (value === undefined) return [];
+    return value.split(',').map((entry) => {
+      const item = entry.trim();
+      const [address = '', prefix, extra] = item.split('/');
+      const family = isIP(address);
+      const bits = family === 4 ? 32 : 128;
+      const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
+      if (family === 0 || !prefixOk || extra !== undefined) {
+        throw new ConfigError(`${where(key)} must be addresses or CIDR ranges separated by commas (e.g. 127.0.0.1,10.0.0.0/8), got "${item}"`);
+      }
+      return item;
+    });
+  };
+
+  const secret = (key: keyof Config): string | undefined => {
+    const value = raw(key);
+    if (value === undefined || value === 'off') return value;
+    if (!/^[\x21-\x7e]{16,256}$/.test(value)) {
+      throw new ConfigError(`${where(key)} must be 16 to 256 printable characters without spaces, or "off"`);
+    }
+    return value;
+  };
+
   const config: Config = {
     host: raw('host') ?? '127.0.0.1',
     port: int('port', 8080, 0, 65535),
@@ -230,6 +283,13 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     admitMemoryPercent: int('admitMemoryPercent', 85, 1, 100),
     admitDiskPercent: int('admitDiskPercent', 90, 1, 100),
     operatorToken: token('operatorToken'),
+    rateLimitKeyRequests: int('rateLimitKeyRequests', 600, 0, 1_000_000),
+    rateLimitOrgRequests: int('rateLimitOrgRequests', 1800, 0, 1_000_000),
+    rateLimitRawClientRequests: int('rateLimitRawClientRequests', 300, 0, 1_000_000),
+    rateLimitRawInstanceRequests: int('rateLimitRawInstanceRequests', 600, 0, 1_000_000),
+    rateLimitWindowS: int('rateLimitWindowS', 60, 1, 86_400),
+    trustProxy: Object.freeze(addresses('trustProxy')),
+    metricsToken: secret('metricsToken'),
   };
   return Object.freeze(config);
 }

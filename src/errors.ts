@@ -50,6 +50,7 @@ export const ERROR_STATUS = {
   too_many_commands: 429,
   too_many_file_reads: 429,
   commands_rate_exceeded: 429,
+  rate_limited: 429,
   // 500
   instance_start_failed: 500,
   internal_error: 500,
@@ -69,6 +70,8 @@ export interface ErrorBody {
   error: ErrorCode;
   message: string;
   details?: Record<string, unknown>;
+  /** The request's id (as in X-Request-Id and the log); the HTTP layer adds it. */
+  request_id?: string;
 }
 
 /** An expected failure with a stable code; safe to show to the caller as it is. */

@@ -6,6 +6,8 @@ import { Admission } from './core/admission.ts';
 import { Commands } from './core/commands.ts';
 import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
+import { liveInstanceFigures } from './core/instance-figures.ts';
+import { Metrics } from './metrics.ts';
 import { Organizations } from './core/orgs.ts';
 import { Profiles } from './core/profiles.ts';
 import { ServedFiles } from './core/served-files.ts';
@@ -30,6 +32,8 @@ export interface Services {
   /** The agent tool layer: GET .../tools, POST .../tools/call, /mcp. */
   tools: RoomTools;
   runtime: RuntimeSelection;
+  /** This service's Prometheus registry and the figures the layers record. */
+  metrics: Metrics;
   close(): Promise<void>;
 }
 
@@ -47,14 +51,16 @@ export interface ServiceOptions {
 export async function createServices(config: Config, log: Logger, options: ServiceOptions = {}): Promise<Services> {
   const db = await openSqliteStore(config.dataDir);
   try {
-    const runtime = options.runtime ?? (await selectRuntime({ config, db, log }, RUNTIME_CANDIDATES));
+    const metrics = new Metrics();
+    metrics.setInstanceSource(() => liveInstanceFigures(db));
+    const runtime = options.runtime ?? (await selectRuntime({ config, db, log, metrics }, RUNTIME_CANDIDATES));
     const profiles = new Profiles(db, config);
     const organizations = new Organizations({ db, profiles });
     const quotas = new Quotas({ db, config });
     const admission = new Admission({ config });
-    const instances = new Instances({ db, profiles, runtime, quotas, admission, log });
+    const instances = new Instances({ db, profiles, runtime, quotas, admission, log, metrics });
     const servedFiles = new ServedFiles(db);
-    const commands = new Commands({ db, instances, profiles, servedFiles, quotas, config, log });
+    const commands = new Commands({ db, instances, profiles, servedFiles, quotas, config, log, metrics });
     const files = new Files({ instances, profiles, servedFiles, config });
     const tools = new RoomTools({ profiles, instances, commands, files, config });
     // The store is the record; make what exists on the host agree with it.
@@ -77,6 +83,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       files,
       tools,
       runtime,
+      metrics,
       close() {
         closed ??= (async () => {
           servedFiles.close();

@@ -222,7 +222,9 @@ export async function errorFrom(response: Response, method: string, url: string)
     body = undefined;
   }
   if (body && typeof body.error === 'string' && typeof body.message === 'string') {
-    return new RoomkitError({ status: response.status, code: body.error, message: body.message, details: body.details, requestId });
+    // The body names the request too (request_id); older servers only send the header.
+    const id = typeof body.request_id === 'string' ? body.request_id : requestId;
+    return new RoomkitError({ status: response.status, code: body.error, message: body.message, details: body.details, requestId: id });
   }
   const excerpt = text.trim().slice(0, 200);
   return new RoomkitError({

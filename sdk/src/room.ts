@@ -173,8 +173,8 @@ export class Room {
         } else if (event === 'result') {
           return JSON.parse(data) as CommandResult;
         } else if (event === 'error') {
-          const error = JSON.parse(data) as { error: string; message: string; details?: Record<string, unknown> };
-          throw new RoomkitError({ status: 500, code: error.error, message: error.message, details: error.details, requestId });
+          const error = JSON.parse(data) as { error: string; message: string; details?: Record<string, unknown>; request_id?: string };
+          throw new RoomkitError({ status: 500, code: error.error, message: error.message, details: error.details, requestId: error.request_id ?? requestId });
         }
       }
     } catch (err) {

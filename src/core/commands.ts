@@ -18,6 +18,7 @@ import type { ServedFiles } from './served-files.ts';
 import type { Profiles } from './profiles.ts';
 import type { Quotas } from './quotas.ts';
 import { nowIso } from '../lib/time.ts';
+import type { Metrics } from '../metrics.ts';
 
 /** Longest command accepted, in UTF-8 bytes (it travels as one argument to the instance). */
 export const MAX_COMMAND_BYTES = 64 * 1024;
@@ -94,10 +95,11 @@ export class Commands {
   private readonly config: Config;
   private readonly quotas: Quotas;
   private readonly log: Logger;
+  private readonly metrics: Metrics | undefined;
   /** Commands running now and finished ones kept for a while, by id, oldest first. */
   private readonly sessions = new Map<string, CommandSession>();
 
-  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; quotas: Quotas; config: Config; log: Logger }) {
+  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; quotas: Quotas; config: Config; log: Logger; metrics?: Metrics }) {
     this.quotas = deps.quotas;
     this.records = new CommandRecords(deps.db);
     this.instances = deps.instances;
@@ -105,6 +107,7 @@ export class Commands {
     this.servedFiles = deps.servedFiles;
     this.config = deps.config;
     this.log = deps.log;
+    this.metrics = deps.metrics;
     // An instance running a command is not idle, however long the command takes.
     this.instances.setBusyCheck((instanceId) => this.runningIn(instanceId) > 0);
   }
@@ -173,6 +176,7 @@ export class Commands {
     }
     const log = this.log.child({ instanceId: instance.id, commandId });
     const timeoutS = input.timeout_s ?? (background ? 0 : spec.command_timeout_s);
+    this.metrics?.commandStarted();
     void (async () => {
       try {
         const outcome = await runtime.runCommand(instance.id, {
@@ -234,6 +238,7 @@ export class Commands {
       } finally {
         // The idle limit counts from the end of the last command, not its start.
         await this.instances.touch(instance.id).catch(() => {});
+        this.metrics?.commandEnded(session.state, (performance.now() - started) / 1000);
         session.finishedAt = Date.now();
         this.forgetOld();
         settle();

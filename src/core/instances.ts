@@ -18,6 +18,7 @@ import { machineSpecOf, specOf } from './profiles.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Admission } from './admission.ts';
 import type { Quotas } from './quotas.ts';
+import type { Metrics } from '../metrics.ts';
 
 interface Provisioning {
   done: Promise<void>;
@@ -36,11 +37,13 @@ export class Instances {
   private closing = false;
   private expiryTimer: NodeJS.Timeout | undefined;
   private busy: (instanceId: string) => boolean = () => false;
+  private readonly metrics: Metrics | undefined;
 
-  constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; quotas: Quotas; admission: Admission; log: Logger }) {
+  constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; quotas: Quotas; admission: Admission; log: Logger; metrics?: Metrics }) {
     this.db = deps.db;
     this.quotas = deps.quotas;
     this.admission = deps.admission;
+    this.metrics = deps.metrics;
     this.records = new InstanceRecords(deps.db);
     this.profiles = deps.profiles;
     this.runtimeSelection = deps.runtime;
@@ -328,6 +331,7 @@ export class Instances {
     log: Logger,
   ): Promise<void> {
     const started = performance.now();
+    let stepStarted = started;
     // Progress writes are chained, and each step waits for them, so a late progress
     // message never lands after the state it described has ended.
     let progressWritten: Promise<unknown> = Promise.resolve();
@@ -344,7 +348,10 @@ export class Instances {
           signal.throwIfAborted();
           await progressWritten;
           await this.records.transition(row.id, step);
-          log.info({ state: step, elapsedMs: Math.round(performance.now() - started) }, 'instance state');
+          const now = performance.now();
+          this.metrics?.instancePhase(step, (now - stepStarted) / 1000);
+          stepStarted = now;
+          log.info({ state: step, elapsedMs: Math.round(now - started) }, 'instance state');
         },
         onProgress: (message: string) => {
           // Best effort: a failed write is logged, never fails provisioning.
@@ -358,13 +365,16 @@ export class Instances {
           );
         },
       });
+      this.metrics?.instanceCreateEnded('ready', (performance.now() - started) / 1000);
     } catch (err) {
       await progressWritten;
       if (signal.aborted && !this.closing) {
         // Deleted while starting: the delete records the state from here on.
         log.info('instance provisioning cancelled');
+        this.metrics?.instanceCreateEnded('cancelled', (performance.now() - started) / 1000);
         return;
       }
+      this.metrics?.instanceCreateEnded('failed', (performance.now() - started) / 1000);
       const reason = this.closing
         ? 'the service shut down while the instance was starting'
         : err instanceof Error

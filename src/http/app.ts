@@ -1,7 +1,6 @@
 // Builds the HTTP API without listening, so tests can call it in-process with
 // inject() and `roomkit serve` can listen on it. Routes stay thin: authenticate,
 // validate (by their schemas), call a service, shape the response.
-import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -9,7 +8,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyServerOptions, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import Type from 'typebox';
-import { AppError } from '../errors.ts';
+import { AppError, ERROR_STATUS } from '../errors.ts';
+import { requestLogContext } from '../log.ts';
 import type { Services } from '../services.ts';
 import { authenticate, requiresAuth } from './auth.ts';
 import { installErrorHandling, sendError } from './errors.ts';
@@ -17,12 +17,15 @@ import { commandRoutes } from './routes/commands.ts';
 import { fileRoutes, rewriteFileUrl } from './routes/files.ts';
 import { keyRoutes } from './routes/keys.ts';
 import { mcpRoutes } from './routes/mcp.ts';
+import { metricsRoutes } from './routes/metrics.ts';
 import { profileRoutes } from './routes/profiles.ts';
 import { roomRoutes } from './routes/rooms.ts';
 import { operatorRoutes } from './routes/operator.ts';
 import { toolRoutes } from './routes/tools.ts';
 import { usageRoutes } from './routes/usage.ts';
 import { checkReadiness } from '../core/readiness.ts';
+import { installRateLimits } from './rate-limits.ts';
+import { requestIdGenerator, trustedPeers } from './request-id.ts';
 import { ErrorBody, errorResponses } from './schemas.ts';
 import type { App } from './types.ts';
 
@@ -51,20 +54,25 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const app = Fastify({
     loggerInstance: options.logger ?? services.log,
     bodyLimit: services.config.bodyLimitBytes,
-    genReqId: () => randomUUID(),
+    // Behind trusted proxies, request.ip is the client's (from X-Forwarded-For).
+    trustProxy: services.config.trustProxy.length > 0 ? [...services.config.trustProxy] : false,
+    genReqId: requestIdGenerator(trustedPeers(services.config.trustProxy)),
     rewriteUrl: (req) => rewriteFileUrl(req.url ?? '/'),
     logController: new LogController({ requestIdLogLabel: 'requestId' }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     // While closing, requests on open connections get our own 503 (hook below).
     return503OnClosing: false,
     // Errors the router raises before any route runs, in the same Error body.
-    frameworkErrors: (err, _request, reply) =>
-      sendError(
-        reply,
+    frameworkErrors: (err, request, reply) => {
+      const body =
         err.code === 'FST_ERR_MAX_PARAM_LENGTH'
-          ? { error: 'uri_too_long', message: `a path segment is longer than ${MAX_PARAM_LENGTH} characters` }
-          : { error: 'invalid_url', message: 'the request URL is not valid (check its percent-encoding)' },
-      ),
+          ? ({ error: 'uri_too_long', message: `a path segment is longer than ${MAX_PARAM_LENGTH} characters` } as const)
+          : ({ error: 'invalid_url', message: 'the request URL is not valid (check its percent-encoding)' } as const);
+      // No hook runs for these, so they are counted here.
+      services.metrics.httpResponse(request.method, 'unmatched', ERROR_STATUS[body.error], reply.elapsedTime / 1000);
+      services.metrics.errorSent(body.error);
+      return sendError(reply, body);
+    },
     ajv: {
       customOptions: {
         // Unknown fields are an error naming the field, never silently dropped; no
@@ -78,11 +86,21 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.decorateRequest('caller', null);
+  app.decorateRequest('errorCode', null);
 
-  // Every route under /api/ authenticates; attached here, as routes register, so no
-  // route can be added without it. Also keeps a router of all routes to tell a wrong
-  // method (405) from an unknown path (404).
+  // Lines the services log while answering a request carry its id (see log.ts).
+  app.addHook('onRequest', (request, reply, done) => {
+    const context = { requestId: request.id, open: true };
+    reply.raw.once('close', () => (context.open = false));
+    requestLogContext.run(context, done);
+  });
+
+  // Every route under /api/ authenticates and then counts against its key's and
+  // organization's rate limits; the raw file route counts against its own. Attached
+  // here, as routes register, so no route can be added without them. Also keeps a
+  // router of all routes to tell a wrong method (405) from an unknown path (404).
   const auth = authenticate(services.organizations);
+  const limits = await installRateLimits(app, services.config, services.metrics);
   const known = FindMyWay({ ignoreTrailingSlash: true, defaultRoute: () => {} });
   const routes: RouteEntry[] = [];
   app.decorate('routeTable', routes);
@@ -92,10 +110,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       if (method !== 'HEAD') routes.push({ method, url: route.url });
       if (method !== 'HEAD' && !known.hasRoute(method as HTTPMethod, route.url)) known.on(method as HTTPMethod, route.url, () => {});
     }
-    if (requiresAuth(route.url)) {
-      const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
-      route.onRequest = [auth, ...existing];
-    }
+    const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
+    if (requiresAuth(route.url)) route.onRequest = [auth, limits.api, ...existing];
+    else if (route.url.startsWith('/vm/')) route.onRequest = [limits.rawFiles, ...existing];
   });
   const allowedMethods = (method: string, path: string) =>
     (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((m) => m !== method && known.find(m, path) !== null);
@@ -135,6 +152,13 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   });
   app.addHook('onRequest', async () => {
     if (closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
+  });
+
+  // Every answer is counted by its route's pattern (never the raw URL, which holds ids
+  // and paths) and status; every Error body by its code.
+  app.addHook('onResponse', async (request, reply) => {
+    services.metrics.httpResponse(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
+    if (request.errorCode !== null) services.metrics.errorSent(request.errorCode);
   });
 
   app.addHook('onSend', async (request, reply) => {
@@ -194,6 +218,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   usageRoutes(app, services);
   mcpRoutes(app, services);
   operatorRoutes(app, services);
+  metricsRoutes(app, services);
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get(

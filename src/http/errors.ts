@@ -4,6 +4,13 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, ERROR_STATUS, type ErrorBody, type ErrorCode } from '../errors.ts';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The code of the Error body answered, once one was (for metrics). */
+    errorCode: string | null;
+  }
+}
+
 interface ValidationIssue {
   instancePath?: string;
   keyword?: string;
@@ -25,7 +32,11 @@ export function sendError(reply: FastifyReply, body: ErrorBody): FastifyReply {
   // A refusal that passes with time says when to try again (RFC 9110 Retry-After).
   const retryAfter = body.details?.retry_after_s;
   if (typeof retryAfter === 'number') reply.header('Retry-After', String(retryAfter));
-  return reply.code(ERROR_STATUS[body.error]).type('application/json; charset=utf-8').send(body);
+  reply.request.errorCode = body.error;
+  return reply
+    .code(ERROR_STATUS[body.error])
+    .type('application/json; charset=utf-8')
+    .send({ ...body, request_id: reply.request.id });
 }
 
 export function installErrorHandling(app: FastifyInstance, allowedMethods: (method: string, url: string) => string[]): void {

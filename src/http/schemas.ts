@@ -11,6 +11,9 @@ export const ErrorBody = Type.Object(
     error: Type.String({ description: 'Stable error code', examples: Object.keys(ERROR_STATUS) }),
     message: Type.String({ description: 'What went wrong and, where possible, how to fix it' }),
     details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    request_id: Type.Optional(
+      Type.String({ description: 'The request\'s id, as in the X-Request-Id header and the server log: quote it when reporting a problem' }),
+    ),
   },
   { $id: 'Error', title: 'Error' },
 );

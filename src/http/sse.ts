@@ -22,6 +22,8 @@ export function streamCommand(
   reply.hijack();
   const raw = reply.raw;
   raw.writeHead(200, {
+    // What hooks set before the stream began (the RateLimit fields).
+    ...Object.fromEntries(Object.entries(reply.getHeaders()).filter(([, value]) => value !== undefined)),
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-store',
     'x-accel-buffering': 'no',
@@ -69,7 +71,7 @@ export function streamCommand(
     finished = true;
     unsubscribe();
     clearInterval(keepalive);
-    if (session.error) write('error', session.error.toBody());
+    if (session.error) write('error', { ...session.error.toBody(), request_id: request.id });
     else write('result', session.result);
     if (!gone) raw.end();
   };

@@ -3,14 +3,16 @@
 // and kept, so an API caller gets the reason in the 503 instead of a guess.
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
+import type { Metrics } from '../metrics.ts';
 import type { Db } from '../store/db.ts';
 import type { Runtime, RuntimeSelection } from './types.ts';
 
-/** What a runtime may need to start: the configuration, the store, a logger. */
+/** What a runtime may need to start: the configuration, the store, a logger, the metrics it records. */
 export interface RuntimeContext {
   config: Config;
   db: Db;
   log: Logger;
+  metrics?: Metrics;
 }
 
 export interface RuntimeCandidate {

@@ -75,7 +75,7 @@ describe('authentication', () => {
   });
 
   it('leaves the unauthenticated endpoints open', async () => {
-    for (const url of ['/healthz', '/readyz', '/openapi.json']) {
+    for (const url of ['/healthz', '/readyz', '/openapi.json', '/metrics']) {
       assert.equal((await t.app.inject({ method: 'GET', url })).statusCode, 200, url);
     }
   });

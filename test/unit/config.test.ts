@@ -13,6 +13,12 @@ describe('loadConfig', () => {
     assert.equal(config.maxOutputBytes, 1024 * 1024);
     assert.equal(config.commandOutputRetainBytes, 64 * 1024 * 1024);
     assert.equal(config.publicUrl, undefined);
+    assert.deepEqual(
+      [config.rateLimitKeyRequests, config.rateLimitOrgRequests, config.rateLimitRawClientRequests, config.rateLimitRawInstanceRequests, config.rateLimitWindowS],
+      [600, 1800, 300, 600, 60],
+    );
+    assert.deepEqual(config.trustProxy, []);
+    assert.equal(config.metricsToken, undefined);
     assert.ok(Object.isFrozen(config));
   });
 
@@ -22,6 +28,7 @@ describe('loadConfig', () => {
     assert.equal(config.port, 9100);
     assert.equal(config.maxOutputBytes, 4096);
     assert.equal(config.publicUrl, 'https://rk.example.com/base');
+    assert.deepEqual(loadConfig({}, { ROOMKIT_TRUST_PROXY: '127.0.0.1, 10.0.0.0/8,::1,fd00::/8' }).trustProxy, ['127.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8']);
   });
 
   it('refuses bad values, naming the variable and the form it takes', () => {
@@ -31,6 +38,11 @@ describe('loadConfig', () => {
       [{ ROOMKIT_PUBLIC_URL: 'ftp://host' }, /ROOMKIT_PUBLIC_URL must be an http\(s\) URL/],
       [{ ROOMKIT_PUBLIC_URL: 'https://user:pw@host' }, /without credentials/],
       [{ ROOMKIT_NETWORK_POOL: '10.0.0.0/30' }, /ROOMKIT_NETWORK_POOL must be an IPv4 range/],
+      [{ ROOMKIT_RATE_LIMIT_KEY_REQUESTS: '-1' }, /ROOMKIT_RATE_LIMIT_KEY_REQUESTS must be a whole number from 0/],
+      [{ ROOMKIT_RATE_LIMIT_WINDOW_S: '0' }, /ROOMKIT_RATE_LIMIT_WINDOW_S must be a whole number from 1/],
+      [{ ROOMKIT_TRUST_PROXY: '10.0.0.1,proxy.local' }, /ROOMKIT_TRUST_PROXY must be addresses or CIDR ranges .*"proxy.local"/],
+      [{ ROOMKIT_TRUST_PROXY: '10.0.0.0/33' }, /ROOMKIT_TRUST_PROXY/],
+      [{ ROOMKIT_METRICS_TOKEN: 'short' }, /ROOMKIT_METRICS_TOKEN must be 16 to 256 printable characters/],
     ];
     for (const [env, message] of cases) {
       assert.throws(() => loadConfig({}, env), (err: unknown) => err instanceof ConfigError && message.test(err.message), JSON.stringify(env));

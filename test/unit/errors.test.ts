@@ -30,9 +30,11 @@ function assertError(res: Response, status: number, code: string): { error: stri
   assert.equal(body.error, code);
   assert.equal(typeof body.message, 'string');
   assert.ok(body.message.length > 0);
-  for (const key of Object.keys(body)) assert.ok(['error', 'message', 'details'].includes(key), `unexpected field ${key}`);
+  for (const key of Object.keys(body)) assert.ok(['error', 'message', 'details', 'request_id'].includes(key), `unexpected field ${key}`);
   assert.equal(res.headers['x-content-type-options'], 'nosniff');
   assert.equal(typeof res.headers['x-request-id'], 'string');
+  // The body names the request, as the header and the log do.
+  assert.equal(body.request_id, res.headers['x-request-id']);
   return body;
 }
 

@@ -43,6 +43,7 @@ export type KnownErrorCode =
   | 'too_many_commands'
   | 'too_many_file_reads'
   | 'commands_rate_exceeded'
+  | 'rate_limited'
   | 'instance_start_failed'
   | 'internal_error'
   | 'command_failed'
@@ -149,6 +150,8 @@ export interface ErrorBody {
   /** What went wrong and, where possible, how to fix it */
   message: string;
   details?: Record<string, unknown>;
+  /** The request's id, as in the X-Request-Id header and the server log: quote it when reporting a problem */
+  request_id?: string;
 }
 
 export interface FileChange {
@@ -945,6 +948,17 @@ export interface Paths {
         401: ErrorBody;
         413: ErrorBody;
         415: ErrorBody;
+      };
+    };
+  };
+  '/metrics': {
+    /** Metrics in the Prometheus text format */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: undefined;
       };
     };
   };

@@ -160,7 +160,8 @@ export function fileRoutes(app: App, { files, config }: Services): void {
           'The file\'s bytes with a MIME type by extension or content, Content-Length, ETag, Last-Modified and single byte ranges. ' +
           'The instance id is the capability: only ready instances answer. Paths are absolute (without their leading slash). ' +
           'What is served follows the profile\'s raw_files: `all` (default), `changed` (files a command listed), `off`; others answer 403 raw_file_not_served. ' +
-          'At most ROOMKIT_MAX_RAW_READS_PER_INSTANCE (4) reads stream from one instance at once; more answer 429 with Retry-After.',
+          'At most ROOMKIT_MAX_RAW_READS_PER_INSTANCE (4) reads stream from one instance at once; more answer 429 with Retry-After. ' +
+          'Requests are rate-limited per client address and per instance (429 rate_limited, with Retry-After).',
         tags: ['files'],
         params: Type.Object({ instance_id: Type.String({ format: 'uuid' }), '*': Type.String() }),
         response: { ...errorResponses(400, 403, 404, 409, 416, 429) },

@@ -41,8 +41,9 @@ export function mcpRoutes(app: App, { tools, config }: Services): void {
       });
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
       // The transport writes the response itself (with its own Cache-Control); the headers
-      // every response carries are set here.
+      // every response carries, and those hooks set before (the RateLimit fields), are set here.
       reply.hijack();
+      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
       reply.raw.setHeader('X-Request-Id', request.id);
       reply.raw.setHeader('X-Content-Type-Options', 'nosniff');
       reply.raw.on('close', () => {
@@ -57,7 +58,11 @@ export function mcpRoutes(app: App, { tools, config }: Services): void {
         if (!reply.raw.headersSent) {
           reply.raw.writeHead(500, { 'Content-Type': 'application/json; charset=utf-8' });
           reply.raw.end(
-            JSON.stringify({ error: 'internal_error', message: `an internal error occurred; the server log has the details under request id ${request.id}` }),
+            JSON.stringify({
+              error: 'internal_error',
+              message: `an internal error occurred; the server log has the details under request id ${request.id}`,
+              request_id: request.id,
+            }),
           );
         } else {
           reply.raw.end();

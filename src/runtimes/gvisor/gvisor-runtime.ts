@@ -36,7 +36,7 @@ import * as files from './file-operations.ts';
 import { checkReady, type Exec, startRootService, waitForInit, writeGuestConfig } from './guest-boot.ts';
 import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
 import { InstanceHandle } from './instance-handle.ts';
-import { MemoryGuard } from './memory-guard.ts';
+import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { addMimeTypes } from './mime-sniffing.ts';
 import { Runsc } from './runsc.ts';
 
@@ -46,6 +46,8 @@ export interface GvisorOptions {
   images: ImageStore;
   log: Logger;
   dnsServers: string[];
+  /** Told of every kill by the memory guard (for metrics). */
+  onMemoryGuardKill?: MemoryGuardOptions['onKill'];
 }
 
 export class GvisorRuntime implements Runtime {
@@ -82,6 +84,7 @@ export class GvisorRuntime implements Runtime {
     this.memoryGuard = new MemoryGuard({
       log: this.log,
       runAsRoot: async (id, script, timeoutMs) => (await this.exec(id, ['sh', '-c', script], { as: 'root', timeoutMs })).stdout,
+      ...(options.onMemoryGuardKill ? { onKill: options.onMemoryGuardKill } : {}),
     });
   }
 

@@ -7,6 +7,7 @@
 // races to the hard limit first, the sandbox's allocations wait there (instead of it
 // being killed) until the guard has made room.
 import type { Logger } from 'pino';
+import type { MemoryGuardKill } from '../../metrics.ts';
 import { VM_UID } from '../../images/builder.ts';
 import { hasMemoryCgroup, isUnderOom, memoryCgroupDir, readMemoryLimit, setOomKill, workingSet, writeMemoryLimit } from './cgroups.ts';
 
@@ -21,6 +22,8 @@ export interface MemoryGuardOptions {
   /** Runs a shell script as root inside the instance, within the time given; resolves with what it printed. */
   runAsRoot(instanceId: string, script: string, timeoutMs: number): Promise<string>;
   intervalMs?: number;
+  /** Called after each kill: the largest process, or all of the VM user's. */
+  onKill?(instanceId: string, kind: MemoryGuardKill): void;
 }
 
 interface Watched {
@@ -99,6 +102,7 @@ export class MemoryGuard {
       // A frozen sandbox cannot even run the kill: give it a little room first.
       if (frozen && limit !== null) writeMemoryLimit(w.cgroupDir, limit + RESCUE_BYTES);
       const victim = await this.killLargest(id);
+      if (victim) this.options.onKill?.(id, 'largest_process');
       this.options.log.warn(
         { instanceId: id, victim, usageMb: Math.round((workingSet(w.cgroupDir) ?? 0) / 1048576) },
         victim ? 'instance out of memory: killed its largest process' : 'instance out of memory: no process to kill',
@@ -113,6 +117,7 @@ export class MemoryGuard {
       // tasks, say). The VM user's processes all go, so the instance itself lives.
       if (frozen && isUnderOom(w.cgroupDir)) {
         const killed = await this.killUser(id);
+        this.options.onKill?.(id, 'all_user_processes');
         this.options.log.warn({ instanceId: id, killed }, 'instance stuck at its memory ceiling: killed all of the VM user\'s processes');
       }
     } catch (err) {

@@ -28,7 +28,7 @@ export const REQUIRED_PROGRAMS: Record<string, string> = {
 
 export const gvisorCandidate: RuntimeCandidate = {
   name: 'gvisor',
-  async probe({ config, db, log }) {
+  async probe({ config, db, log, metrics }) {
     if (process.platform !== 'linux') return { skipped: 'gVisor runs on Linux only' };
     if (process.getuid?.() !== 0) {
       return { skipped: 'roomkit must run as root to make sandboxes, network namespaces and mounts' };
@@ -59,6 +59,7 @@ export const gvisorCandidate: RuntimeCandidate = {
       images,
       log,
       dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
+      ...(metrics ? { onMemoryGuardKill: (_instanceId, kind) => metrics.memoryGuardKilled(kind) } : {}),
     });
     try {
       // Instances with internet egress are routed through the host.

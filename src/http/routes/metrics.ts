@@ -1,0 +1,40 @@
+// GET /metrics: the service's Prometheus metrics (see src/metrics.ts for what is
+// measured). Open like /healthz unless ROOMKIT_METRICS_TOKEN is set, then only with that
+// bearer token; `off` leaves the route out.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { AppError } from '../../errors.ts';
+import type { Services } from '../../services.ts';
+import type { App } from '../types.ts';
+
+const digest = (text: string) => createHash('sha256').update(text).digest();
+
+export function metricsRoutes(app: App, { config, metrics }: Services): void {
+  const token = config.metricsToken;
+  if (token === 'off') return;
+  const expected = token === undefined ? undefined : digest(`Bearer ${token}`);
+  app.get(
+    '/metrics',
+    {
+      schema: {
+        summary: 'Metrics in the Prometheus text format',
+        description:
+          'Requests by route and status, latencies, instances by state, creates and their phases, commands, memory committed, ' +
+          'memory-guard kills, rate-limit and quota refusals, and the process\'s own figures. No API key; when the server sets ' +
+          'ROOMKIT_METRICS_TOKEN, send it as "Authorization: Bearer <token>".',
+        tags: ['meta'],
+        produces: ['text/plain'],
+      },
+    },
+    async (request, reply) => {
+      if (expected !== undefined) {
+        const given = digest(request.headers.authorization ?? '');
+        if (!timingSafeEqual(given, expected)) {
+          throw new AppError('invalid_api_key', 'GET /metrics needs the metrics token of this server: "Authorization: Bearer <ROOMKIT_METRICS_TOKEN>"');
+        }
+      }
+      const { contentType, body } = await metrics.scrape();
+      reply.header('Cache-Control', 'no-store');
+      return reply.type(contentType).send(body);
+    },
+  );
+}

@@ -1,0 +1,179 @@
+// Prometheus metrics of one running service: the registry GET /metrics serves and the
+// few calls the layers record through. Each Services has its own registry (never
+// prom-client's global one), so several apps in one process keep their figures apart.
+// Gauges that describe the store's state (instances by state, memory committed) are
+// read when scraped, from a source the composition root wires in.
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Error codes that mean "refused by a quota or by the host's capacity": counted apart. */
+export const QUOTA_ERROR_CODES: ReadonlySet<string> = new Set(['quota_exceeded', 'commands_rate_exceeded', 'capacity_exhausted']);
+
+/** What the store says about live instances, read at each scrape. */
+export interface InstanceFigures {
+  /** Live instances by state (every live state, zeros included). */
+  byState: Record<string, number>;
+  /** Memory (MiB) the live instances' profiles asked for, all together. */
+  memoryMb: number;
+}
+
+export type MemoryGuardKill = 'largest_process' | 'all_user_processes';
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly httpRequests: Counter<'method' | 'route' | 'status'>;
+  private readonly httpDuration: Histogram<'method' | 'route'>;
+  private readonly httpErrors: Counter<'code'>;
+  private readonly rateLimited: Counter<'limit'>;
+  private readonly quotaRejections: Counter<'code'>;
+  private readonly creates: Counter<'outcome'>;
+  private readonly createDuration: Histogram;
+  private readonly phaseDuration: Histogram<'phase'>;
+  private readonly commandsRunning: Gauge;
+  private readonly commandDuration: Histogram<'state'>;
+  private readonly guardKills: Counter<'kind'>;
+  private instanceSource: (() => Promise<InstanceFigures>) | undefined;
+
+  constructor() {
+    const registers = [this.registry];
+    // The process's own figures (CPU, resident memory, open descriptors, event-loop lag, heap).
+    collectDefaultMetrics({ register: this.registry });
+    this.httpRequests = new Counter({
+      name: 'roomkit_http_requests_total',
+      help: 'HTTP requests answered, by method, route pattern (never the raw URL) and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: 'roomkit_http_request_duration_seconds',
+      help: 'Time from a request\'s arrival to its response\'s end, by method and route pattern',
+      labelNames: ['method', 'route'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    });
+    this.httpErrors = new Counter({
+      name: 'roomkit_http_errors_total',
+      help: 'Error bodies sent, by their error code',
+      labelNames: ['code'],
+      registers,
+    });
+    this.rateLimited = new Counter({
+      name: 'roomkit_rate_limit_rejections_total',
+      help: 'Requests refused with 429 rate_limited, by the limit that refused them',
+      labelNames: ['limit'],
+      registers,
+    });
+    this.quotaRejections = new Counter({
+      name: 'roomkit_quota_rejections_total',
+      help: 'Requests refused by a quota or by the host\'s capacity, by error code',
+      labelNames: ['code'],
+      registers,
+    });
+    this.creates = new Counter({
+      name: 'roomkit_instance_creates_total',
+      help: 'Instances whose provisioning ended, by outcome (ready, failed, cancelled)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.createDuration = new Histogram({
+      name: 'roomkit_instance_create_duration_seconds',
+      help: 'Time from the start of provisioning to ready',
+      buckets: [0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300],
+      registers,
+    });
+    this.phaseDuration = new Histogram({
+      name: 'roomkit_instance_create_phase_duration_seconds',
+      help: 'Time each provisioning step took, by the state it reached (from the previous state)',
+      labelNames: ['phase'],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 120],
+      registers,
+    });
+    this.commandsRunning = new Gauge({
+      name: 'roomkit_commands_running',
+      help: 'Commands running now, in all instances',
+      registers,
+    });
+    this.commandDuration = new Histogram({
+      name: 'roomkit_command_duration_seconds',
+      help: 'Time commands ran, by how they ended (exited, timed_out, killed, interrupted, error)',
+      labelNames: ['state'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600],
+      registers,
+    });
+    this.guardKills = new Counter({
+      name: 'roomkit_memory_guard_kills_total',
+      help: 'Kills by the instances\' memory guard: its largest process, or all of the VM user\'s',
+      labelNames: ['kind'],
+      registers,
+    });
+    const figures = () => this.instanceSource?.();
+    new Gauge({
+      name: 'roomkit_instances',
+      help: 'Live instances, by state',
+      labelNames: ['state'],
+      registers,
+      async collect() {
+        const now = await figures();
+        this.reset();
+        for (const [state, count] of Object.entries(now?.byState ?? {})) this.set({ state }, count);
+      },
+    });
+    new Gauge({
+      name: 'roomkit_instances_memory_committed_bytes',
+      help: 'Memory the live instances\' profiles asked for, all together',
+      registers,
+      async collect() {
+        this.set(((await figures())?.memoryMb ?? 0) * 1024 * 1024);
+      },
+    });
+  }
+
+  /** Where the instance gauges are read from at each scrape. */
+  setInstanceSource(source: () => Promise<InstanceFigures>): void {
+    this.instanceSource = source;
+  }
+
+  /** A response sent: `route` is the route's pattern, or `unmatched`. */
+  httpResponse(method: string, route: string, status: number, seconds: number): void {
+    this.httpRequests.inc({ method, route, status: String(status) });
+    this.httpDuration.observe({ method, route }, seconds);
+  }
+
+  /** An Error body sent; quota and capacity refusals are also counted on their own. */
+  errorSent(code: string): void {
+    this.httpErrors.inc({ code });
+    if (QUOTA_ERROR_CODES.has(code)) this.quotaRejections.inc({ code });
+  }
+
+  rateLimitRejected(limit: string): void {
+    this.rateLimited.inc({ limit });
+  }
+
+  /** A provisioning step completed `seconds` after the previous one. */
+  instancePhase(phase: string, seconds: number): void {
+    this.phaseDuration.observe({ phase }, seconds);
+  }
+
+  /** Provisioning ended; `seconds` is recorded for instances that became ready. */
+  instanceCreateEnded(outcome: 'ready' | 'failed' | 'cancelled', seconds: number): void {
+    this.creates.inc({ outcome });
+    if (outcome === 'ready') this.createDuration.observe(seconds);
+  }
+
+  commandStarted(): void {
+    this.commandsRunning.inc();
+  }
+
+  commandEnded(state: string, seconds: number): void {
+    this.commandsRunning.dec();
+    this.commandDuration.observe({ state }, seconds);
+  }
+
+  memoryGuardKilled(kind: MemoryGuardKill): void {
+    this.guardKills.inc({ kind });
+  }
+
+  /** The Prometheus text exposition of every metric. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
