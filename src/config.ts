@@ -61,6 +61,8 @@ export interface Config {
    * tool results give; without it, the address each request came to.
    */
   readonly publicUrl: string | undefined;
+  /** Days audit records are kept; 0 keeps them forever. */
+  readonly auditRetentionDays: number;
 }
 
 export class ConfigError extends Error {
@@ -96,6 +98,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxRawReadsPerInstance: 'ROOMKIT_MAX_RAW_READS_PER_INSTANCE',
   commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
   publicUrl: 'ROOMKIT_PUBLIC_URL',
+  auditRetentionDays: 'ROOMKIT_AUDIT_RETENTION_DAYS',
 };
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -183,6 +186,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxRawReadsPerInstance: int('maxRawReadsPerInstance', 4, 1, 64),
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     publicUrl: origin('publicUrl'),
+    auditRetentionDays: int('auditRetentionDays', 90, 0, 36_500),
   };
   return Object.freeze(config);
 }

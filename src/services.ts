@@ -2,6 +2,7 @@
 // plain code. The HTTP API, the CLI and tests all start from here.
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
+import { AuditTrail } from './core/audit.ts';
 import { Commands } from './core/commands.ts';
 import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
@@ -26,6 +27,8 @@ export interface Services {
   /** The agent tool layer: GET .../tools, POST .../tools/call, /mcp. */
   tools: RoomTools;
   runtime: RuntimeSelection;
+  /** The record of state-changing requests, per organization (GET /api/audit). */
+  audit: AuditTrail;
   close(): Promise<void>;
 }
 
@@ -51,12 +54,14 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const commands = new Commands({ db, instances, profiles, servedFiles, config, log });
     const files = new Files({ instances, profiles, servedFiles, config });
     const tools = new RoomTools({ profiles, instances, commands, files, config });
+    const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
     const interrupted = await commands.recover();
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     instances.startExpiryChecks(config.expiryCheckIntervalMs);
     servedFiles.startPruning(SERVED_FILES_PRUNE_INTERVAL_MS, (err) => log.error({ err }, 'could not prune the served files of ended instances'));
+    audit.startPruning();
     let closed: Promise<void> | undefined;
     return {
       config,
@@ -69,10 +74,12 @@ export async function createServices(config: Config, log: Logger, options: Servi
       files,
       tools,
       runtime,
+      audit,
       close() {
         closed ??= (async () => {
           servedFiles.close();
           await instances.close(config.onShutdown);
+          await audit.close();
           if ('runtime' in runtime) await runtime.runtime.close();
           await db.destroy();
         })();

@@ -11,8 +11,10 @@ import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import Type from 'typebox';
 import { AppError } from '../errors.ts';
 import type { Services } from '../services.ts';
+import { installAudit } from './audit.ts';
 import { authenticate, requiresAuth } from './auth.ts';
 import { installErrorHandling, sendError } from './errors.ts';
+import { auditRoutes } from './routes/audit.ts';
 import { commandRoutes } from './routes/commands.ts';
 import { fileRoutes, rewriteFileUrl } from './routes/files.ts';
 import { keyRoutes } from './routes/keys.ts';
@@ -134,6 +136,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.addHook('onRequest', async () => {
     if (closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
   });
+  installAudit(app, services.audit);
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
@@ -158,6 +161,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
         { name: 'agents', description: 'Tools for AI agents: tool schemas, tool calls, MCP' },
         { name: 'profiles', description: 'VM configuration templates' },
         { name: 'keys', description: 'API keys of the organization' },
+        { name: 'audit', description: 'The record of what the organization\'s keys changed' },
         { name: 'meta', description: 'Service health and this document' },
       ],
     },
@@ -179,6 +183,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   fileRoutes(app, services);
   toolRoutes(app, services);
   mcpRoutes(app, services);
+  auditRoutes(app, services);
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get(
