@@ -2,7 +2,7 @@
 // writes to it; the copy is whole, self-contained and owner-only, and a service started
 // on it after a restore (copy over roomkit.sqlite) serves the data it held.
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdtempSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -94,5 +94,23 @@ describe('roomkit backup', () => {
     const missing = await run(['backup', join(empty, 'x.sqlite'), '--data-dir', join(empty, 'nothing-here')]);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /there is no roomkit store at/);
+  });
+});
+
+describe('a downgrade', () => {
+  it('refuses a store a newer version migrated, saying what to do, and leaves it as it was', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-downgrade-'));
+    const first = await startTestApp({ config: { dataDir } });
+    await first.services.close();
+    const file = join(dataDir, SQLITE_FILE);
+    const db = new SQLite(file);
+    db.prepare("INSERT INTO kysely_migration (name, timestamp) VALUES ('9999_from_a_newer_version', ?)").run(new Date().toISOString());
+    db.close();
+    await assert.rejects(startTestApp({ config: { dataDir } }), /the store has migration 9999_from_a_newer_version, which this version of roomkit does not know/);
+    const after = new SQLite(file, { readonly: true });
+    const names = (after.prepare('SELECT name FROM kysely_migration ORDER BY name').all() as { name: string }[]).map((r) => r.name);
+    after.close();
+    assert.equal(names.at(-1), '9999_from_a_newer_version');
+    rmSync(dataDir, { recursive: true, force: true });
   });
 });
