@@ -102,6 +102,8 @@ export interface Config {
   readonly trustProxy: readonly string[];
   /** When set, GET /metrics needs `Authorization: Bearer <token>`; `off` disables /metrics. */
   readonly metricsToken: string | undefined;
+  /** Days audit records are kept; 0 keeps them forever. */
+  readonly auditRetentionDays: number;
 }
 
 export class ConfigError extends Error {
@@ -153,6 +155,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   rateLimitWindowS: 'ROOMKIT_RATE_LIMIT_WINDOW_S',
   trustProxy: 'ROOMKIT_TRUST_PROXY',
   metricsToken: 'ROOMKIT_METRICS_TOKEN',
+  auditRetentionDays: 'ROOMKIT_AUDIT_RETENTION_DAYS',
 };
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
@@ -290,6 +293,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     rateLimitWindowS: int('rateLimitWindowS', 60, 1, 86_400),
     trustProxy: Object.freeze(addresses('trustProxy')),
     metricsToken: secret('metricsToken'),
+    auditRetentionDays: int('auditRetentionDays', 90, 0, 36_500),
   };
   return Object.freeze(config);
 }

@@ -58,6 +58,7 @@ export const ERROR_STATUS = {
   // 503
   runtime_unavailable: 503,
   not_ready: 503,
+  audit_unavailable: 503,
   shutting_down: 503,
   capacity_exhausted: 503,
   // 507

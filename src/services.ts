@@ -3,6 +3,7 @@
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { Admission } from './core/admission.ts';
+import { AuditTrail } from './core/audit.ts';
 import { Commands } from './core/commands.ts';
 import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
@@ -34,6 +35,8 @@ export interface Services {
   runtime: RuntimeSelection;
   /** This service's Prometheus registry and the figures the layers record. */
   metrics: Metrics;
+  /** The record of state-changing requests, per organization (GET /api/audit). */
+  audit: AuditTrail;
   close(): Promise<void>;
 }
 
@@ -63,12 +66,14 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const commands = new Commands({ db, instances, profiles, servedFiles, quotas, config, log, metrics });
     const files = new Files({ instances, profiles, servedFiles, config });
     const tools = new RoomTools({ profiles, instances, commands, files, config });
+    const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
     const interrupted = await commands.recover();
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     instances.startExpiryChecks(config.expiryCheckIntervalMs);
     servedFiles.startPruning(SERVED_FILES_PRUNE_INTERVAL_MS, (err) => log.error({ err }, 'could not prune the served files of ended instances'));
+    audit.startPruning();
     let closed: Promise<void> | undefined;
     return {
       config,
@@ -84,10 +89,12 @@ export async function createServices(config: Config, log: Logger, options: Servi
       tools,
       runtime,
       metrics,
+      audit,
       close() {
         closed ??= (async () => {
           servedFiles.close();
           await instances.close(config.onShutdown);
+          await audit.close();
           if ('runtime' in runtime) await runtime.runtime.close();
           await db.destroy();
         })();

@@ -4,6 +4,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, LOG_LEVELS } from '../config.ts';
 import pkg from '../../package.json' with { type: 'json' };
 import { API_VERSION } from '../http/app.ts';
+import { backup } from './backup.ts';
 import { doctor } from './doctor.ts';
 import { registerClientCommands } from './client.ts';
 import { CliError } from './errors.ts';
@@ -67,6 +68,16 @@ orgs
   .option('--json', 'print JSON (as GET /api/usage shows it)')
   .action(async (org: string, options: { dataDir?: string; json?: boolean }) => {
     await orgsUsage(org, options);
+  });
+
+program
+  .command('backup <file>')
+  .description("copy the data directory's store to FILE, consistently, also while serve runs (restore: stop, copy over <data-dir>/roomkit.sqlite, start)")
+  .addOption(dataDirOption())
+  .option('--force', 'replace FILE if it exists')
+  .option('--json', 'print {"file", "bytes", "migration"}')
+  .action(async (file: string, options: { dataDir?: string; force?: boolean; json?: boolean }) => {
+    await backup(file, options);
   });
 
 program

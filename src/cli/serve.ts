@@ -12,7 +12,8 @@ import { createLogger } from '../log.ts';
 import { createServices, type Services } from '../services.ts';
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
-const SHUTDOWN_TIMEOUT_MS = 30_000;
+/** How long a graceful shutdown may take before the service exits on its own (packaging/ allows for it). */
+export const SHUTDOWN_TIMEOUT_MS = 30_000;
 /** A signal this soon after the first is the same stop delivered twice, not a second request. */
 const REPEATED_SIGNAL_MS = 1000;
 

@@ -11,8 +11,10 @@ import Type from 'typebox';
 import { AppError, ERROR_STATUS } from '../errors.ts';
 import { requestLogContext } from '../log.ts';
 import type { Services } from '../services.ts';
+import { installAudit } from './audit.ts';
 import { authenticate, requiresAuth } from './auth.ts';
 import { installErrorHandling, sendError } from './errors.ts';
+import { auditRoutes } from './routes/audit.ts';
 import { commandRoutes } from './routes/commands.ts';
 import { fileRoutes, rewriteFileUrl } from './routes/files.ts';
 import { keyRoutes } from './routes/keys.ts';
@@ -153,6 +155,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.addHook('onRequest', async () => {
     if (closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
   });
+  installAudit(app, services.audit);
 
   // Every answer is counted by its route's pattern (never the raw URL, which holds ids
   // and paths) and status; every Error body by its code.
@@ -191,6 +194,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
         { name: 'keys', description: 'API keys of the organization' },
         { name: 'usage', description: 'The organization\'s quotas and its use of them' },
         { name: 'operator', description: 'For the operator, with ROOMKIT_OPERATOR_TOKEN (only when it is set)' },
+        { name: 'audit', description: 'The record of what the organization\'s keys changed' },
         { name: 'meta', description: 'Service health and this document' },
       ],
     },
@@ -219,6 +223,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   mcpRoutes(app, services);
   operatorRoutes(app, services);
   metricsRoutes(app, services);
+  auditRoutes(app, services);
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get(

@@ -7,7 +7,16 @@
 // defined once as JSON Schema (the same definitions GET .../tools serves); McpServer
 // wants Zod schemas and would list a conversion of them instead.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type ServerNotification,
+  type ServerRequest,
+} from '@modelcontextprotocol/sdk/types.js';
 import pkg from '../../package.json' with { type: 'json' };
 import { AppError } from '../errors.ts';
 import type { ToolBackend } from '../tools/backend.ts';
@@ -23,6 +32,8 @@ export const INSTRUCTIONS = [
   'delete_instance, so you can build on earlier work. Commands run as an unprivileged user with password-less sudo.',
 ].join(' ');
 
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
 /** How often a tool call that runs on tells a client that asked for progress that it does. */
 export const PROGRESS_INTERVAL_MS = 5000;
 
@@ -36,6 +47,12 @@ export interface McpServerOptions {
    * model, after logging it as the caller sees fit.
    */
   describeFailure: (err: unknown) => string;
+  /**
+   * Told as each tool call starts (after nothing has run); what it answers is called as
+   * the call ends, with the tool's structured result or what was thrown. The audit trail
+   * records calls through it.
+   */
+  onToolCall?: (name: string, args: unknown) => (outcome: { structured?: unknown; error?: unknown }) => void;
 }
 
 export function createMcpServer(options: McpServerOptions): Server {
@@ -47,6 +64,19 @@ export function createMcpServer(options: McpServerOptions): Server {
 
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;
+    const ended = options.onToolCall?.(name, args);
+    try {
+      const { answer, structured } = await callTool(name, args, request.params._meta?.progressToken, extra);
+      ended?.({ structured });
+      return answer;
+    } catch (err) {
+      // An unknown tool's McpError carries the API's Error body as its data.
+      ended?.(err instanceof McpError ? { structured: err.data } : { error: err });
+      throw err;
+    }
+  });
+
+  async function callTool(name: string, args: unknown, token: string | number | undefined, extra: Extra): Promise<{ answer: CallToolResult; structured?: unknown }> {
     let prepared: ReturnType<typeof prepareCall>;
     try {
       prepared = prepareCall(definitions, name, args);
@@ -54,13 +84,12 @@ export function createMcpServer(options: McpServerOptions): Server {
       // An unknown tool is a protocol error; arguments that do not fit are the model's to
       // correct, so it reads why.
       if (err instanceof AppError && err.code === 'invalid_arguments') {
-        return { content: [{ type: 'text', text: `Error invalid_arguments: ${err.message}` }], isError: true };
+        return { answer: { content: [{ type: 'text', text: `Error invalid_arguments: ${err.message}` }], isError: true }, structured: err.toBody() };
       }
-      throw new McpError(ErrorCode.InvalidParams, (err as Error).message);
+      throw new McpError(ErrorCode.InvalidParams, (err as Error).message, err instanceof AppError ? err.toBody() : undefined);
     }
     // A command may run for minutes, longer than clients wait for an answer by default;
     // a client that asked for progress hears that the call is alive, and may wait on.
-    const token = request.params._meta?.progressToken;
     const started = Date.now();
     const heartbeat =
       token === undefined
@@ -77,13 +106,13 @@ export function createMcpServer(options: McpServerOptions): Server {
         ...(options.publicBaseUrl === undefined ? {} : { publicBaseUrl: options.publicBaseUrl }),
         reportAsResult: () => true,
       });
-      return { content: result.content, isError: result.isError };
+      return { answer: { content: result.content, isError: result.isError }, structured: result.structured };
     } catch (err) {
-      return { content: [{ type: 'text', text: options.describeFailure(err) }], isError: true };
+      return { answer: { content: [{ type: 'text', text: options.describeFailure(err) }], isError: true }, structured: { error: 'internal_error' } };
     } finally {
       clearInterval(heartbeat);
     }
-  });
+  }
 
   return server;
 }

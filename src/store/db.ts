@@ -35,6 +35,14 @@ export async function migrate(db: Db): Promise<void> {
   const migrator = new Migrator({ db, provider: migrationProvider });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
+    // A store migrated by a newer roomkit: Kysely refuses to touch it, rightly; say what to do.
+    const unknown = /previously executed migration (\S+) is missing/.exec(error instanceof Error ? error.message : '');
+    if (unknown) {
+      throw new Error(
+        `the store has migration ${unknown[1]}, which this version of roomkit does not know: a newer version used it. ` +
+          'Run that version again, or restore the backup taken before the upgrade (roomkit backup; see docs/operations.md)',
+      );
+    }
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new Error(`database migration ${failed} failed: ${error instanceof Error ? error.message : String(error)}`);
   }

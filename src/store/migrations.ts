@@ -185,6 +185,42 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('commands_org_started').on('commands').columns(['organization_id', 'started_at']).execute();
     },
   },
+  '0009_audit_events': {
+    async up(db: Kysely<any>) {
+      // The audit trail: one row per state-changing request, only ever inserted (and
+      // deleted past the retention). No foreign keys: a record outlives what it names.
+      await db.schema
+        .createTable('audit_events')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('organization_id', 'text', (c) => c.notNull())
+        .addColumn('at', 'text', (c) => c.notNull())
+        .addColumn('duration_ms', 'integer', (c) => c.notNull())
+        .addColumn('request_id', 'text', (c) => c.notNull())
+        .addColumn('key_id', 'text', (c) => c.notNull())
+        .addColumn('client_address', 'text', (c) => c.notNull())
+        .addColumn('via', 'text', (c) => c.notNull())
+        .addColumn('method', 'text', (c) => c.notNull())
+        .addColumn('route', 'text', (c) => c.notNull())
+        .addColumn('action', 'text', (c) => c.notNull())
+        .addColumn('tool', 'text')
+        .addColumn('profile_id', 'text')
+        .addColumn('room_id', 'text')
+        .addColumn('instance_id', 'text')
+        .addColumn('command_id', 'text')
+        .addColumn('command', 'text')
+        .addColumn('exit_code', 'integer')
+        .addColumn('files_changed', 'text')
+        .addColumn('file_path', 'text')
+        .addColumn('signal', 'text')
+        .addColumn('target_key_id', 'text')
+        .addColumn('status', 'integer', (c) => c.notNull())
+        .addColumn('decision', 'text', (c) => c.notNull())
+        .addColumn('error', 'text')
+        .execute();
+      await db.schema.createIndex('audit_events_org_at').on('audit_events').columns(['organization_id', 'at', 'id']).execute();
+      await db.schema.createIndex('audit_events_at').on('audit_events').column('at').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

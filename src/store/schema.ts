@@ -116,6 +116,37 @@ export interface OrgQuotasTable {
   updated_at: string;
 }
 
+/** One state-changing request (or MCP tool call); see core/audit-schema.ts for the fields. */
+export interface AuditEventsTable {
+  /** UUID version 7: sorts by arrival. */
+  id: string;
+  organization_id: string;
+  at: string;
+  duration_ms: number;
+  request_id: string;
+  key_id: string;
+  client_address: string;
+  via: string;
+  method: string;
+  route: string;
+  action: string;
+  tool: string | null;
+  profile_id: string | null;
+  room_id: string | null;
+  instance_id: string | null;
+  command_id: string | null;
+  command: string | null;
+  exit_code: number | null;
+  /** JSON of AuditFilesChanged. */
+  files_changed: string | null;
+  file_path: string | null;
+  signal: string | null;
+  target_key_id: string | null;
+  status: number;
+  decision: string;
+  error: string | null;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   api_keys: ApiKeysTable;
@@ -126,6 +157,7 @@ export interface Database {
   commands: CommandsTable;
   served_files: ServedFilesTable;
   org_quotas: OrgQuotasTable;
+  audit_events: AuditEventsTable;
 }
 
 export type OrganizationRow = Selectable<OrganizationsTable>;
@@ -136,3 +168,4 @@ export type NewInstanceRow = Insertable<InstancesTable>;
 export type InstanceUpdate = Updateable<InstancesTable>;
 export type InstanceEventRow = Selectable<InstanceEventsTable>;
 export type CommandRow = Selectable<CommandsTable>;
+export type AuditEventRow = Selectable<AuditEventsTable>;

@@ -55,6 +55,8 @@ export interface TestAppOptions {
   onShutdown?: 'keep' | 'stop';
   /** Further settings, as flags would give them. */
   config?: ConfigOverrides;
+  /** Called with the app before it is ready, e.g. to add a hook standing in for another part of the service. */
+  beforeReady?: (app: App) => void;
 }
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -74,6 +76,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const runtime = options.fake ?? new FakeRuntime();
   const services = await createServices(config, log, real ? {} : { runtime: options.selection ?? { runtime } });
   const app = await buildApp(services);
+  options.beforeReady?.(app);
   await app.ready();
   const close = async () => {
     await app.close();

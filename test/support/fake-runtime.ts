@@ -6,6 +6,7 @@ import {
   type CommandOutcome,
   type CommandRequest,
   type FileAccess,
+  type FileChangeEntry,
   GuestFileError,
   type GuestDirEntry,
   type GuestFileInfo,
@@ -25,6 +26,10 @@ export interface FakeRuntimeOptions {
   stepDelayMs?: number;
   /** When set, provisioning waits at this step until release() is called. */
   holdAt?: ProvisionStep;
+  /** What every command reports as the files it changed (default none). */
+  commandChanges?: FileChangeEntry[];
+  /** How long every command runs, ms (default: it answers at once). */
+  commandDelayMs?: number;
 }
 
 export class FakeRuntime implements Runtime {
@@ -99,10 +104,12 @@ export class FakeRuntime implements Runtime {
   /** Commands it was asked to run. */
   readonly commands: CommandRequest[] = [];
 
-  /** Answers every command with its text as output, exit code 0, and no changed files. */
+  /** Answers every command with its text as output, exit code 0, and the changes the options name (none by default). */
   async runCommand(_instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
     this.commands.push(request);
-    return { output: request.command, outputBytes: request.command.length, outputTruncated: false, exitCode: 0, timedOut: false, changes: [] };
+    if (this.options.commandDelayMs) await new Promise((resolve) => setTimeout(resolve, this.options.commandDelayMs));
+    const changes = this.options.commandChanges ?? [];
+    return { output: request.command, outputBytes: request.command.length, outputTruncated: false, exitCode: 0, timedOut: false, changes };
   }
 
   readonly killed: string[] = [];

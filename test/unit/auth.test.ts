@@ -169,6 +169,19 @@ describe('every /api/ route', () => {
         const own = await t.app.inject({ method: 'GET', url: '/api/usage', headers: a.headers });
         assert.equal(own.json().quotas.instances.used, 1);
       },
+      'GET /api/audit': async () => {
+        // A made a key, an instance and a command in before(); B sees none of it, only its own requests.
+        const aSees = await t.app.inject({ method: 'GET', url: '/api/audit?limit=200', headers: a.headers });
+        assert.ok(aSees.json().events.some((e: { action: string }) => e.action === 'command.run'));
+        const res = await t.app.inject({ method: 'GET', url: '/api/audit?limit=200', headers: b.headers });
+        const ids = res.json().events.map((e: { event_id: string }) => e.event_id);
+        const owners = await t.services.db.selectFrom('audit_events').select('organization_id').where('id', 'in', ids.length > 0 ? ids : ['none']).execute();
+        assert.ok(owners.every((o) => o.organization_id === b.organizationId));
+        const aEvents = aSees.json().events.map((e: { event_id: string }) => e.event_id);
+        assert.ok(aEvents.every((id: string) => !ids.includes(id)));
+        const filtered = await t.app.inject({ method: 'GET', url: `/api/audit?key_id=${aKeyId}`, headers: b.headers });
+        assert.deepEqual(filtered.json().events, []);
+      },
     };
     for (const route of apiRoutes()) {
       if (route.url.includes(':')) continue;

@@ -49,6 +49,7 @@ export type KnownErrorCode =
   | 'command_failed'
   | 'runtime_unavailable'
   | 'not_ready'
+  | 'audit_unavailable'
   | 'shutting_down'
   | 'capacity_exhausted'
   | 'no_space';
@@ -62,6 +63,64 @@ export interface ApiKey {
   created_at: string;
   /** Last authenticated request, to the minute */
   last_used_at: string | null;
+}
+
+export interface AuditEvent {
+  /** Time-ordered (UUID version 7) */
+  event_id: string;
+  /** When the request (or the MCP tool call) arrived */
+  at: string;
+  /** Until the service decided (answered, or ended the tool call) */
+  duration_ms: number;
+  /** The X-Request-Id of the request; the service log carries the same id */
+  request_id: string;
+  /** The API key that made the request (its id; the key itself is never recorded) */
+  key_id: string;
+  /** Address of the client the connection came from */
+  client_address: string;
+  /** `api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp */
+  via: 'api' | 'tools' | 'mcp';
+  method: string;
+  /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
+  route: string;
+  action: 'instance.create' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  /** The tool name, for tool calls */
+  tool: string | null;
+  profile_id: string | null;
+  room_id: string | null;
+  instance_id: string | null;
+  command_id: string | null;
+  /** The command text (command.run); environment values and output are never recorded */
+  command: string | null;
+  /** Known when the request waited for the command; a background command's outcome is in its own record */
+  exit_code: number | null;
+  files_changed: AuditFilesChanged | null;
+  /** file.write and file.delete: the path (absolute once the instance resolved it); never the content */
+  file_path: string | null;
+  /** command.kill: the signal sent */
+  signal: string | null;
+  /** key.create and key.revoke: the key made or revoked */
+  target_key_id: string | null;
+  /** HTTP status of the response (200 for tool calls, whose errors are results) */
+  status: number;
+  decision: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
+  /** The error code, when the decision is not `allowed` */
+  error: string | null;
+}
+
+export interface AuditFilesChanged {
+  /** Every regular file the command created, modified or deleted */
+  total: number;
+  /** null when the result listed only part of the files (files_changed_truncated) */
+  created: number | null;
+  modified: number | null;
+  deleted: number | null;
+}
+
+export interface AuditPage {
+  /** Newest first */
+  events: AuditEvent[];
+  next_cursor: string | null;
 }
 
 export interface CommandRecord {
@@ -959,6 +1018,35 @@ export interface Paths {
       body: undefined;
       responses: {
         200: undefined;
+      };
+    };
+  };
+  '/api/audit': {
+    /** The audit trail */
+    get: {
+      params: Record<string, never>;
+      query: {
+        /** Events at or after this time */
+        since?: string;
+        /** Events before this time */
+        until?: string;
+        /** Events of this API key */
+        key_id?: string;
+        instance_id?: string;
+        profile_id?: string;
+        room_id?: string;
+        action?: 'instance.create' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
+        /** 1-200, default 50 */
+        limit?: string;
+        cursor?: string;
+      };
+      body: undefined;
+      responses: {
+        200: AuditPage;
+        400: ErrorBody;
+        401: ErrorBody;
+        503: ErrorBody;
       };
     };
   };

@@ -5,6 +5,7 @@ import { MAX_COMMAND_BYTES } from '../../core/commands.ts';
 import { AppError } from '../../errors.ts';
 import { COMMAND_SIGNALS } from '../../runtimes/types.ts';
 import type { Services } from '../../services.ts';
+import { auditCommandSession } from '../audit.ts';
 import { callerOf } from '../auth.ts';
 import { errorResponses, RoomParams } from '../schemas.ts';
 import { streamCommand } from '../sse.ts';
@@ -72,6 +73,7 @@ export function commandRoutes(app: App, { commands, log }: Services): void {
       }
       if (!wantsStream) return commands.run(organizationId, profile_id, room_id, input);
       const session = await commands.start(organizationId, profile_id, room_id, input);
+      auditCommandSession(request, session);
       streamCommand(request, reply, session, {
         onDisconnect: () => {
           if (kill_on_disconnect !== true) return;

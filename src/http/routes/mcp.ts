@@ -5,12 +5,13 @@
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createMcpServer } from '../../mcp/server.ts';
 import type { Services } from '../../services.ts';
+import { auditToolCalls } from '../audit.ts';
 import { callerOf } from '../auth.ts';
 import { errorResponses } from '../schemas.ts';
 import type { App } from '../types.ts';
 import { originOf } from './tools.ts';
 
-export function mcpRoutes(app: App, { tools, config }: Services): void {
+export function mcpRoutes(app: App, { tools, config, audit }: Services): void {
   app.post(
     '/mcp',
     {
@@ -33,6 +34,7 @@ export function mcpRoutes(app: App, { tools, config }: Services): void {
         backend: tools.backend(caller.organizationId),
         limits: tools.limits,
         publicBaseUrl: originOf(request, config.publicUrl),
+        onToolCall: auditToolCalls(request, audit),
         // API errors are tool results already; what is left is a bug.
         describeFailure: (err) => {
           request.log.error({ err }, 'MCP tool call failed');

@@ -1,0 +1,104 @@
+// The shape of the audit trail as the API shows it: one event per state-changing request
+// (or per state-changing tool call of an MCP request), and the filters GET /api/audit
+// takes. These TypeBox schemas are the one source of the fields: the route validates and
+// documents with them, core/audit.ts builds values of the types derived here.
+import Type from 'typebox';
+
+/** What a request did, whichever way it came (the API, POST …/tools/call, /mcp). */
+export const AUDIT_ACTIONS = [
+  'instance.create',
+  'instance.delete',
+  'command.run',
+  'command.kill',
+  'file.write',
+  'file.delete',
+  'profile.create',
+  'profile.update',
+  'profile.delete',
+  'key.create',
+  'key.revoke',
+  /** A tool call the service could not tell the effect of (an unknown tool name). */
+  'tool.call',
+  /** A state-changing route without an action of its own; `method` and `route` say which. */
+  'other',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+/**
+ * What the service decided: `allowed` (it did what was asked: 2xx, or a tool result that
+ * is not an error), `denied_quota` (`quota_exceeded`), `rate_limited` (a 429 code), or
+ * `error` (any other refusal or failure; `error` names its code).
+ */
+export const AUDIT_DECISIONS = ['allowed', 'denied_quota', 'rate_limited', 'error'] as const;
+export type AuditDecision = (typeof AUDIT_DECISIONS)[number];
+
+export const AUDIT_VIAS = ['api', 'tools', 'mcp'] as const;
+export type AuditVia = (typeof AUDIT_VIAS)[number];
+
+const nullable = <T extends Type.TSchema>(schema: T, description?: string) =>
+  Type.Union([schema, Type.Null()], description === undefined ? {} : { description });
+
+export const AuditFilesChanged = Type.Object(
+  {
+    total: Type.Integer({ description: 'Every regular file the command created, modified or deleted' }),
+    created: nullable(Type.Integer(), 'null when the result listed only part of the files (files_changed_truncated)'),
+    modified: nullable(Type.Integer()),
+    deleted: nullable(Type.Integer()),
+  },
+  { title: 'AuditFilesChanged' },
+);
+export type AuditFilesChanged = Type.Static<typeof AuditFilesChanged>;
+
+export const AuditEvent = Type.Object(
+  {
+    event_id: Type.String({ format: 'uuid', description: 'Time-ordered (UUID version 7)' }),
+    at: Type.String({ format: 'date-time', description: 'When the request (or the MCP tool call) arrived' }),
+    duration_ms: Type.Integer({ description: 'Until the service decided (answered, or ended the tool call)' }),
+    request_id: Type.String({ description: 'The X-Request-Id of the request; the service log carries the same id' }),
+    key_id: Type.String({ format: 'uuid', description: 'The API key that made the request (its id; the key itself is never recorded)' }),
+    client_address: Type.String({ description: 'Address of the client the connection came from' }),
+    via: Type.Enum(AUDIT_VIAS, { description: '`api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp' }),
+    method: Type.String(),
+    route: Type.String({ description: 'The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command' }),
+    action: Type.Enum(AUDIT_ACTIONS),
+    tool: nullable(Type.String(), 'The tool name, for tool calls'),
+    profile_id: nullable(Type.String()),
+    room_id: nullable(Type.String()),
+    instance_id: nullable(Type.String({ format: 'uuid' })),
+    command_id: nullable(Type.String({ format: 'uuid' })),
+    command: nullable(Type.String(), 'The command text (command.run); environment values and output are never recorded'),
+    exit_code: nullable(Type.Integer(), 'Known when the request waited for the command; a background command\'s outcome is in its own record'),
+    files_changed: nullable(AuditFilesChanged),
+    file_path: nullable(Type.String(), 'file.write and file.delete: the path (absolute once the instance resolved it); never the content'),
+    signal: nullable(Type.String(), 'command.kill: the signal sent'),
+    target_key_id: nullable(Type.String({ format: 'uuid' }), 'key.create and key.revoke: the key made or revoked'),
+    status: Type.Integer({ description: 'HTTP status of the response (200 for tool calls, whose errors are results)' }),
+    decision: Type.Enum(AUDIT_DECISIONS),
+    error: nullable(Type.String(), 'The error code, when the decision is not `allowed`'),
+  },
+  { title: 'AuditEvent' },
+);
+export type AuditEvent = Type.Static<typeof AuditEvent>;
+
+export const AuditPage = Type.Object(
+  { events: Type.Array(AuditEvent, { description: 'Newest first' }), next_cursor: Type.Union([Type.String(), Type.Null()]) },
+  { title: 'AuditPage' },
+);
+export type AuditPage = Type.Static<typeof AuditPage>;
+
+export const AuditQuery = Type.Object(
+  {
+    since: Type.Optional(Type.String({ format: 'date-time', description: 'Events at or after this time' })),
+    until: Type.Optional(Type.String({ format: 'date-time', description: 'Events before this time' })),
+    key_id: Type.Optional(Type.String({ format: 'uuid', description: 'Events of this API key' })),
+    instance_id: Type.Optional(Type.String({ format: 'uuid' })),
+    profile_id: Type.Optional(Type.String({ format: 'uuid' })),
+    room_id: Type.Optional(Type.String({ maxLength: 128 })),
+    action: Type.Optional(Type.Enum(AUDIT_ACTIONS)),
+    decision: Type.Optional(Type.Enum(AUDIT_DECISIONS)),
+    limit: Type.Optional(Type.String({ pattern: '^(200|1[0-9]{2}|[1-9][0-9]?)$', description: '1-200, default 50' })),
+    cursor: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: false },
+);
+export type AuditQuery = Type.Static<typeof AuditQuery>;
