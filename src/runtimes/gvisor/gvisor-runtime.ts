@@ -44,6 +44,8 @@ export interface GvisorOptions {
   images: ImageStore;
   log: Logger;
   dnsServers: string[];
+  /** Host tasks one sandbox may hold (the pids limit of its host cgroup). */
+  maxHostTasks: number;
 }
 
 export class GvisorRuntime implements Runtime {
@@ -55,6 +57,7 @@ export class GvisorRuntime implements Runtime {
   private readonly images: ImageStore;
   private readonly log: Logger;
   private readonly dnsServers: string[];
+  private readonly maxHostTasks: number;
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
@@ -73,6 +76,7 @@ export class GvisorRuntime implements Runtime {
     this.images = options.images;
     this.log = options.log;
     this.dnsServers = options.dnsServers;
+    this.maxHostTasks = options.maxHostTasks;
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
@@ -136,7 +140,7 @@ export class GvisorRuntime implements Runtime {
       writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? this.dnsServers : []);
       this.log.debug({ instanceId }, 'guest configuration written');
       mkdirSync(h.bundle, { recursive: true });
-      writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec })));
+      writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks })));
       await onStep('image_generated');
 
       await this.runsc.create(h.netns, instanceId, h.bundle, h.consoleLog);
