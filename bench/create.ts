@@ -10,6 +10,7 @@ import { mountOverlay, unmountAll } from '../src/host/mounts.ts';
 import { ociSpec } from '../src/runtimes/gvisor/bundle.ts';
 import { removeCgroups } from '../src/runtimes/gvisor/cgroups.ts';
 import { ImageStore } from '../src/images/builder.ts';
+import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../src/config.ts';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
 import { startBenchService } from './setup.ts';
 import { percentile, summary } from './stats.ts';
@@ -40,7 +41,7 @@ try {
     await mountOverlay({ lower: image.rootfs, upper: join(dir, 'upper'), work: join(dir, 'work'), target: join(dir, 'rootfs') });
     mkdirSync(join(dir, 'rootfs', 'tmp'), { recursive: true });
     const id = `floor-${process.pid}-${i}`;
-    writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(ociSpec({ instanceId: id, rootfs: join(dir, 'rootfs'), hostname: 'floor', spec })));
+    writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(ociSpec({ instanceId: id, rootfs: join(dir, 'rootfs'), hostname: 'floor', spec, maxHostTasks: DEFAULT_HOST_TASKS_PER_INSTANCE })));
     const netns = `rkbench-${process.pid}-${i}`;
     const runsc = (args: string[], outputFd?: number) =>
       runChecked('nsenter', [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${runscRoot}`, '--network=host', '--platform=ptrace', ...args], {

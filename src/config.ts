@@ -58,6 +58,12 @@ export interface Config {
   /** Output of finished commands kept in memory, all together, for reading by command id. */
   readonly commandOutputRetainBytes: number;
   /**
+   * Host tasks (processes and threads) one instance's sandbox may hold: the pids limit of
+   * its host cgroup. The guest's own process limits bind first; this bounds what an
+   * instance can take of the host's threads (kernel.threads-max) whatever it does.
+   */
+  readonly maxHostTasksPerInstance: number;
+  /**
    * The address clients reach the service at (e.g. behind a proxy), for the whole URLs
    * tool results give; without it, the address each request came to.
    */
@@ -138,6 +144,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxCommandsPerInstance: 'ROOMKIT_MAX_COMMANDS_PER_INSTANCE',
   maxRawReadsPerInstance: 'ROOMKIT_MAX_RAW_READS_PER_INSTANCE',
   commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
+  maxHostTasksPerInstance: 'ROOMKIT_MAX_HOST_TASKS_PER_INSTANCE',
   publicUrl: 'ROOMKIT_PUBLIC_URL',
   quotaInstances: 'ROOMKIT_QUOTA_INSTANCES',
   quotaMemoryMb: 'ROOMKIT_QUOTA_MEMORY_MB',
@@ -157,6 +164,17 @@ const ENV_NAMES: Record<keyof Config, string> = {
   metricsToken: 'ROOMKIT_METRICS_TOKEN',
   auditRetentionDays: 'ROOMKIT_AUDIT_RETENTION_DAYS',
 };
+
+/**
+ * The default host task limit of one sandbox. Measured with the guest's limits in place
+ * (128 tasks of the VM user, 256 under sudo whatever the user): bursts of both at once,
+ * in three instances at once, took each sandbox to about 4,000-4,600 host tasks under the
+ * ptrace platform (each guest process keeps a traced host process with a thread per
+ * gVisor thread that ran it, reused after it ends); the default leaves room for that to grow.
+ */
+export const DEFAULT_HOST_TASKS_PER_INSTANCE = 12_288;
+/** Below this a sandbox cannot carry the guest's own limits, and would die at the host limit. */
+export const MIN_HOST_TASKS_PER_INSTANCE = 4096;
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const raw = (key: keyof Config): string | undefined => {
@@ -276,6 +294,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxCommandsPerInstance: int('maxCommandsPerInstance', 16, 1, 1024),
     maxRawReadsPerInstance: int('maxRawReadsPerInstance', 4, 1, 64),
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
+    maxHostTasksPerInstance: int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
     publicUrl: origin('publicUrl'),
     quotaInstances: int('quotaInstances', 20, 0, 100_000),
     quotaMemoryMb: int('quotaMemoryMb', 16 * 1024, 0, 1024 * 1024 * 1024),

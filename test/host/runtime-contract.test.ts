@@ -12,6 +12,7 @@ import { hostDnsServers } from '../../src/network/firewall.ts';
 import { PROFILE_DEFAULTS } from '../../src/core/profile-schema.ts';
 import { runtimeContract } from '../support/runtime-contract.ts';
 import { TEST_IMAGES_DIR } from '../support/app.ts';
+import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../../src/config.ts';
 
 runtimeContract('gvisor', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-contract-'));
@@ -23,6 +24,7 @@ runtimeContract('gvisor', async () => {
     images: new ImageStore({ dir: TEST_IMAGES_DIR, log }),
     log,
     dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
+    maxHostTasks: DEFAULT_HOST_TASKS_PER_INSTANCE,
   });
   await runtime.start();
   return {

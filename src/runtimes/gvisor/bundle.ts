@@ -18,16 +18,9 @@ export function sandboxMemoryLimitMb(memoryMb: number): number {
 export const INSTANCE_NPROC = 128;
 /** Open files per process inside the instance. */
 export const INSTANCE_NOFILE = 8192;
-/**
- * Host tasks the whole sandbox may have: a backstop. Under the ptrace platform each
- * guest process costs several host tasks (and their kernel memory counts against the
- * sandbox's memory): a fork bomb at 256 processes was seen to peak at 12,000-20,000
- * host tasks and freeze a 768 MiB sandbox. A sandbox that cannot make a host thread dies.
- */
-export const SANDBOX_PIDS_LIMIT = 32768;
 const CPU_PERIOD_US = 100_000;
 
-const CAPABILITIES = [
+export const CAPABILITIES = [
   'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID',
   'CAP_SETPCAP', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT', 'CAP_MKNOD', 'CAP_AUDIT_WRITE', 'CAP_SETFCAP',
 ];
@@ -37,6 +30,17 @@ export interface BundleOptions {
   rootfs: string;
   hostname: string;
   spec: MachineSpec;
+  /**
+   * Host tasks the whole sandbox may have: its host cgroup's pids limit, a backstop to
+   * the guest's own limits (RLIMIT_NPROC per user, and the root service's pids cgroup
+   * inside gVisor, see guest-boot.ts), which make a guest's fork fail with EAGAIN long
+   * before. Under the ptrace platform each guest process costs a traced host process
+   * with a thread for every gVisor thread that has run it, kept for reuse after the
+   * process ends, so a sandbox holds many more host tasks than it has guest processes.
+   * A sandbox that cannot make a host thread dies (measured: at the limit runsc's
+   * sandbox exits), which is why the guest's limits must bind first.
+   */
+  maxHostTasks: number;
 }
 
 export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -88,7 +92,7 @@ export function ociSpec(options: BundleOptions): object {
       resources: {
         memory: { limit: sandboxMemoryLimitMb(spec.memory_mb) * 1024 * 1024 },
         cpu: { quota: spec.vcpus * CPU_PERIOD_US, period: CPU_PERIOD_US },
-        pids: { limit: SANDBOX_PIDS_LIMIT },
+        pids: { limit: options.maxHostTasks },
       },
     },
   };

@@ -42,17 +42,42 @@ export async function waitForInit(exec: Exec, signal: AbortSignal): Promise<void
 }
 
 /**
+ * Tasks (processes and threads) that the root service and everything started through
+ * it may have at once, whatever user they switch to. RLIMIT_NPROC binds each uid
+ * (root's included), but guest root may switch to any number of uids; this bounds all
+ * of them together, inside gVisor, so that a fork past it fails with EAGAIN instead of
+ * reaching the sandbox's host task limit (where the sandbox would die).
+ */
+export const ROOT_SERVICE_TASKS = 256;
+/** Where the boot mounts gVisor's pids cgroup controller; covered by a read-only tmpfs once set up. */
+const PIDS_MOUNT = '/run/.roomkit-pids';
+/** Only the boot's setup gets these: no guest process has CAP_SYS_ADMIN, so none can mount the controller again. */
+const SETUP_CAPS = ['CAP_SYS_ADMIN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER'];
+
+/**
  * Starts the guest's root service (images/guest/rootd.py), through which its `sudo`
- * works; images without it or without python3 simply have no sudo.
+ * works; images without it or without python3 simply have no sudo. The service runs in
+ * a pids cgroup of gVisor's own with ROOT_SERVICE_TASKS as its limit, which everything
+ * it starts inherits. Once the service is in it, the controller's mount is covered by
+ * an empty read-only tmpfs (unmounting it would drop the hierarchy and its limit), so
+ * that guest root, which lacks CAP_SYS_ADMIN to unmount or mount, can neither raise
+ * the limit nor move out.
  */
 export async function startRootService(exec: Exec): Promise<void> {
+  const setup = await exec(
+    ['sh', '-c', `set -e; mkdir -p ${PIDS_MOUNT}; mount -t cgroup -o pids roomkit ${PIDS_MOUNT}; mkdir ${PIDS_MOUNT}/sudo; echo ${ROOT_SERVICE_TASKS} > ${PIDS_MOUNT}/sudo/pids.max`],
+    { as: 'root', caps: SETUP_CAPS, timeoutMs: BOOT_TIMEOUT_MS },
+  );
+  if (setup.code !== 0) throw new Error(`could not limit the instance's root service (exit ${setup.code}): ${(setup.stderr || setup.stdout).trim()}`);
   // Started in the background from a shell inside (this runsc's `exec --detach` fails),
   // with no descriptor of ours, so it outlives this call and holds no pipe open.
-  const script = `[ -f ${ROOT_SERVICE} ] && command -v python3 >/dev/null || exit 0; setsid python3 ${ROOT_SERVICE} </dev/null >/dev/null 2>&1 &`;
+  const script = `[ -f ${ROOT_SERVICE} ] && command -v python3 >/dev/null || exit 0; echo $$ > ${PIDS_MOUNT}/sudo/cgroup.procs || exit 1; setsid python3 ${ROOT_SERVICE} </dev/null >/dev/null 2>&1 &`;
   const result = await exec(['sh', '-c', script], { as: 'root', timeoutMs: BOOT_TIMEOUT_MS });
+  const cover = await exec(['sh', '-c', `mount -t tmpfs -o ro,mode=000,size=4k roomkit ${PIDS_MOUNT}`], { as: 'root', caps: SETUP_CAPS, timeoutMs: BOOT_TIMEOUT_MS });
   if (result.code !== 0) {
     throw new Error(`could not start the instance's root service (exit ${result.code}${result.timedOut ? ', timed out' : ''}): ${(result.stderr || result.stdout).trim()}`);
   }
+  if (cover.code !== 0) throw new Error(`could not hide the instance's pids controller (exit ${cover.code}): ${(cover.stderr || cover.stdout).trim()}`);
 }
 
 /** The readiness check: a command as the VM user, in its home, which it can write, answers with its uid. */

@@ -8,6 +8,11 @@ export interface ExecIdentity {
   /** `vm`: the profile's unprivileged user in its home; `root`: root in /. */
   as: 'vm' | 'root';
   home?: string;
+  /**
+   * For root: exactly these capabilities (e.g. CAP_SYS_ADMIN for the boot's cgroup
+   * setup, which no guest process has) instead of the sandbox's.
+   */
+  caps?: readonly string[];
 }
 
 export interface ExecOptions extends ExecIdentity {
@@ -20,7 +25,7 @@ export function execArgs(instanceId: string, argv: string[], identity: ExecIdent
   const user =
     identity.as === 'vm'
       ? [`--user=${VM_UID}:${VM_UID}`, `--cwd=${identity.home ?? '/'}`, `--env=HOME=${identity.home ?? '/'}`]
-      : ['--user=0:0', '--cwd=/', '--env=HOME=/root'];
+      : ['--user=0:0', '--cwd=/', '--env=HOME=/root', ...(identity.caps ?? []).map((c) => `--cap=${c}`)];
   return ['exec', ...user, ...[PATH_ENV, ...env].map((e) => `--env=${e}`), instanceId, ...asUser(identity.as, argv)];
 }
 

@@ -48,6 +48,8 @@ export interface GvisorOptions {
   dnsServers: string[];
   /** Told of every kill by the memory guard (for metrics). */
   onMemoryGuardKill?: MemoryGuardOptions['onKill'];
+  /** Host tasks one sandbox may hold (the pids limit of its host cgroup). */
+  maxHostTasks: number;
 }
 
 export class GvisorRuntime implements Runtime {
@@ -59,6 +61,7 @@ export class GvisorRuntime implements Runtime {
   private readonly images: ImageStore;
   private readonly log: Logger;
   private readonly dnsServers: string[];
+  private readonly maxHostTasks: number;
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
@@ -77,6 +80,7 @@ export class GvisorRuntime implements Runtime {
     this.images = options.images;
     this.log = options.log;
     this.dnsServers = options.dnsServers;
+    this.maxHostTasks = options.maxHostTasks;
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
@@ -141,7 +145,7 @@ export class GvisorRuntime implements Runtime {
       writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? this.dnsServers : []);
       this.log.debug({ instanceId }, 'guest configuration written');
       mkdirSync(h.bundle, { recursive: true });
-      writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec })));
+      writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks })));
       await onStep('image_generated');
 
       await this.runsc.create(h.netns, instanceId, h.bundle, h.consoleLog);

@@ -128,21 +128,20 @@ export class MemoryGuard {
   }
 
   /**
-   * Kills the process with the largest resident memory in the instance: among the VM
-   * user's processes first, so that root's (ours included) are taken only when nothing
-   * else is left; never the init. Null when none was found.
+   * Kills the process with the largest resident memory in the instance, whoever owns
+   * it: guest root's processes (anything run through sudo) count like the VM user's,
+   * so that a root balloon cannot hide behind them. Never the init (pid 1), its `sleep
+   * infinity` (whose end would end the sandbox), nor this script. Null when none
+   * was found.
    */
   private async killLargest(instanceId: string): Promise<Victim | null> {
     const script = [
-      'ps -eo pid=,uid=,rss=,comm= --sort=-rss > /tmp/.roomkit-oom',
-      'v=$(awk \'$1 != 1 && $2 != 0 { print; exit }\' /tmp/.roomkit-oom)',
-      // Root's processes only when they are big (> 10 MiB): never the small helpers the
-      // service itself runs inside.
-      '[ -n "$v" ] || v=$(awk \'$1 != 1 && $3 > 10240 { print; exit }\' /tmp/.roomkit-oom)',
+      'ps -eo pid=,ppid=,uid=,rss=,args= --sort=-rss > /tmp/.roomkit-oom',
+      'v=$(awk -v self=$$ \'$1 != 1 && $1 != self && $2 != self && !($2 == 1 && $5 == "sleep" && $6 == "infinity") { print $1, $4, $5; exit }\' /tmp/.roomkit-oom)',
       'rm -f /tmp/.roomkit-oom',
       '[ -n "$v" ] || exit 0',
       'set -- $v',
-      'kill -9 "$1" && echo "$1 $3 $4"',
+      'kill -9 "$1" && echo "$1 $2 $3"',
     ].join('\n');
     const stdout = await this.options.runAsRoot(instanceId, script, KILL_TIMEOUT_MS);
     const match = /^(\d+) (\d+) (.*)$/m.exec(stdout);

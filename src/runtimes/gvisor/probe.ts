@@ -60,11 +60,12 @@ export const gvisorCandidate: RuntimeCandidate = {
       log,
       dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
       ...(metrics ? { onMemoryGuardKill: (_instanceId, kind) => metrics.memoryGuardKilled(kind) } : {}),
+      maxHostTasks: config.maxHostTasksPerInstance,
     });
     try {
       // Instances with internet egress are routed through the host.
       writeFileSync('/proc/sys/net/ipv4/ip_forward', '1\n');
-      // Sandboxes take many host tasks each (see SANDBOX_PIDS_LIMIT); a small pid_max
+      // Sandboxes take many host tasks each (see maxHostTasks in bundle.ts); a small pid_max
       // would let one instance's fork bomb use up the host's.
       const pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
       if (pidMax < HOST_PID_MAX) {
