@@ -396,7 +396,7 @@ describe('agreement with the server', () => {
     const handle = r.command('11111111-1111-4111-8111-111111111111');
     // One call of every public method; the lists below must name them all.
     const exercised: Record<string, Record<string, () => Promise<unknown>>> = {
-      Roomkit: { room: async () => client.room('p', 'r'), health: () => client.health(), resolveProfileId: () => client.resolveProfileId('by-name') },
+      Roomkit: { room: async () => client.room('p', 'r'), health: () => client.health(), resolveProfileId: () => client.resolveProfileId('by-name'), usage: () => client.usage() },
       Profiles: {
         list: () => client.profiles.list(),
         create: () => client.profiles.create({ name: 'n' }),

@@ -16,7 +16,7 @@ let t: TestApp;
 let org: TestOrg;
 
 before(async () => {
-  t = await startTestApp();
+  t = await startTestApp({ config: { rateLimitKeyRequests: 0, rateLimitOrgRequests: 0 } }); // the writer below outpaces any request limit
   org = await t.newOrg('backed-up');
   const profile = await t.app.inject({ method: 'POST', url: '/api/profiles', headers: org.headers, payload: { name: 'before-backup' } });
   assert.equal(profile.statusCode, 201);
