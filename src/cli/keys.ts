@@ -1,8 +1,10 @@
 // `roomkit keys create`: works directly on the data directory, also while `serve` runs
-// on it (the store allows a second writer).
+// on it (the store allows a second writer). It opens the store alone, not the services:
+// starting those would recover the running service's commands as interrupted.
 import { loadConfig } from '../config.ts';
-import { createLogger } from '../log.ts';
-import { createServices } from '../services.ts';
+import { Organizations } from '../core/orgs.ts';
+import { Profiles } from '../core/profiles.ts';
+import { openSqliteStore } from '../store/db.ts';
 import { NAME_PATTERN } from '../core/profile-schema.ts';
 import type { KeyEnv } from '../core/apikeys.ts';
 import { CliError } from './errors.ts';
@@ -18,12 +20,11 @@ export async function keysCreate(options: {
     throw new CliError(`organization name "${options.org}" is not allowed: use 1-64 characters of A-Z a-z 0-9 . _ -`, 2);
   }
   const config = loadConfig({ dataDir: options.dataDir, runtime: 'none' });
-  // Logs go to stderr so that stdout carries only the result.
-  const log = createLogger('warn', process.stderr);
-  const services = await createServices(config, log);
+  const db = await openSqliteStore(config.dataDir);
   try {
-    const { organization, created } = await services.organizations.ensure(options.org);
-    const { secret } = await services.organizations.createKey(organization.organization_id, {
+    const organizations = new Organizations({ db, profiles: new Profiles(db, config) });
+    const { organization, created } = await organizations.ensure(options.org);
+    const { secret } = await organizations.createKey(organization.organization_id, {
       env: options.env,
       name: options.name,
     });
@@ -37,6 +38,6 @@ export async function keysCreate(options: {
       );
     }
   } finally {
-    await services.close();
+    await db.destroy();
   }
 }

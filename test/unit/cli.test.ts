@@ -9,7 +9,9 @@ import { statSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { API_KEY_PATTERN } from '../../src/core/apikeys.ts';
+import { startTestApp } from '../support/app.ts';
 import { BIN, run, scratchDirs, startServer, type Server } from '../support/cli.ts';
+import { FakeRuntime } from '../support/fake-runtime.ts';
 
 const tempDir = scratchDirs();
 
@@ -52,6 +54,23 @@ describe('roomkit keys create', () => {
     assert.notEqual(env.code, 0);
     assert.match(env.stderr, /prod/);
     assert.doesNotMatch(env.stderr, /\n\s+at /);
+  });
+
+  it('leaves the running service\'s commands alone (it opens the store, not the services)', async () => {
+    const t = await startTestApp({ fake: new FakeRuntime({ commandDelayMs: 5000 }) });
+    try {
+      const org = await t.newOrg();
+      const room = `/api/profile/${org.defaultProfileId}/room/busy`;
+      assert.equal((await t.app.inject({ method: 'POST', url: room, headers: org.headers })).statusCode, 201);
+      const started = await t.app.inject({ method: 'POST', url: `${room}/command`, headers: org.headers, payload: { command: 'sleep 5', background: true } });
+      assert.equal(started.statusCode, 202, started.body);
+      const res = await run(['keys', 'create', '--org', 'beside', '--json', '--data-dir', t.dataDir]);
+      assert.equal(res.code, 0, res.stderr);
+      const row = await t.services.db.selectFrom('commands').select('state').where('id', '=', started.json().command_id).executeTakeFirstOrThrow();
+      assert.equal(row.state, 'running');
+    } finally {
+      await t.close();
+    }
   });
 });
 
