@@ -7,7 +7,8 @@ import type { Profile } from '../core/profile-schema.ts';
 import { LIVE_STATES } from '../core/lifecycle.ts';
 import { ImageStore } from '../images/builder.ts';
 import { createLogger } from '../log.ts';
-import { createServices, type Services } from '../services.ts';
+import { Profiles } from '../core/profiles.ts';
+import { type Db, openSqliteStore } from '../store/db.ts';
 import { CliError } from './errors.ts';
 
 interface Common {
@@ -15,13 +16,23 @@ interface Common {
   json?: boolean | undefined;
 }
 
-async function withServices<T>(options: Common, work: (services: Services) => Promise<T>): Promise<T> {
+/** What these commands read: the store and its profiles. */
+interface Store {
+  db: Db;
+  profiles: Profiles;
+}
+
+/**
+ * Opens the data directory's store alone, not the services: starting those beside a
+ * running server would recover its running commands as interrupted.
+ */
+async function withStore<T>(options: Common, work: (store: Store) => Promise<T>): Promise<T> {
   const config = loadConfig({ dataDir: options.dataDir, runtime: 'none' });
-  const services = await createServices(config, createLogger('warn', process.stderr));
+  const db = await openSqliteStore(config.dataDir);
   try {
-    return await work(services);
+    return await work({ db, profiles: new Profiles(db, config) });
   } finally {
-    await services.close();
+    await db.destroy();
   }
 }
 
@@ -32,7 +43,7 @@ function imageStore(options: Common, progress: boolean): ImageStore {
 }
 
 export async function imagesBuild(profileRef: string, options: Common & { org?: string | undefined }): Promise<void> {
-  const profile = await withServices(options, (services) => findProfile(services, profileRef, options.org));
+  const profile = await withStore(options, (services) => findProfile(services, profileRef, options.org));
   const started = Date.now();
   const image = await imageStore(options, !options.json).ensure({
     image: profile.image,
@@ -67,7 +78,7 @@ export async function imagesList(options: Common): Promise<void> {
 
 export async function imagesPrune(options: Common): Promise<void> {
   const config = loadConfig({ dataDir: options.dataDir });
-  const inUse = await withServices(options, async (services) => {
+  const inUse = await withStore(options, async (services) => {
     const live = await services.db.selectFrom('instances').select('id').where('state', 'in', LIVE_STATES).execute();
     return new Set(live.map((row) => imageKeyOf(config.dataDir, row.id)).filter((k): k is string => k !== undefined));
   });
@@ -86,7 +97,7 @@ function imageKeyOf(dataDir: string, instanceId: string): string | undefined {
   }
 }
 
-async function findProfile(services: Services, ref: string, orgName: string | undefined): Promise<Profile> {
+async function findProfile(services: Store, ref: string, orgName: string | undefined): Promise<Profile> {
   const orgs = await services.db.selectFrom('organizations').selectAll().orderBy('created_at').execute();
   const org = orgName === undefined ? (orgs.length === 1 ? orgs[0] : undefined) : orgs.find((o) => o.name === orgName);
   if (!org) {
