@@ -67,7 +67,8 @@ describe('roomkit keys create', () => {
       const res = await run(['keys', 'create', '--org', 'beside', '--json', '--data-dir', t.dataDir]);
       assert.equal(res.code, 0, res.stderr);
       const row = await t.services.db.selectFrom('commands').select('state').where('id', '=', started.json().command_id).executeTakeFirstOrThrow();
-      assert.equal(row.state, 'running');
+      // Still running, or ended on its own if the CLI was slow; never recorded as interrupted by it.
+      assert.notEqual(row.state, 'interrupted');
     } finally {
       await t.close();
     }
