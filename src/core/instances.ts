@@ -479,7 +479,7 @@ function notReady(row: InstanceRow): AppError {
   const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
   const message =
     row.state === 'failed'
-      ? `the room's instance failed to start (${row.failure_reason}); delete it with DELETE ${room} and create another with POST ${room}`
+      ? `the room's instance failed (${row.failure_reason}); delete it with DELETE ${room} and create another with POST ${room}`
       : `the room's instance is ${row.state}, not ready; poll GET ${room} until its state is "ready"`;
   return new AppError('instance_not_ready', message, { instance_id: row.id, state: row.state });
 }
