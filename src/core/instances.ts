@@ -3,7 +3,9 @@
 // idempotent, provisioning runs in the background (callers may wait for it), and a
 // delete during provisioning cancels it and tears down what was made. Every end is
 // recorded with why (a reason code and words): a delete (and by which key), a limit,
-// the machine ending by itself (reported by the runtime), a start that failed.
+// the machine ending by itself (reported by the runtime), a start that failed. Over
+// 400 lines: every move of an instance's life (create, provision, stop, expire, fail)
+// is in this one class, so that the order of their awaits can be read in one place.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
@@ -21,6 +23,7 @@ import { nowIso } from '../lib/time.ts';
 import type { Admission } from './admission.ts';
 import type { Quotas } from './quotas.ts';
 import type { Metrics } from '../metrics.ts';
+import { type Reconciled, reconcileWithHost } from './reconcile.ts';
 
 interface Provisioning {
   done: Promise<void>;
@@ -296,59 +299,11 @@ export class Instances {
     return this.records.list(organizationId, options);
   }
 
-  /**
-   * Makes the host agree with the store after a start: ready instances that still run
-   * are adopted; whatever the runtime holds for any other instance is removed; then
-   * instances that were being deleted are recorded as stopped, and every other live
-   * one (half-made, or found dead) as failed, with the reason.
-   */
-  async reconcile(): Promise<{ adopted: string[]; failed: string[]; stopped: string[]; swept: string[] }> {
+  /** Makes the host agree with the store after a start (see reconcile.ts). */
+  async reconcile(): Promise<Reconciled> {
     const selection = this.runtimeSelection;
     if (!('runtime' in selection)) return { adopted: [], failed: [], stopped: [], swept: [] };
-    const runtime = selection.runtime;
-    const rows = await this.db.selectFrom('instances').selectAll().where('state', 'in', LIVE_STATES).execute();
-    const adopted: string[] = [];
-    const outcomes: { row: InstanceRow; to: 'failed' | 'stopped'; why: EndReason }[] = [];
-    for (const row of rows) {
-      if (row.state === 'ready' && row.runtime === runtime.name) {
-        const health = await runtime.health(row.id);
-        if (health.healthy) {
-          await runtime.adopt(row.id);
-          adopted.push(row.id);
-          this.log.info({ instanceId: row.id }, 'instance adopted at start');
-          continue;
-        }
-        outcomes.push({ row, to: 'failed', why: { reason: `found unhealthy at service start: ${health.reason}`, code: 'host_lost' } });
-      } else if (row.state === 'stopping') {
-        // Its stop was under way: it ends for the same reason, now that it is done.
-        const stopping = await this.records.lastEndReason(row.id);
-        outcomes.push({
-          row,
-          to: 'stopped',
-          why: { ...(stopping ?? { code: 'service_stopped' }), reason: 'stopped when the service started again' },
-        });
-      } else {
-        outcomes.push({ row, to: 'failed', why: { reason: `the service stopped while the instance was ${row.state}`, code: 'service_stopped' } });
-      }
-    }
-    // Remove first, record after: a row says `stopped` or `failed` only once nothing of
-    // it is left on the host.
-    let swept: string[] = [];
-    try {
-      swept = await runtime.sweep(new Set(adopted));
-    } catch (err) {
-      this.log.error({ err }, 'could not remove everything left on the host; the next start tries again');
-    }
-    for (const { row, to, why } of outcomes) {
-      await this.records.transition(row.id, to, why);
-      this.log.warn({ instanceId: row.id, state: to, reason: why.reason, reasonCode: why.code }, 'instance settled at start');
-    }
-    const failed = outcomes.filter((o) => o.to === 'failed').map((o) => o.row.id);
-    const stopped = outcomes.filter((o) => o.to === 'stopped').map((o) => o.row.id);
-    if (rows.length + swept.length > 0) {
-      this.log.info({ adopted: adopted.length, failed: failed.length, stopped: stopped.length, swept }, 'reconciled instances with the host');
-    }
-    return { adopted, failed, stopped, swept };
+    return reconcileWithHost({ db: this.db, records: this.records, runtime: selection.runtime, log: this.log });
   }
 
   /**
