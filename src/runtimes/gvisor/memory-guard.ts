@@ -204,8 +204,8 @@ export class MemoryGuard {
     // The markers first (a dead process has none to read), then again until none is
     // left: a process may fork between the listing and the kill.
     const script = [
-      MARKER_OF,
-      `for p in $(ps -u ${VM_UID} -o pid=); do marker_of "$p"; done | sort -u | sed 's/^/marker /'`,
+      // One grep over all of their environments: a process per process is too slow in a sandbox at its ceiling.
+      `grep -azh '^${COMMAND_MARKER}=' $(ps -u ${VM_UID} -o pid= | sed 's|^ *\\([0-9]*\\).*|/proc/\\1/environ|') </dev/null 2>/dev/null | tr '\\0' '\\n' | sort -u | sed 's/^${COMMAND_MARKER}=/marker /'`,
       `n=$(ps -u ${VM_UID} --no-headers | wc -l); i=0; while pkill -KILL -u ${VM_UID} && [ $i -lt 50 ]; do i=$((i+1)); sleep 0.1; done; echo "count $n"`,
     ].join('\n');
     const stdout = await this.options.runAsRoot(instanceId, script, KILL_TIMEOUT_MS);
