@@ -1,7 +1,7 @@
 // Why an instance or a command ended, with real gVisor instances: guest root blowing a
 // memory balloon past memory_mb is stopped by the memory guard, its command says
 // out_of_memory and the instance lives on; a command past its time limit says
-// time_limit; a delete records the key that asked; a sandbox killed from the host makes
+// time_limit; one failing with the disk full says disk_full; a delete records the key that asked; a sandbox killed from the host makes
 // its instance failed with sandbox_exited within seconds, and nothing of it is left.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -99,6 +99,19 @@ for i in range(1, ${(MEMORY_MB * 3) / 16}):
     assert.equal(answer.result.timed_out, true);
     assert.equal(answer.result.exit_code, 124);
     assert.equal(answer.result.end_reason, 'time_limit');
+  });
+
+  it('a command that fails with the disk full says disk_full', async () => {
+    // Positive control: the same write, small, succeeds.
+    const small = await run('balloon', 'dd if=/dev/zero of=small bs=1M count=8 && rm small');
+    assert.equal(small.result.exit_code, 0, small.result.output);
+    assert.equal(small.result.end_reason, 'exited');
+    const answer = await run('balloon', 'dd if=/dev/zero of=fill bs=1M count=2048');
+    assert.notEqual(answer.result.exit_code, 0);
+    assert.match(answer.result.output, /No space left on device/);
+    assert.equal(answer.result.end_reason, 'disk_full');
+    const freed = await run('balloon', 'rm fill; echo freed');
+    assert.equal(freed.result.end_reason, 'exited');
   });
 
   it('a delete records reason_code deleted and the key that asked', async () => {
