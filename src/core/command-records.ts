@@ -4,7 +4,7 @@
 import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import { nowIso } from '../lib/time.ts';
-import { COMMAND_STATES, type CommandPage, type CommandRecord, type CommandState } from './command-schema.ts';
+import { COMMAND_END_REASONS, COMMAND_STATES, type CommandEndReason, type CommandPage, type CommandRecord, type CommandState } from './command-schema.ts';
 import { decodeCursor, encodeCursor } from './page-cursor.ts';
 
 export interface StartedCommand {
@@ -18,8 +18,9 @@ export interface StartedCommand {
   startedAt: string;
 }
 
-/** What a command's end records; a command cut off by a restart has none of it. */
+/** What a command's end records; a command cut off by a restart has only its end reason. */
 export interface CommandEnd {
+  end_reason: CommandEndReason;
   exit_code?: number;
   output_bytes?: number;
   files_changed?: number;
@@ -52,6 +53,7 @@ export class CommandRecords {
         started_at: c.startedAt,
         finished_at: null,
         duration_ms: null,
+        end_reason: null,
       })
       .execute();
   }
@@ -119,5 +121,7 @@ export function toRecord(row: CommandRow): CommandRecord {
     started_at: row.started_at,
     finished_at: row.finished_at,
     duration_ms: row.duration_ms,
+    // A reason this build does not know (written by a newer one) reads as unknown.
+    end_reason: (COMMAND_END_REASONS as readonly (string | null)[]).includes(row.end_reason) ? (row.end_reason as CommandEndReason) : null,
   };
 }

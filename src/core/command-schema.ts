@@ -8,6 +8,31 @@ import { PathEncoding } from './file-schema.ts';
 export const COMMAND_STATES = ['running', 'exited', 'timed_out', 'killed', 'interrupted', 'error'] as const;
 export type CommandState = (typeof COMMAND_STATES)[number];
 
+/**
+ * Why a command ended, for code to branch on. A fixed set: new reasons may be added,
+ * so treat an unknown one as "other".
+ */
+export const COMMAND_END_REASONS = [
+  'exited',
+  'signal',
+  'time_limit',
+  'killed',
+  'out_of_memory',
+  'disk_full',
+  'instance_stopped',
+  'service_stopped',
+  'error',
+] as const;
+export type CommandEndReason = (typeof COMMAND_END_REASONS)[number];
+
+const END_REASON_DESCRIPTION =
+  'Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), ' +
+  '`time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and ' +
+  'roomkit killed a process of this command), `disk_full` (it failed with the instance\'s disk full), `instance_stopped` ' +
+  '(its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` ' +
+  '(it could not be run)';
+export const CommandEndReason = Type.Enum(COMMAND_END_REASONS, { description: END_REASON_DESCRIPTION });
+
 export const FileChange = Type.Object(
   {
     path: Type.String({ description: 'Absolute path in the instance (percent-escaped when `path_encoding` says so)' }),
@@ -35,6 +60,7 @@ export const CommandResult = Type.Object(
       output_bytes: Type.Integer({ description: 'Bytes the command printed, all of them' }),
       files_changed_total: Type.Integer(),
       files_changed_truncated: Type.Boolean(),
+      end_reason: CommandEndReason,
     }),
     command_id: Type.String({ format: 'uuid' }),
     started_at: Type.String({ format: 'date-time' }),
@@ -67,6 +93,7 @@ export const CommandRecord = Type.Object(
     output_bytes: Type.Union([Type.Integer(), Type.Null()]),
     files_changed: Type.Union([Type.Integer(), Type.Null()]),
     ...timing,
+    end_reason: Type.Union([CommandEndReason, Type.Null()], { description: `${END_REASON_DESCRIPTION}. Null while it runs, and for commands recorded before end reasons were kept` }),
   },
   { title: 'CommandRecord' },
 );
@@ -83,6 +110,7 @@ export const CommandStatus = Type.Object(
     background: Type.Boolean(),
     exit_code: Type.Union([Type.Integer(), Type.Null()], { description: 'null while running' }),
     ...timing,
+    end_reason: Type.Union([CommandEndReason, Type.Null()], { description: `${END_REASON_DESCRIPTION}. Null while it runs, and for commands recorded before end reasons were kept` }),
     output: Type.String({ description: 'Output from output_offset to next_offset (stdout and stderr interleaved)' }),
     output_offset: Type.Integer({ description: 'Byte offset where `output` starts: more than asked for when older output was no longer kept' }),
     next_offset: Type.Integer({ description: 'Byte offset to ask for next (`?offset=`) to get only newer output' }),

@@ -1,13 +1,14 @@
 // Commands: run a shell command in a room's instance and report its output, exit code
 // and the files it changed, as the spec's CommandResult. Every command is recorded in
-// the store (running, then how it ended), so a room's history can be listed.
+// the store (running, then how it ended and why: its end reason), so a room's history
+// can be listed.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { CommandRecords, toRecord } from './command-records.ts';
-import type { CommandPage, CommandResult, CommandState, CommandStatus, FileChange } from './command-schema.ts';
-import type { CommandSignal, FileChangeEntry } from '../runtimes/types.ts';
+import type { CommandEndReason, CommandPage, CommandResult, CommandState, CommandStatus, FileChange } from './command-schema.ts';
+import type { CommandOutcome, CommandSignal, FileChangeEntry } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import type { Instances } from './instances.ts';
@@ -85,6 +86,8 @@ export interface CommandSession {
   error?: AppError;
   state: CommandState;
   finishedAt?: number;
+  /** A kill request signalled its processes. */
+  killRequested?: boolean;
 }
 
 export class Commands {
@@ -195,15 +198,18 @@ export class Commands {
         const changes = outcome.changes ?? [];
         const limit = this.config.filesChangedLimit;
         // A command cut off by its instance stopping did not end on its own.
-        const stopped = session.state !== 'killed' && !outcome.timedOut && !(await this.instances.isReady(instance.id));
+        const stopped =
+          session.state !== 'killed' && !outcome.timedOut && (outcome.instanceGone === true || !(await this.instances.isReady(instance.id)));
         const state: CommandState = outcome.timedOut ? 'timed_out' : session.state === 'killed' ? 'killed' : stopped ? 'interrupted' : 'exited';
+        const endReason = endReasonOf(outcome, state, session.killRequested === true);
         await this.records.finish(commandId, state, {
+          end_reason: endReason,
           exit_code: outcome.exitCode,
           output_bytes: outcome.outputBytes,
           files_changed: changes.length,
           duration_ms: durationMs,
         });
-        log.info({ exitCode: outcome.exitCode, state, durationMs, filesChanged: changes.length }, 'command finished');
+        log.info({ exitCode: outcome.exitCode, state, endReason, durationMs, filesChanged: changes.length }, 'command finished');
         // What the result lists is what a `raw_files: changed` profile serves publicly.
         await this.servedFiles
           .record(instance.id, changes.slice(0, limit))
@@ -222,6 +228,7 @@ export class Commands {
             output_bytes: outcome.outputBytes,
             files_changed_total: changes.length,
             files_changed_truncated: changes.length > limit || outcome.changesIncomplete === true,
+            end_reason: endReason,
           },
           command_id: commandId,
           started_at: startedAt,
@@ -232,7 +239,7 @@ export class Commands {
         log.error({ err }, 'command could not run');
         session.state = 'error';
         session.error = new AppError('command_failed', `the command could not be run in instance ${instance.id}: ${(err as Error).message}`);
-        await this.records.finish(commandId, 'error', { duration_ms: Math.round(performance.now() - started) }).catch((e: unknown) =>
+        await this.records.finish(commandId, 'error', { end_reason: 'error', duration_ms: Math.round(performance.now() - started) }).catch((e: unknown) =>
           log.error({ err: e }, 'could not record the command\'s end'),
         );
       } finally {
@@ -271,6 +278,7 @@ export class Commands {
       started_at: record.started_at,
       finished_at: record.finished_at,
       duration_ms: record.duration_ms,
+      end_reason: session?.result?.result.end_reason ?? record.end_reason,
       output: read?.data ?? '',
       output_offset: read?.offset ?? Math.min(options.offset ?? 0, printed),
       next_offset: read?.end ?? printed,
@@ -297,6 +305,7 @@ export class Commands {
       throw new AppError('command_not_running', `command ${commandId} is not running (it is ${session?.state ?? row.state}); there is nothing to kill`);
     }
     if (signal === 'KILL') session.state = 'killed';
+    session.killRequested = true;
     const runtime = this.instances.activeRuntime();
     // A command asked to stop right after it started may have no process yet: signal
     // again until one was hit (other signals) or the command has ended (KILL), so the
@@ -370,11 +379,29 @@ export class Commands {
           this.log.warn({ instanceId: row.instance_id, commandId: row.id, err }, 'could not end an interrupted command');
         }
       }
-      await this.records.finish(row.id, 'interrupted', {});
+      await this.records.finish(row.id, 'interrupted', { end_reason: 'service_stopped' });
     }
     return rows.length;
   }
 
+}
+
+/** Highest signal number; an exit code of 128+n up to it says the shell died of signal n. */
+const MAX_SIGNAL = 64;
+
+/**
+ * Why a command ended, most specific first: roomkit's own doing (its time limit, a
+ * kill request, the memory guard, its instance going), then what the command's own
+ * end shows (a full disk behind a failure, a signal, an exit).
+ */
+export function endReasonOf(outcome: CommandOutcome, state: CommandState, killRequested: boolean): CommandEndReason {
+  if (outcome.timedOut) return 'time_limit';
+  if (state === 'killed' || (killRequested && outcome.exitCode > 128)) return 'killed';
+  if (outcome.outOfMemory) return 'out_of_memory';
+  if (state === 'interrupted') return 'instance_stopped';
+  if (outcome.exitCode !== 0 && outcome.diskFull) return 'disk_full';
+  if (outcome.exitCode > 128 && outcome.exitCode <= 128 + MAX_SIGNAL) return 'signal';
+  return 'exited';
 }
 
 function validate(input: CommandInput): void {

@@ -5,9 +5,16 @@
 import type { Db } from '../store/db.ts';
 import type { InstanceRow } from '../store/schema.ts';
 import { nowIso } from '../lib/time.ts';
-import type { Instance, InstancePage, InstanceResources } from './instance-schema.ts';
+import type { Instance, InstancePage, InstanceReasonCode, InstanceResources } from './instance-schema.ts';
 import { assertTransition, type InstanceState, isState, LIVE_STATES } from './lifecycle.ts';
 import { decodeCursor, encodeCursor } from './page-cursor.ts';
+
+/** Why an instance is stopping, stopped or failed: in words, as a code, and whose request it was. */
+export interface EndReason {
+  reason: string;
+  code: InstanceReasonCode;
+  keyId?: string;
+}
 
 export interface ListOptions {
   profileId?: string;
@@ -48,11 +55,26 @@ export class InstanceRecords {
     };
   }
 
-  /** Moves an instance to `to`, enforcing the state machine, and records the move. */
-  async transition(instanceId: string, to: InstanceState, reason?: string): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
+  /** Moves an instance to `to`, enforcing the state machine, and records the move (with why, for an end). */
+  async transition(instanceId: string, to: InstanceState, why?: EndReason): Promise<void> {
+    await this.move(instanceId, to, why);
+  }
+
+  /**
+   * Moves an instance to `to` only if it is in state `from` now (in the same
+   * transaction); returns whether it did. For moves that another one may have
+   * overtaken, such as failing an instance that a delete is stopping.
+   */
+  async transitionFrom(instanceId: string, from: InstanceState, to: InstanceState, why?: EndReason): Promise<boolean> {
+    return this.move(instanceId, to, why, from);
+  }
+
+  private async move(instanceId: string, to: InstanceState, why: EndReason | undefined, onlyFrom?: InstanceState): Promise<boolean> {
+    const reason = why?.reason;
+    return this.db.transaction().execute(async (trx) => {
       const row = await trx.selectFrom('instances').select(['state']).where('id', '=', instanceId).executeTakeFirstOrThrow();
       const from = row.state as InstanceState;
+      if (onlyFrom !== undefined && from !== onlyFrom) return false;
       assertTransition(from, to);
       const at = nowIso();
       const last = await trx
@@ -71,8 +93,17 @@ export class InstanceRecords {
       await trx.updateTable('instances').set({ progress: null }).where('id', '=', instanceId).execute();
       await trx
         .insertInto('instance_events')
-        .values({ instance_id: instanceId, seq: Number(last?.seq ?? 0) + 1, state: to, at, reason: reason ?? null })
+        .values({
+          instance_id: instanceId,
+          seq: Number(last?.seq ?? 0) + 1,
+          state: to,
+          at,
+          reason: reason ?? null,
+          reason_code: why?.code ?? null,
+          key_id: why?.keyId ?? null,
+        })
         .execute();
+      return true;
     });
   }
 
@@ -99,6 +130,18 @@ export class InstanceRecords {
       .executeTakeFirst();
   }
 
+  /** Why the instance's latest step was made, when it was an end (e.g. a stop under way). */
+  async lastEndReason(instanceId: string): Promise<EndReason | undefined> {
+    const e = await this.db
+      .selectFrom('instance_events')
+      .select(['reason', 'reason_code', 'key_id'])
+      .where('instance_id', '=', instanceId)
+      .orderBy('seq', 'desc')
+      .executeTakeFirst();
+    if (!e?.reason_code) return undefined;
+    return { reason: e.reason ?? '', code: e.reason_code as InstanceReasonCode, ...(e.key_id === null ? {} : { keyId: e.key_id }) };
+  }
+
   async getRow(instanceId: string): Promise<InstanceRow> {
     return this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirstOrThrow();
   }
@@ -119,6 +162,8 @@ export class InstanceRecords {
         state: e.state as InstanceState,
         at: e.at,
         ...(e.reason === null ? {} : { reason: e.reason }),
+        ...(e.reason_code === null ? {} : { reason_code: e.reason_code as InstanceReasonCode }),
+        ...(e.key_id === null ? {} : { key_id: e.key_id }),
       })),
       failure_reason: row.failure_reason,
       progress: row.progress,

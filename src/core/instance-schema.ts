@@ -6,6 +6,33 @@ import { STATES } from './lifecycle.ts';
 
 export const State = Type.Enum(STATES);
 
+/**
+ * Why an instance stopped or failed, for code to branch on (the `reason` beside it says
+ * it in words). A fixed set: new codes may be added, so treat an unknown one as
+ * "other".
+ */
+export const INSTANCE_REASON_CODES = [
+  'deleted',
+  'idle',
+  'lifetime',
+  'out_of_memory',
+  'sandbox_exited',
+  'host_lost',
+  'provision_failed',
+  'service_stopped',
+  'teardown_failed',
+] as const;
+export type InstanceReasonCode = (typeof INSTANCE_REASON_CODES)[number];
+
+export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
+  description:
+    'Why the instance is stopping, stopped or failed: `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), ' +
+    '`lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` ' +
+    '(its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` ' +
+    '(it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), ' +
+    '`teardown_failed` (what it held could not all be removed)',
+});
+
 export const Instance = Type.Object(
   {
     instance_id: Type.String({ format: 'uuid' }),
@@ -16,7 +43,9 @@ export const Instance = Type.Object(
       Type.Object({
         state: State,
         at: Type.String({ format: 'date-time' }),
-        reason: Type.Optional(Type.String()),
+        reason: Type.Optional(Type.String({ description: 'Why it got to this state, in words' })),
+        reason_code: Type.Optional(InstanceReasonCode),
+        key_id: Type.Optional(Type.String({ description: 'The API key whose request caused this step (a delete)' })),
       }),
       { description: 'Every state the instance has been in, oldest first, with when it got there' },
     ),

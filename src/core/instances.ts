@@ -1,13 +1,17 @@
 // Instances: one live instance per room of a profile. This service owns the record of
 // every instance and its state machine; the runtime does the machine work. Creation is
 // idempotent, provisioning runs in the background (callers may wait for it), and a
-// delete during provisioning cancels it and tears down what was made.
+// delete during provisioning cancels it and tears down what was made. Every end is
+// recorded with why (a reason code and words): a delete (and by which key), a limit,
+// the machine ending by itself (reported by the runtime), a start that failed. Over
+// 400 lines: every move of an instance's life (create, provision, stop, expire, fail)
+// is in this one class, so that the order of their awaits can be read in one place.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
 import type { Instance, InstancePage, InstanceResources } from './instance-schema.ts';
-import { InstanceRecords, type ListOptions, stateOf } from './instance-records.ts';
-import type { Runtime, RuntimeSelection } from '../runtimes/types.ts';
+import { type EndReason, InstanceRecords, type ListOptions, stateOf } from './instance-records.ts';
+import type { Runtime, RuntimeEvent, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { InstanceRow } from '../store/schema.ts';
@@ -19,6 +23,7 @@ import { nowIso } from '../lib/time.ts';
 import type { Admission } from './admission.ts';
 import type { Quotas } from './quotas.ts';
 import type { Metrics } from '../metrics.ts';
+import { type Reconciled, reconcileWithHost } from './reconcile.ts';
 
 interface Provisioning {
   done: Promise<void>;
@@ -34,6 +39,8 @@ export class Instances {
   private readonly quotas: Quotas;
   private readonly admission: Admission;
   private readonly provisioning = new Map<string, Provisioning>();
+  /** Instances whose machine ended by itself, while what is left of them is removed. */
+  private readonly ending = new Map<string, Promise<void>>();
   private closing = false;
   private expiryTimer: NodeJS.Timeout | undefined;
   private busy: (instanceId: string) => boolean = () => false;
@@ -48,6 +55,7 @@ export class Instances {
     this.profiles = deps.profiles;
     this.runtimeSelection = deps.runtime;
     this.log = deps.log;
+    if ('runtime' in deps.runtime) deps.runtime.runtime.onEvent((event) => this.onRuntimeEvent(event));
   }
 
   /**
@@ -98,7 +106,10 @@ export class Instances {
           await this.quotas.assertInstanceFits(trx, organizationId, resources);
           await this.admission.assertFits(trx, runtime, resources);
           await trx.insertInto('instances').values(row).execute();
-          await trx.insertInto('instance_events').values({ instance_id: row.id, seq: 1, state: 'active', at: now, reason: null }).execute();
+          await trx
+            .insertInto('instance_events')
+            .values({ instance_id: row.id, seq: 1, state: 'active', at: now, reason: null, reason_code: null, key_id: null })
+            .execute();
           return undefined;
         }),
       );
@@ -127,8 +138,8 @@ export class Instances {
     return this.records.view(row);
   }
 
-  /** Stops the room's instance and removes everything it holds. */
-  async delete(organizationId: string, profileId: string, roomId: string): Promise<Instance> {
+  /** Stops the room's instance and removes everything it holds; `keyId` is the key that asked, for the record. */
+  async delete(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
     await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw instanceNotFound(profileId, roomId);
@@ -137,7 +148,12 @@ export class Instances {
       await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
       return this.records.view(row);
     }
-    await this.stop(row, 'deleted by the API');
+    const keyId = options.keyId;
+    await this.stop(row, {
+      reason: keyId === undefined ? 'deleted through the API' : `deleted through the API with key ${keyId}`,
+      code: 'deleted',
+      ...(keyId === undefined ? {} : { keyId }),
+    });
     return this.records.view(await this.records.getRow(row.id));
   }
 
@@ -205,13 +221,16 @@ export class Instances {
     for (const row of rows) {
       const age = (now - Date.parse(row.created_at)) / 1000;
       const idle = (now - Date.parse(row.last_active_at ?? row.created_at)) / 1000;
-      let reason: string | undefined;
-      if (row.max_lifetime_s > 0 && age >= row.max_lifetime_s) reason = `reached its lifetime limit of ${row.max_lifetime_s} s`;
-      else if (row.idle_timeout_s > 0 && idle >= row.idle_timeout_s && !this.busy(row.id)) reason = `idle for ${row.idle_timeout_s} s`;
-      if (!reason) continue;
-      this.log.info({ instanceId: row.id, reason }, 'instance expired');
+      let why: EndReason | undefined;
+      if (row.max_lifetime_s > 0 && age >= row.max_lifetime_s) {
+        why = { reason: `reached its lifetime limit of ${row.max_lifetime_s} s`, code: 'lifetime' };
+      } else if (row.idle_timeout_s > 0 && idle >= row.idle_timeout_s && !this.busy(row.id)) {
+        why = { reason: `idle for ${row.idle_timeout_s} s`, code: 'idle' };
+      }
+      if (!why) continue;
+      this.log.info({ instanceId: row.id, reason: why.reason, reasonCode: why.code }, 'instance expired');
       try {
-        await this.stop(row, reason);
+        await this.stop(row, why);
         expired.push(row.id);
       } catch (err) {
         // Deleted or changed by a request in the meantime; the next check sees it as it is.
@@ -234,12 +253,45 @@ export class Instances {
     this.expiryTimer.unref();
   }
 
-  private async stop(row: InstanceRow, reason: string): Promise<void> {
+  private async stop(row: InstanceRow, why: EndReason): Promise<void> {
     // Cancel provisioning first, so the runtime reports no further step once stopping.
-    this.provisioning.get(row.id)?.abort.abort(new Error(reason));
-    if (stateOf(row) !== 'stopping') await this.records.transition(row.id, 'stopping', reason);
+    this.provisioning.get(row.id)?.abort.abort(new Error(why.reason));
+    if (stateOf(row) !== 'stopping') await this.records.transition(row.id, 'stopping', why);
     await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
-    await this.teardown(row.id, reason);
+    await this.teardown(row.id, why);
+  }
+
+  /** What the runtime reports about an instance outside any request. */
+  private onRuntimeEvent(event: RuntimeEvent): void {
+    if (event.type === 'memory_kill') {
+      // The commands it hit say so in their results; the instance lives on.
+      this.log.warn({ instanceId: event.instanceId, kind: event.kind, commandIds: event.commandIds, detail: event.detail }, 'memory guard killed processes');
+      return;
+    }
+    const done = this.machineExited(event)
+      .catch((err: unknown) => this.log.error({ instanceId: event.instanceId, err }, 'could not record an instance whose machine ended'))
+      .finally(() => this.ending.delete(event.instanceId));
+    this.ending.set(event.instanceId, done);
+  }
+
+  /**
+   * A ready instance's machine ended by itself: what is left of it is removed, then it
+   * is recorded as failed, with whether memory was why. One being stopped or started
+   * meanwhile is left to that.
+   */
+  private async machineExited(event: Extract<RuntimeEvent, { type: 'machine_exited' }>): Promise<void> {
+    const id = event.instanceId;
+    const row = await this.db.selectFrom('instances').select('state').where('id', '=', id).executeTakeFirst();
+    if (row?.state !== 'ready') return;
+    const why: EndReason = { reason: event.detail, code: event.outOfMemory ? 'out_of_memory' : 'sandbox_exited' };
+    this.log.warn({ instanceId: id, reason: why.reason, reasonCode: why.code }, 'instance machine ended by itself');
+    try {
+      await this.runtime().destroy(id);
+    } catch (err) {
+      // Recorded anyway: the next start's sweep removes what is left.
+      this.log.error({ instanceId: id, err }, 'could not remove what was left of an instance whose machine ended');
+    }
+    await this.records.transitionFrom(id, 'ready', 'failed', why);
   }
 
   /** The organization's instances, newest first. */
@@ -247,53 +299,11 @@ export class Instances {
     return this.records.list(organizationId, options);
   }
 
-  /**
-   * Makes the host agree with the store after a start: ready instances that still run
-   * are adopted; whatever the runtime holds for any other instance is removed; then
-   * instances that were being deleted are recorded as stopped, and every other live
-   * one (half-made, or found dead) as failed, with the reason.
-   */
-  async reconcile(): Promise<{ adopted: string[]; failed: string[]; stopped: string[]; swept: string[] }> {
+  /** Makes the host agree with the store after a start (see reconcile.ts). */
+  async reconcile(): Promise<Reconciled> {
     const selection = this.runtimeSelection;
     if (!('runtime' in selection)) return { adopted: [], failed: [], stopped: [], swept: [] };
-    const runtime = selection.runtime;
-    const rows = await this.db.selectFrom('instances').selectAll().where('state', 'in', LIVE_STATES).execute();
-    const adopted: string[] = [];
-    const outcomes: { row: InstanceRow; to: 'failed' | 'stopped'; reason: string }[] = [];
-    for (const row of rows) {
-      if (row.state === 'ready' && row.runtime === runtime.name) {
-        const health = await runtime.health(row.id);
-        if (health.healthy) {
-          await runtime.adopt(row.id);
-          adopted.push(row.id);
-          this.log.info({ instanceId: row.id }, 'instance adopted at start');
-          continue;
-        }
-        outcomes.push({ row, to: 'failed', reason: `found unhealthy at service start: ${health.reason}` });
-      } else if (row.state === 'stopping') {
-        outcomes.push({ row, to: 'stopped', reason: 'stopped when the service started again' });
-      } else {
-        outcomes.push({ row, to: 'failed', reason: `the service stopped while the instance was ${row.state}` });
-      }
-    }
-    // Remove first, record after: a row says `stopped` or `failed` only once nothing of
-    // it is left on the host.
-    let swept: string[] = [];
-    try {
-      swept = await runtime.sweep(new Set(adopted));
-    } catch (err) {
-      this.log.error({ err }, 'could not remove everything left on the host; the next start tries again');
-    }
-    for (const { row, to, reason } of outcomes) {
-      await this.records.transition(row.id, to, reason);
-      this.log.warn({ instanceId: row.id, state: to, reason }, 'instance settled at start');
-    }
-    const failed = outcomes.filter((o) => o.to === 'failed').map((o) => o.row.id);
-    const stopped = outcomes.filter((o) => o.to === 'stopped').map((o) => o.row.id);
-    if (rows.length + swept.length > 0) {
-      this.log.info({ adopted: adopted.length, failed: failed.length, stopped: stopped.length, swept }, 'reconciled instances with the host');
-    }
-    return { adopted, failed, stopped, swept };
+    return reconcileWithHost({ db: this.db, records: this.records, runtime: selection.runtime, log: this.log });
   }
 
   /**
@@ -305,12 +315,13 @@ export class Instances {
     if (this.expiryTimer) clearInterval(this.expiryTimer);
     const pending = [...this.provisioning.values()];
     for (const p of pending) p.abort.abort(new Error('the service is shutting down'));
-    await Promise.allSettled(pending.map((p) => p.done));
+    await Promise.allSettled([...pending.map((p) => p.done), ...this.ending.values()]);
     if (policy === 'stop') {
       const rows = await this.db.selectFrom('instances').select(['id', 'state']).where('state', 'in', LIVE_STATES).execute();
+      const why: EndReason = { reason: 'the service shut down', code: 'service_stopped' };
       for (const row of rows) {
-        if (row.state !== 'stopping') await this.records.transition(row.id, 'stopping', 'the service shut down');
-        await this.teardown(row.id, 'the service shut down');
+        if (row.state !== 'stopping') await this.records.transition(row.id, 'stopping', why);
+        await this.teardown(row.id, why);
       }
     }
   }
@@ -381,7 +392,7 @@ export class Instances {
           ? err.message
           : String(err);
       log.warn({ reason }, 'instance failed to start');
-      await this.fail(row.id, reason);
+      await this.fail(row.id, { reason, code: this.closing ? 'service_stopped' : 'provision_failed' });
     }
   }
 
@@ -398,21 +409,22 @@ export class Instances {
     return instance;
   }
 
-  private async teardown(instanceId: string, reason: string): Promise<void> {
+  private async teardown(instanceId: string, why: EndReason): Promise<void> {
     await this.provisioning.get(instanceId)?.done;
+    await this.ending.get(instanceId);
     const runtime = this.runtimeSelection;
     try {
       if ('runtime' in runtime) await runtime.runtime.destroy(instanceId);
-      await this.records.transition(instanceId, 'stopped', reason);
+      await this.records.transition(instanceId, 'stopped', why);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.log.error({ instanceId, err }, 'instance teardown failed');
-      await this.fail(instanceId, `teardown failed: ${message}`);
+      await this.fail(instanceId, { reason: `teardown failed: ${message}`, code: 'teardown_failed' });
     }
   }
 
-  private async fail(instanceId: string, reason: string): Promise<void> {
-    await this.records.transition(instanceId, 'failed', reason);
+  private async fail(instanceId: string, why: EndReason): Promise<void> {
+    await this.records.transition(instanceId, 'failed', why);
   }
 
 
@@ -422,7 +434,7 @@ function notReady(row: InstanceRow): AppError {
   const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
   const message =
     row.state === 'failed'
-      ? `the room's instance failed to start (${row.failure_reason}); delete it with DELETE ${room} and create another with POST ${room}`
+      ? `the room's instance failed (${row.failure_reason}); delete it with DELETE ${room} and create another with POST ${room}`
       : `the room's instance is ${row.state}, not ready; poll GET ${room} until its state is "ready"`;
   return new AppError('instance_not_ready', message, { instance_id: row.id, state: row.state });
 }

@@ -123,6 +123,12 @@ export interface CommandOutcome {
   changes: FileChangeEntry[] | null;
   /** Some of the instance's tree could not be listed (deeper than the runtime walks): changes there are missing. */
   changesIncomplete?: boolean;
+  /** The runtime's memory guard killed at least one process of this command while it ran (the instance was at its memory size). */
+  outOfMemory?: boolean;
+  /** The instance's writable disk was full when the command ended. */
+  diskFull?: boolean;
+  /** The instance's machine was gone when the command ended (its sandbox exited): the command did not end on its own. */
+  instanceGone?: boolean;
 }
 
 /** A guest file operation that failed for a reason the caller can act on. */
@@ -163,6 +169,16 @@ export interface FileAccess {
 
 export type RuntimeHealth = { healthy: true } | { healthy: false; reason: string };
 
+/**
+ * What happens to a running instance outside any request, as the runtime reports it
+ * to core/ (which records it): its machine ended by itself (`outOfMemory` when the host
+ * says memory was why), or its memory guard killed processes to keep it within its
+ * memory size (`commandIds`: the commands those processes belonged to).
+ */
+export type RuntimeEvent =
+  | { type: 'machine_exited'; instanceId: string; outOfMemory: boolean; detail: string }
+  | { type: 'memory_kill'; instanceId: string; kind: 'largest_process' | 'all_user_processes'; commandIds: string[]; detail: string };
+
 export interface Runtime {
   readonly name: string;
   readonly capabilities: RuntimeCapabilities;
@@ -188,6 +204,12 @@ export interface Runtime {
   sweep(keep: ReadonlySet<string>): Promise<string[]>;
   /** Releases what the runtime itself holds; instances are left as they are. */
   close(): Promise<void>;
+  /**
+   * Subscribes to what happens to instances it runs (made or adopted) outside any
+   * request. A machine that ends by itself is reported once; its resources are still
+   * held until destroy().
+   */
+  onEvent(listener: (event: RuntimeEvent) => void): void;
   /** The most of the host an instance with these resources may take (for host admission). */
   hostCost(resources: MachineResources): HostCost;
 

@@ -221,6 +221,15 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('audit_events_at').on('audit_events').column('at').execute();
     },
   },
+  '0010_end_reasons': {
+    async up(db: Kysely<any>) {
+      // Why an instance stopped or failed, and why a command ended, as codes beside the
+      // words; rows written before this have none.
+      await db.schema.alterTable('instance_events').addColumn('reason_code', 'text').execute();
+      await db.schema.alterTable('instance_events').addColumn('key_id', 'text').execute();
+      await db.schema.alterTable('commands').addColumn('end_reason', 'text').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

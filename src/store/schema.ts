@@ -80,6 +80,8 @@ export interface CommandsTable {
   started_at: string;
   finished_at: string | null;
   duration_ms: number | null;
+  /** Why it ended, as one of the API's end reasons; null while running and for older rows. */
+  end_reason: string | null;
 }
 
 export interface InstanceEventsTable {
@@ -89,6 +91,10 @@ export interface InstanceEventsTable {
   state: string;
   at: string;
   reason: string | null;
+  /** Why, as one of the API's reason codes (stopping, stopped, failed); null for other steps and older rows. */
+  reason_code: string | null;
+  /** The API key whose request made this step (a delete); null otherwise. */
+  key_id: string | null;
 }
 
 export interface NetworkLeasesTable {

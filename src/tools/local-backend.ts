@@ -45,10 +45,12 @@ export interface ToolDeps {
 export class LocalToolBackend implements ToolBackend {
   private readonly deps: ToolDeps;
   private readonly organizationId: string;
+  private readonly keyId: string | undefined;
 
-  constructor(deps: ToolDeps, organizationId: string) {
+  constructor(deps: ToolDeps, organizationId: string, keyId?: string) {
     this.deps = deps;
     this.organizationId = organizationId;
+    this.keyId = keyId;
   }
 
   /** The profile a call names, by id or by name. */
@@ -81,7 +83,7 @@ export class LocalToolBackend implements ToolBackend {
   async deleteInstance(ref: RoomRef): Promise<InstanceInfo> {
     const profile = await this.profile(ref.profile);
     const facts = await this.facts(profile, ref.room);
-    const instance = await this.deps.instances.delete(this.organizationId, profile.profile_id, ref.room);
+    const instance = await this.deps.instances.delete(this.organizationId, profile.profile_id, ref.room, this.keyId === undefined ? {} : { keyId: this.keyId });
     return { instance, profile: facts };
   }
 

@@ -19,9 +19,9 @@ export class RoomTools {
     return toolLimits(this.deps.config);
   }
 
-  /** A backend acting as the organization (the MCP server's). */
-  backend(organizationId: string): ToolBackend {
-    return new LocalToolBackend(this.deps, organizationId);
+  /** A backend acting as the organization (the MCP server's), for the key that called (recorded with what it ends). */
+  backend(organizationId: string, keyId?: string): ToolBackend {
+    return new LocalToolBackend(this.deps, organizationId, keyId);
   }
 
   /**

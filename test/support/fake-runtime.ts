@@ -16,6 +16,7 @@ import {
   type ProvisionRequest,
   type ProvisionStep,
   type Runtime,
+  type RuntimeEvent,
   type RuntimeHealth,
 } from '../../src/runtimes/types.ts';
 
@@ -28,6 +29,8 @@ export interface FakeRuntimeOptions {
   holdAt?: ProvisionStep;
   /** What every command reports as the files it changed (default none). */
   commandChanges?: FileChangeEntry[];
+  /** What every command's outcome says beyond the defaults (exit code 0, on its own). */
+  commandOutcome?: Partial<CommandOutcome>;
   /** How long every command runs, ms (default: it answers at once). */
   commandDelayMs?: number;
 }
@@ -94,6 +97,17 @@ export class FakeRuntime implements Runtime {
 
   async close(): Promise<void> {}
 
+  private readonly listeners: ((event: RuntimeEvent) => void)[] = [];
+
+  onEvent(listener: (event: RuntimeEvent) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** Reports an event as the real runtime would (e.g. a machine that ended by itself). */
+  emit(event: RuntimeEvent): void {
+    for (const listener of this.listeners) listener(event);
+  }
+
   /** A test double holds nothing of the host; it reports what was asked for. */
   hostCost(resources: MachineResources): HostCost {
     return { memoryMb: resources.memory_mb, diskMb: resources.disk_mb };
@@ -109,7 +123,15 @@ export class FakeRuntime implements Runtime {
     this.commands.push(request);
     if (this.options.commandDelayMs) await new Promise((resolve) => setTimeout(resolve, this.options.commandDelayMs));
     const changes = this.options.commandChanges ?? [];
-    return { output: request.command, outputBytes: request.command.length, outputTruncated: false, exitCode: 0, timedOut: false, changes };
+    return {
+      output: request.command,
+      outputBytes: request.command.length,
+      outputTruncated: false,
+      exitCode: 0,
+      timedOut: false,
+      changes,
+      ...this.options.commandOutcome,
+    };
   }
 
   readonly killed: string[] = [];

@@ -314,6 +314,8 @@ describe('idle and lifetime limits', () => {
   }
   const lastReason = (instance: { state_history: { state: string; reason?: string }[] }) =>
     instance.state_history.find((s) => s.state === 'stopping')?.reason;
+  const endCodes = (instance: { state_history: { state: string; reason_code?: string }[] }) =>
+    instance.state_history.filter((s) => s.reason_code !== undefined).map((s) => `${s.state}:${s.reason_code}`);
 
   it('stops an instance idle for longer than idle_timeout_s, and says why', async () => {
     const profile = await profileWith({ idle_timeout_s: 60, max_lifetime_s: 0 });
@@ -332,6 +334,7 @@ describe('idle and lifetime limits', () => {
     const instance = listed.json().instances[0];
     assert.equal(instance.state, 'stopped');
     assert.equal(lastReason(instance), 'idle for 60 s');
+    assert.deepEqual(endCodes(instance), ['stopping:idle', 'stopped:idle']);
   });
 
   it('stops an instance older than max_lifetime_s even while it is busy', async () => {
@@ -344,6 +347,7 @@ describe('idle and lifetime limits', () => {
     assert.ok((await t.services.instances.expire(createdAt + 3_600_000)).includes(id));
     const listed = await t.app.inject({ method: 'GET', url: `/api/instances?profile_id=${profile}`, headers: org.headers });
     assert.equal(lastReason(listed.json().instances[0]), 'reached its lifetime limit of 3600 s');
+    assert.deepEqual(endCodes(listed.json().instances[0]), ['stopping:lifetime', 'stopped:lifetime']);
   });
 
   it('never expires instances whose limits are 0', async () => {

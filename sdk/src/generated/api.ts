@@ -135,6 +135,8 @@ export interface CommandRecord {
   started_at: string;
   finished_at: string | null;
   duration_ms: number | null;
+  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
+  end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
 }
 
 export interface CommandResult {
@@ -155,6 +157,8 @@ export interface CommandResult {
     output_bytes: number;
     files_changed_total: number;
     files_changed_truncated: boolean;
+    /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run) */
+    end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error';
   };
   command_id: string;
   started_at: string;
@@ -173,6 +177,8 @@ export interface CommandStatus {
   started_at: string;
   finished_at: string | null;
   duration_ms: number | null;
+  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
+  end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
   /** Output from output_offset to next_offset (stdout and stderr interleaved) */
   output: string;
   /** Byte offset where `output` starts: more than asked for when older output was no longer kept */
@@ -258,7 +264,12 @@ export interface Instance {
   state_history: {
     state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'stopping' | 'stopped' | 'failed';
     at: string;
+    /** Why it got to this state, in words */
     reason?: string;
+    /** Why the instance is stopping, stopped or failed: `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `teardown_failed` (what it held could not all be removed) */
+    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed';
+    /** The API key whose request caused this step (a delete) */
+    key_id?: string;
   }[];
   /** Why it failed, when state is `failed` */
   failure_reason: string | null;

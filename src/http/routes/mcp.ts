@@ -31,7 +31,7 @@ export function mcpRoutes(app: App, { tools, config, audit }: Services): void {
     async (request, reply) => {
       const caller = callerOf(request);
       const server = createMcpServer({
-        backend: tools.backend(caller.organizationId),
+        backend: tools.backend(caller.organizationId, caller.keyId),
         limits: tools.limits,
         publicBaseUrl: originOf(request, config.publicUrl),
         onToolCall: auditToolCalls(request, audit),

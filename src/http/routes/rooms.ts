@@ -74,7 +74,8 @@ export function roomRoutes(app: App, { instances }: Services): void {
     },
     async (request) => {
       const { profile_id, room_id } = request.params;
-      return instances.delete(callerOf(request).organizationId, profile_id, room_id);
+      const caller = callerOf(request);
+      return instances.delete(caller.organizationId, profile_id, room_id, { keyId: caller.keyId });
     },
   );
 

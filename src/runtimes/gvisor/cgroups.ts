@@ -2,7 +2,8 @@
 // cgroupsPath: on cgroup v1 a directory `roomkit/<instance id>` in each hierarchy. The
 // memory guard reads and tunes the sandbox's v1 memory controller (usage, file cache,
 // limit, OOM control); a teardown lifts its limit first and then removes what runsc
-// left in the v1 hierarchies. On a cgroup v2 host there is no v1 memory cgroup: the
+// left in the v1 hierarchies; after a sandbox ended by itself, its OOM counters say
+// whether memory was why. On a cgroup v2 host there is no v1 memory cgroup: the
 // memory functions find nothing and change nothing (only the host limit applies), and
 // the sandbox's unified cgroup (`roomkit/<instance id>` under the root itself) is left
 // to runsc's own delete.
@@ -38,6 +39,28 @@ export function setOomKill(cgroupDir: string, enabled: boolean): void {
 /** Whether the cgroup's allocations are waiting at its hard limit. */
 export function isUnderOom(cgroupDir: string): boolean {
   return readFileSync(join(cgroupDir, 'memory.oom_control'), 'utf8').includes('under_oom 1');
+}
+
+/**
+ * Whether the sandbox's memory cgroup says it ran out of memory: the kernel killed a
+ * process of it for memory (the host's OOM killer, or the cgroup's own when it is on),
+ * or its allocations are waiting at the hard limit. Read from the v1 memory cgroup, or
+ * the unified one's `memory.events` on a cgroup v2 host; false when neither is there.
+ */
+export function ranOutOfMemory(instanceId: string): boolean {
+  const v1 = memoryCgroupDir(instanceId);
+  try {
+    const control = readFileSync(join(v1, 'memory.oom_control'), 'utf8');
+    return /^under_oom 1$/m.test(control) || Number(/^oom_kill (\d+)$/m.exec(control)?.[1] ?? 0) > 0;
+  } catch {
+    // No v1 memory cgroup: try the unified hierarchy.
+  }
+  try {
+    const events = readFileSync(join(CGROUP_ROOT, PARENT, instanceId, 'memory.events'), 'utf8');
+    return Number(/^oom_kill (\d+)$/m.exec(events)?.[1] ?? 0) > 0;
+  } catch {
+    return false;
+  }
 }
 
 /** The cgroup's hard memory limit in bytes; null when the cgroup is gone. */

@@ -2,9 +2,11 @@
 // network namespace, on an overlay of the profile's cached image and a writable layer
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
 // any step fails, undoes everything before rejecting. Commands and file operations are
-// `runsc exec`s inside the instance (commands.ts, file-operations.ts). Just over 400
-// lines, because provisioning's steps and their undo read best in one place, in order.
-import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+// `runsc exec`s inside the instance (commands.ts, file-operations.ts). A sandbox that
+// ends by itself (sandbox-watch.ts) and the memory guard's kills are reported to core/
+// as runtime events. Over 400 lines, because provisioning's steps and their undo read
+// best in one place, in order.
+import { existsSync, mkdirSync, readdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
@@ -26,10 +28,11 @@ import type {
   MachineResources,
   ProvisionRequest,
   Runtime,
+  RuntimeEvent,
   RuntimeHealth,
 } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
-import { removeCgroups, unfreezeMemory } from './cgroups.ts';
+import { ranOutOfMemory, removeCgroups, unfreezeMemory } from './cgroups.ts';
 import { ChangeTracker } from './change-tracker.ts';
 import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
 import * as files from './file-operations.ts';
@@ -39,6 +42,10 @@ import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { addMimeTypes } from './mime-sniffing.ts';
 import { Runsc } from './runsc.ts';
+import { SandboxWatch } from './sandbox-watch.ts';
+
+/** A writable layer with less than this free is full, for a command's end reason. */
+const DISK_FULL_BYTES = 1024 * 1024;
 
 export interface GvisorOptions {
   dataDir: string;
@@ -72,6 +79,10 @@ export class GvisorRuntime implements Runtime {
   private readonly lingering = new LingeringPipes();
   /** Per instance this runtime made or adopted: its names and paths on the host. */
   private readonly handles = new Map<string, InstanceHandle>();
+  private readonly sandboxWatch: SandboxWatch;
+  private readonly listeners: ((event: RuntimeEvent) => void)[] = [];
+  /** Per running command (by id): the instance whose memory guard killed a process of it. */
+  private readonly memoryKilled = new Map<string, string>();
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -88,8 +99,46 @@ export class GvisorRuntime implements Runtime {
     this.memoryGuard = new MemoryGuard({
       log: this.log,
       runAsRoot: async (id, script, timeoutMs) => (await this.exec(id, ['sh', '-c', script], { as: 'root', timeoutMs })).stdout,
-      ...(options.onMemoryGuardKill ? { onKill: options.onMemoryGuardKill } : {}),
+      onKill: (instanceId, kind, kill) => {
+        for (const commandId of kill.commandIds) this.memoryKilled.set(commandId, instanceId);
+        options.onMemoryGuardKill?.(instanceId, kind, kill);
+        this.emit({ type: 'memory_kill', instanceId, kind, commandIds: kill.commandIds, detail: kill.detail });
+      },
     });
+    this.sandboxWatch = new SandboxWatch({ onExit: (instanceId) => this.sandboxExited(instanceId) });
+  }
+
+  onEvent(listener: (event: RuntimeEvent) => void): void {
+    this.listeners.push(listener);
+  }
+
+  private emit(event: RuntimeEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (err) {
+        this.log.error({ err, event }, 'a runtime event listener failed');
+      }
+    }
+  }
+
+  /** A sandbox ended by itself: stop guarding it and tell core/, with whether memory was why. */
+  private sandboxExited(instanceId: string): void {
+    this.memoryGuard.unwatch(instanceId);
+    const outOfMemory = ranOutOfMemory(instanceId);
+    const detail = outOfMemory
+      ? 'its sandbox was killed by the host for using more memory than it may (the host cgroup ran out of memory)'
+      : 'its sandbox process ended unexpectedly';
+    this.log.warn({ instanceId, outOfMemory }, 'sandbox ended by itself');
+    this.emit({ type: 'machine_exited', instanceId, outOfMemory, detail });
+  }
+
+  /** Watches the sandbox's host process, so that its end is noticed. */
+  private async watchSandbox(instanceId: string, h: InstanceHandle): Promise<void> {
+    const state = await this.runsc.state(h.netns, instanceId);
+    if (!state?.pid || !this.sandboxWatch.watch(instanceId, state.pid)) {
+      this.log.warn({ instanceId, state }, 'could not find the sandbox process to watch: its end would go unnoticed');
+    }
   }
 
   /** Installs the firewall table; instances already running get their egress back from adopt(). */
@@ -159,6 +208,7 @@ export class GvisorRuntime implements Runtime {
       await onStep('vm_booted');
 
       await checkReady(exec, spec);
+      await this.watchSandbox(instanceId, h);
       await onStep('ready');
       // The first command's files_changed needs the image's index: build it now.
       this.indexImage(h).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
@@ -184,7 +234,9 @@ export class GvisorRuntime implements Runtime {
     const netnsExists = existsSync(netnsPath(h.netns));
     // In reverse order of provisioning: sandbox, mounts, writable layer, rules, veth and
     // namespace, address.
+    this.sandboxWatch.unwatch(instanceId);
     this.memoryGuard.unwatch(instanceId);
+    for (const [commandId, id] of this.memoryKilled) if (id === instanceId) this.memoryKilled.delete(commandId);
     this.lingering.closeAll(instanceId);
     // A sandbox frozen at its memory ceiling cannot even die: let it run free first.
     unfreezeMemory(instanceId);
@@ -237,9 +289,15 @@ export class GvisorRuntime implements Runtime {
       killTree: async () => void (await this.killCommand(instanceId, request.commandId)),
     });
     if (outcome.lingering) this.lingering.keepDraining(instanceId, outcome.lingering);
+    // Whether the memory guard ended a process of it: a kill under way is waited for.
+    await this.memoryGuard.settled(instanceId);
+    const outOfMemory = this.memoryKilled.get(request.commandId) === instanceId;
+    this.memoryKilled.delete(request.commandId);
+    const instanceGone = this.sandboxWatch.hasEnded(instanceId);
     let changes: FileChangeEntry[] | null = null;
     let changesIncomplete = false;
-    if (before !== undefined && image) {
+    // A sandbox that ended takes its file system with it soon: no changes are read.
+    if (before !== undefined && image && !instanceGone) {
       ({ changes, incomplete: changesIncomplete } = await this.changeTracker.diff(before, h.upper, image));
       await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }), this.relay(h));
     }
@@ -251,6 +309,9 @@ export class GvisorRuntime implements Runtime {
       timedOut: outcome.timedOut,
       changes,
       changesIncomplete,
+      outOfMemory,
+      diskFull: !instanceGone && layerFull(h.layer),
+      instanceGone,
     };
   }
 
@@ -336,6 +397,7 @@ export class GvisorRuntime implements Runtime {
     const meta = h.readMeta();
     if (meta?.egress === 'internet') await allowEgress(this.tag, h.hostIf);
     if (meta?.memoryMb !== undefined) this.guardMemory(instanceId, meta.memoryMb);
+    await this.watchSandbox(instanceId, h);
     this.indexImage(h).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not index the image'));
   }
 
@@ -396,6 +458,7 @@ export class GvisorRuntime implements Runtime {
   /** Removes the firewall table when no instance is left that it protects. */
   async close(): Promise<void> {
     this.memoryGuard.stop();
+    this.sandboxWatch.stop();
     await this.changeTracker.close();
     await this.images.close();
     if ((await this.list()).length === 0) await removeRuleset(this.tag);
@@ -412,6 +475,16 @@ export class GvisorRuntime implements Runtime {
   /** The instance's handle: the one kept for an instance this runtime runs, else made now. */
   private handle(instanceId: string): InstanceHandle {
     return this.handles.get(instanceId) ?? new InstanceHandle(this.instancesDir, this.tag, instanceId);
+  }
+}
+
+/** Whether a writable layer is full: less than DISK_FULL_BYTES or no inode left. */
+function layerFull(layer: string): boolean {
+  try {
+    const fs = statfsSync(layer);
+    return fs.bavail * fs.bsize < DISK_FULL_BYTES || (fs.files > 0 && fs.ffree === 0);
+  } catch {
+    return false;
   }
 }
 

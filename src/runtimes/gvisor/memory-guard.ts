@@ -5,17 +5,33 @@
 // without host file cache): when it passes memory_mb, the largest process inside is
 // killed with SIGKILL, as Linux's OOM killer would, and the instance lives on. If usage
 // races to the hard limit first, the sandbox's allocations wait there (instead of it
-// being killed) until the guard has made room.
+// being killed) until the guard has made room. Each kill is reported with the
+// commands whose processes it ended (read from their marker before the kill), so that
+// their results can say they ran out of memory.
 import type { Logger } from 'pino';
 import type { MemoryGuardKill } from '../../metrics.ts';
 import { VM_UID } from '../../images/builder.ts';
 import { hasMemoryCgroup, isUnderOom, memoryCgroupDir, readMemoryLimit, setOomKill, workingSet, writeMemoryLimit } from './cgroups.ts';
+import { COMMAND_MARKER } from './commands.ts';
 
 export interface Victim {
   pid: number;
   rssKb: number;
   command: string;
+  /** The command the process belonged to (its marker), if any. */
+  commandId: string | null;
 }
+
+/** What one kill ended: the commands whose processes died, and a line for the log and the record. */
+export interface MemoryKill {
+  commandIds: string[];
+  detail: string;
+}
+
+/** Prints the command marker of process $1 (nothing when it has none or is gone). */
+const MARKER_OF = `marker_of() { tr '\\0' '\\n' < /proc/$1/environ 2>/dev/null | sed -n 's/^${COMMAND_MARKER}=//p' | head -n 1; }`;
+/** A command id as roomkit makes them; anything else in a marker is the guest's own doing. */
+const COMMAND_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export interface MemoryGuardOptions {
   log: Logger;
@@ -23,13 +39,15 @@ export interface MemoryGuardOptions {
   runAsRoot(instanceId: string, script: string, timeoutMs: number): Promise<string>;
   intervalMs?: number;
   /** Called after each kill: the largest process, or all of the VM user's. */
-  onKill?(instanceId: string, kind: MemoryGuardKill): void;
+  onKill?(instanceId: string, kind: MemoryGuardKill, kill: MemoryKill): void;
 }
 
 interface Watched {
   thresholdBytes: number;
   cgroupDir: string;
   busy: boolean;
+  /** Settles when the kill under way (if any) has been made and reported. */
+  killing: Promise<void>;
 }
 
 /** How long freed memory may take to show in the cgroup after a kill. */
@@ -59,7 +77,7 @@ export class MemoryGuard {
     if (!hasMemoryCgroup(cgroupDir)) return false;
     // Allocations wait at the hard limit instead of the kernel killing the sandbox.
     setOomKill(cgroupDir, false);
-    this.watched.set(instanceId, { thresholdBytes: memoryMb * 1024 * 1024, cgroupDir, busy: false });
+    this.watched.set(instanceId, { thresholdBytes: memoryMb * 1024 * 1024, cgroupDir, busy: false, killing: Promise.resolve() });
     this.timer ??= setInterval(() => this.tick(), this.options.intervalMs ?? 100);
     this.timer.unref();
     return true;
@@ -71,6 +89,15 @@ export class MemoryGuard {
       clearInterval(this.timer);
       this.timer = undefined;
     }
+  }
+
+  /**
+   * Settles once no kill is under way in the instance. A process the guard kills ends
+   * before the guard hears back from the kill; a caller that saw it end waits here to
+   * learn whether the guard was the cause.
+   */
+  async settled(instanceId: string): Promise<void> {
+    await this.watched.get(instanceId)?.killing;
   }
 
   stop(): void {
@@ -101,8 +128,14 @@ export class MemoryGuard {
     try {
       // A frozen sandbox cannot even run the kill: give it a little room first.
       if (frozen && limit !== null) writeMemoryLimit(w.cgroupDir, limit + RESCUE_BYTES);
-      const victim = await this.killLargest(id);
-      if (victim) this.options.onKill?.(id, 'largest_process');
+      const victim = await this.reporting(w, async () => {
+        const v = await this.killLargest(id);
+        if (v) {
+          const detail = `killed process ${v.pid} (${v.command.slice(0, 200)}, ${Math.round(v.rssKb / 1024)} MB resident) to keep the instance within its memory size`;
+          this.options.onKill?.(id, 'largest_process', { commandIds: v.commandId ? [v.commandId] : [], detail });
+        }
+        return v;
+      });
       this.options.log.warn(
         { instanceId: id, victim, usageMb: Math.round((workingSet(w.cgroupDir) ?? 0) / 1048576) },
         victim ? 'instance out of memory: killed its largest process' : 'instance out of memory: no process to kill',
@@ -116,8 +149,12 @@ export class MemoryGuard {
       // Still at the hard limit: one process was not the problem (a fork bomb's host
       // tasks, say). The VM user's processes all go, so the instance itself lives.
       if (frozen && isUnderOom(w.cgroupDir)) {
-        const killed = await this.killUser(id);
-        this.options.onKill?.(id, 'all_user_processes');
+        const killed = await this.reporting(w, async () => {
+          const k = await this.killUser(id);
+          const detail = `killed all ${k.count} processes of the VM user: the instance was stuck at its memory ceiling`;
+          this.options.onKill?.(id, 'all_user_processes', { commandIds: k.commandIds, detail });
+          return k.count;
+        });
         this.options.log.warn({ instanceId: id, killed }, 'instance stuck at its memory ceiling: killed all of the VM user\'s processes');
       }
     } catch (err) {
@@ -136,24 +173,44 @@ export class MemoryGuard {
    */
   private async killLargest(instanceId: string): Promise<Victim | null> {
     const script = [
+      MARKER_OF,
       'ps -eo pid=,ppid=,uid=,rss=,args= --sort=-rss > /tmp/.roomkit-oom',
       'v=$(awk -v self=$$ \'$1 != 1 && $1 != self && $2 != self && !($2 == 1 && $5 == "sleep" && $6 == "infinity") { print $1, $4, $5; exit }\' /tmp/.roomkit-oom)',
       'rm -f /tmp/.roomkit-oom',
       '[ -n "$v" ] || exit 0',
       'set -- $v',
-      'kill -9 "$1" && echo "$1 $2 $3"',
+      'm=$(marker_of "$1")',
+      'kill -9 "$1" && echo "$1 $2 ${m:--} $3"',
     ].join('\n');
     const stdout = await this.options.runAsRoot(instanceId, script, KILL_TIMEOUT_MS);
-    const match = /^(\d+) (\d+) (.*)$/m.exec(stdout);
-    return match ? { pid: Number(match[1]), rssKb: Number(match[2]), command: match[3] ?? '' } : null;
+    const match = /^(\d+) (\d+) (\S+) (.*)$/m.exec(stdout);
+    if (!match) return null;
+    const marker = match[3] ?? '';
+    return { pid: Number(match[1]), rssKb: Number(match[2]), command: match[4] ?? '', commandId: COMMAND_ID.test(marker) ? marker : null };
   }
 
-  /** Kills every process of the VM user; returns how many. */
-  private async killUser(instanceId: string): Promise<number> {
-    // Again until none is left: a process may fork between the listing and the kill.
-    const script = `n=$(ps -u ${VM_UID} --no-headers | wc -l); i=0; while pkill -KILL -u ${VM_UID} && [ $i -lt 50 ]; do i=$((i+1)); sleep 0.1; done; echo $n`;
+  /** Runs a kill, known to callers of settled() until it has been made and reported. */
+  private reporting<T>(w: Watched, kill: () => Promise<T>): Promise<T> {
+    const result = kill();
+    w.killing = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  /** Kills every process of the VM user; returns how many, and the commands they belonged to. */
+  private async killUser(instanceId: string): Promise<{ count: number; commandIds: string[] }> {
+    // The markers first (a dead process has none to read), then again until none is
+    // left: a process may fork between the listing and the kill.
+    const script = [
+      // One grep over all of their environments: a process per process is too slow in a sandbox at its ceiling.
+      `grep -azh '^${COMMAND_MARKER}=' $(ps -u ${VM_UID} -o pid= | sed 's|^ *\\([0-9]*\\).*|/proc/\\1/environ|') </dev/null 2>/dev/null | tr '\\0' '\\n' | sort -u | sed 's/^${COMMAND_MARKER}=/marker /'`,
+      `n=$(ps -u ${VM_UID} --no-headers | wc -l); i=0; while pkill -KILL -u ${VM_UID} && [ $i -lt 50 ]; do i=$((i+1)); sleep 0.1; done; echo "count $n"`,
+    ].join('\n');
     const stdout = await this.options.runAsRoot(instanceId, script, KILL_TIMEOUT_MS);
-    return Number(stdout.trim()) || 0;
+    const commandIds = [...stdout.matchAll(/^marker (\S+)$/gm)].map((m) => m[1] ?? '').filter((id) => COMMAND_ID.test(id));
+    return { count: Number(/^count (\d+)$/m.exec(stdout)?.[1] ?? 0), commandIds };
   }
 }
 

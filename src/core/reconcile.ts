@@ -1,0 +1,71 @@
+// Reconciliation at start: the store is the record, and what exists on the host is
+// made to agree with it. Ready instances whose machine still runs and answers are
+// adopted; everything the runtime holds for any other instance is removed; then each
+// other live instance is recorded as stopped (its stop was under way) or failed, with
+// why.
+import type { Logger } from 'pino';
+import type { Runtime } from '../runtimes/types.ts';
+import type { Db } from '../store/db.ts';
+import type { InstanceRow } from '../store/schema.ts';
+import type { EndReason, InstanceRecords } from './instance-records.ts';
+import { LIVE_STATES } from './lifecycle.ts';
+
+export interface Reconciled {
+  adopted: string[];
+  failed: string[];
+  stopped: string[];
+  swept: string[];
+}
+
+/**
+ * Makes the host agree with the store after a start: ready instances that still run
+ * are adopted; whatever the runtime holds for any other instance is removed; then
+ * instances that were being deleted are recorded as stopped, and every other live
+ * one (half-made, or found dead) as failed, with the reason.
+ */
+export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords; runtime: Runtime; log: Logger }): Promise<Reconciled> {
+  const { db, records, runtime, log } = deps;
+  const rows = await db.selectFrom('instances').selectAll().where('state', 'in', LIVE_STATES).execute();
+  const adopted: string[] = [];
+  const outcomes: { row: InstanceRow; to: 'failed' | 'stopped'; why: EndReason }[] = [];
+  for (const row of rows) {
+    if (row.state === 'ready' && row.runtime === runtime.name) {
+      const health = await runtime.health(row.id);
+      if (health.healthy) {
+        await runtime.adopt(row.id);
+        adopted.push(row.id);
+        log.info({ instanceId: row.id }, 'instance adopted at start');
+        continue;
+      }
+      outcomes.push({ row, to: 'failed', why: { reason: `found unhealthy at service start: ${health.reason}`, code: 'host_lost' } });
+    } else if (row.state === 'stopping') {
+      // Its stop was under way: it ends for the same reason, now that it is done.
+      const stopping = await records.lastEndReason(row.id);
+      outcomes.push({
+        row,
+        to: 'stopped',
+        why: { ...(stopping ?? { code: 'service_stopped' }), reason: 'stopped when the service started again' },
+      });
+    } else {
+      outcomes.push({ row, to: 'failed', why: { reason: `the service stopped while the instance was ${row.state}`, code: 'service_stopped' } });
+    }
+  }
+  // Remove first, record after: a row says `stopped` or `failed` only once nothing of
+  // it is left on the host.
+  let swept: string[] = [];
+  try {
+    swept = await runtime.sweep(new Set(adopted));
+  } catch (err) {
+    log.error({ err }, 'could not remove everything left on the host; the next start tries again');
+  }
+  for (const { row, to, why } of outcomes) {
+    await records.transition(row.id, to, why);
+    log.warn({ instanceId: row.id, state: to, reason: why.reason, reasonCode: why.code }, 'instance settled at start');
+  }
+  const failed = outcomes.filter((o) => o.to === 'failed').map((o) => o.row.id);
+  const stopped = outcomes.filter((o) => o.to === 'stopped').map((o) => o.row.id);
+  if (rows.length + swept.length > 0) {
+    log.info({ adopted: adopted.length, failed: failed.length, stopped: stopped.length, swept }, 'reconciled instances with the host');
+  }
+  return { adopted, failed, stopped, swept };
+}
