@@ -31,6 +31,8 @@ import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 const POOL = '10.216.0.0/24';
 const PID = process.pid;
+/** The pid in base 36, so that interface names stay within 15 characters whatever the pid (pids reach 7 digits). */
+const TAG = PID.toString(36);
 const LISTEN_PORT = 8080;
 const INSTANCE_PORT = 8000;
 const METADATA = '169.254.169.254';
@@ -116,7 +118,7 @@ async function ip(args: string[]): Promise<string> {
 }
 
 function testHost(short: string, hostAddress: string, address: string): TestHost {
-  return { name: `rkt-${PID}-${short}`, peer: `rkp-${PID}-${short}`, hostAddress, address, log: [] };
+  return { name: `rkt-${TAG}-${short}`, peer: `rkp-${TAG}-${short}`, hostAddress, address, log: [] };
 }
 
 /** A namespace behind a veth: host end `hostAddress/30`, namespace `linkAddress/30`, default route back. */
@@ -375,7 +377,7 @@ after(async () => {
   }
   await run('ip', ['route', 'flush', 'table', String(META_TABLE)], { timeoutMs: 10_000 });
   for (const short of ['pub', 'priv', 'meta']) {
-    const name = `rkt-${PID}-${short}`;
+    const name = `rkt-${TAG}-${short}`;
     await run('ip', ['link', 'del', name], { timeoutMs: 10_000 });
     if (existsSync(`/var/run/netns/${name}`)) await attempt(`delete netns ${name}`, () => runChecked('ip', ['netns', 'del', name], { timeoutMs: 10_000 }));
   }
@@ -383,9 +385,9 @@ after(async () => {
   // Nothing of ours is left: namespaces, veths, rules, routes, and the instances' own.
   assert.deepEqual(problems, []);
   const netns = existsSync('/var/run/netns') ? readdirSync('/var/run/netns') : [];
-  assert.deepEqual(netns.filter((n) => n.startsWith(`rkt-${PID}-`)), []);
+  assert.deepEqual(netns.filter((n) => n.startsWith(`rkt-${TAG}-`)), []);
   const links = await ip(['-o', 'link', 'show']);
-  const ours = [...links.matchAll(/^\d+:\s+([^:@\s]+)/gm)].map((m) => m[1] ?? '').filter((n) => n.startsWith(`rkt-${PID}-`) || n.startsWith(`rkp-${PID}-`));
+  const ours = [...links.matchAll(/^\d+:\s+([^:@\s]+)/gm)].map((m) => m[1] ?? '').filter((n) => n.startsWith(`rkt-${TAG}-`) || n.startsWith(`rkp-${TAG}-`));
   assert.deepEqual(ours, []);
   assert.doesNotMatch(await ip(['rule', 'show']), new RegExp(`lookup ${META_TABLE}\\b`));
   assert.equal((await ip(['route', 'show', 'table', String(META_TABLE)])).trim(), '');
