@@ -166,6 +166,12 @@ export function verdict(steady: Sample[], after: Sample[], concurrency: number, 
       `after the load (${(last.atS - end.atS).toFixed(0)} s idle): RSS ${end.rssMib.toFixed(0)} -> ${last.rssMib.toFixed(0)} MiB, heap ${end.heapUsedMib.toFixed(0)} -> ${last.heapUsedMib.toFixed(0)} MiB, descriptors ${end.fds} -> ${last.fds}`,
     );
   }
+  const last = after.at(-1);
+  if (!rssFlat && last && last.rssMib <= steady[0]!.rssMib + rssTolerance) {
+    lines.push(
+      `  given back once the load stopped (${last.rssMib.toFixed(0)} MiB, against ${steady[0]!.rssMib.toFixed(0)} MiB at the start of the steady part): held for the work in flight or garbage not yet collected, not kept`,
+    );
+  }
   if (!rssFlat || !fdsFlat) lines.push(...notes.map((n) => `  note: ${n}`));
   return { text: lines.join('\n'), rssFlat, fdsFlat };
 }
