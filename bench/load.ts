@@ -246,7 +246,7 @@ async function main(): Promise<number> {
       await service.close();
       const left = [...listNetns(service.tag), ...mountsUnder(service.dataDir)];
       console.log(`\nservice stopped, its instances deleted, its data directory removed${left.length === 0 ? '; nothing of it is left on the host' : `; LEFT ON THE HOST: ${left.join(' ')}`}`);
-      if (ok) rmSync(service.logFile, { force: true });
+      if (ok || interrupted) rmSync(service.logFile, { force: true });
       else console.log(`the service's log: ${service.logFile}`);
     }
   }
