@@ -3,9 +3,9 @@
 import { spawn, type StdioOptions } from 'node:child_process';
 
 /**
- * After the program exits, how long to wait for its output pipes to close. Processes it
- * left running (a background job in a sandbox, say) may hold them open indefinitely;
- * their output after this is not waited for.
+ * After the program exits, how long to wait for its output pipes to close, unless the
+ * call says otherwise. Processes it left running (a background job in a sandbox, say)
+ * may hold them open indefinitely; their output after this is not waited for.
  */
 const OUTPUT_GRACE_MS = 250;
 
@@ -20,6 +20,12 @@ export interface RunOptions {
   /** Keep at most this many bytes of each output stream (the tail). */
   maxOutputBytes?: number;
   signal?: AbortSignal;
+  /**
+   * After the program exits, how long its output may still take to arrive (default
+   * 250 ms). Waited only while the pipes stay open, so a longer grace costs nothing when
+   * the output is already in.
+   */
+  outputGraceMs?: number;
 }
 
 export interface RunResult {
@@ -89,7 +95,7 @@ export function run(file: string, args: readonly string[], options: RunOptions):
     };
     child.on('close', finish);
     child.on('exit', (code, signal) => {
-      setTimeout(() => finish(code, signal), OUTPUT_GRACE_MS);
+      setTimeout(() => finish(code, signal), options.outputGraceMs ?? OUTPUT_GRACE_MS);
     });
     if (options.input !== undefined) child.stdin?.end(options.input);
   });

@@ -24,7 +24,8 @@
 // inside an instance (network.test.ts, gvisor.test.ts), another organization's ids on
 // every route (auth.test.ts), fork bombs, memory and disk limits (gvisor.test.ts,
 // limits.test.ts), kill -9 of the service during a create, a command and a delete
-// (recovery.test.ts), quotas and rate limits (quotas.test.ts, rate-limits.test.ts).
+// (recovery.test.ts), quotas and rate limits (quotas.test.ts, rate-limits.test.ts), and
+// bursts of 1,000 commands across 20 instances against both (load-abuse.test.ts).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';

@@ -47,6 +47,9 @@ import { SandboxWatch } from './sandbox-watch.ts';
 /** A writable layer with less than this free is full, for a command's end reason. */
 const DISK_FULL_BYTES = 1024 * 1024;
 
+/** How long the output of a program run with exec() may come after its exit (as a command's may: commands.ts). */
+const EXEC_OUTPUT_GRACE_MS = 5_000;
+
 export interface GvisorOptions {
   dataDir: string;
   pool: AddressPool;
@@ -225,7 +228,12 @@ export class GvisorRuntime implements Runtime {
   /** Runs a program in the instance (no shell unless asked for), bounded by a deadline. */
   async exec(instanceId: string, argv: string[], options: ExecOptions): Promise<RunResult> {
     const h = this.handle(instanceId);
-    return this.runsc.call(h.netns, execArgs(instanceId, argv, options, options.env), { timeoutMs: options.timeoutMs });
+    // runsc exec may report the exit before the sandbox has passed on the program's
+    // output: on a busy host (20 instances booting at once on 2 cores) the readiness
+    // check's `id -u` came after run()'s default 250 ms, and the check failed with exit
+    // 0 and no output. These programs leave nothing holding the pipes, so waiting for
+    // them to close costs nothing otherwise.
+    return this.runsc.call(h.netns, execArgs(instanceId, argv, options, options.env), { timeoutMs: options.timeoutMs, outputGraceMs: EXEC_OUTPUT_GRACE_MS });
   }
 
   async destroy(instanceId: string): Promise<void> {
