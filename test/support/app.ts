@@ -60,7 +60,12 @@ export interface TestAppOptions {
 }
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-test-'));
+  // A data directory of its own, removed on close, unless the test gives one (and owns it).
+  const given = options.config?.dataDir;
+  const dataDir = given === undefined ? mkdtempSync(join(tmpdir(), 'roomkit-test-')) : String(given);
+  const removeDataDir = () => {
+    if (given === undefined) rmSync(dataDir, { recursive: true, force: true });
+  };
   const real = options.gvisorPool !== undefined;
   const config = loadConfig(
     {
@@ -74,14 +79,21 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   );
   const log = createLogger(process.env.ROOMKIT_TEST_LOG_LEVEL === undefined ? 'silent' : (process.env.ROOMKIT_TEST_LOG_LEVEL as 'info'));
   const runtime = options.fake ?? new FakeRuntime();
-  const services = await createServices(config, log, real ? {} : { runtime: options.selection ?? { runtime } });
-  const app = await buildApp(services);
-  options.beforeReady?.(app);
-  await app.ready();
+  let services: Services;
+  let app: App;
+  try {
+    services = await createServices(config, log, real ? {} : { runtime: options.selection ?? { runtime } });
+    app = await buildApp(services);
+    options.beforeReady?.(app);
+    await app.ready();
+  } catch (err) {
+    removeDataDir();
+    throw err;
+  }
   const close = async () => {
     await app.close();
     await services.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDataDir();
   };
   return {
     app,

@@ -70,7 +70,7 @@ describe('roomkit backup', () => {
   });
 
   it('restores: a service started on the copy serves its data', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-restore-'));
+    const dataDir = scratch();
     copyFileSync(file, join(dataDir, SQLITE_FILE));
     const restored = await startTestApp({ config: { dataDir } });
     try {
