@@ -28,18 +28,18 @@ import { egressInterfaces, tableName } from '../../src/network/firewall.ts';
 import { listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
 import type { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { META_RULE_PREF, metaTable, NETWORK_TEST_PREFIX, networkTestTag } from '../support/network-leftovers.ts';
 
 const POOL = '10.216.0.0/24';
 const PID = process.pid;
-/** The pid in base 36, so that interface names stay within 15 characters whatever the pid (pids reach 7 digits). */
-const TAG = PID.toString(36);
+const TAG = networkTestTag(PID);
 const LISTEN_PORT = 8080;
 const INSTANCE_PORT = 8000;
 const METADATA = '169.254.169.254';
 const HOST_PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 /** Policy routing table and rule preference for the metadata namespace, unique to this process. */
-const META_TABLE = 1_000_000 + PID;
-const META_PREF = 31_000;
+const META_TABLE = metaTable(PID);
+const META_PREF = META_RULE_PREF;
 
 /** A listener that prints, and answers with, the address of each peer. */
 const LISTENER_PY = `
@@ -118,7 +118,7 @@ async function ip(args: string[]): Promise<string> {
 }
 
 function testHost(short: string, hostAddress: string, address: string): TestHost {
-  return { name: `rkt-${TAG}-${short}`, peer: `rkp-${TAG}-${short}`, hostAddress, address, log: [] };
+  return { name: `${NETWORK_TEST_PREFIX}${TAG}-${short}`, peer: `rkp-${TAG}-${short}`, hostAddress, address, log: [] };
 }
 
 /** A namespace behind a veth: host end `hostAddress/30`, namespace `linkAddress/30`, default route back. */
@@ -377,7 +377,7 @@ after(async () => {
   }
   await run('ip', ['route', 'flush', 'table', String(META_TABLE)], { timeoutMs: 10_000 });
   for (const short of ['pub', 'priv', 'meta']) {
-    const name = `rkt-${TAG}-${short}`;
+    const name = `${NETWORK_TEST_PREFIX}${TAG}-${short}`;
     await run('ip', ['link', 'del', name], { timeoutMs: 10_000 });
     if (existsSync(`/var/run/netns/${name}`)) await attempt(`delete netns ${name}`, () => runChecked('ip', ['netns', 'del', name], { timeoutMs: 10_000 }));
   }
@@ -385,9 +385,9 @@ after(async () => {
   // Nothing of ours is left: namespaces, veths, rules, routes, and the instances' own.
   assert.deepEqual(problems, []);
   const netns = existsSync('/var/run/netns') ? readdirSync('/var/run/netns') : [];
-  assert.deepEqual(netns.filter((n) => n.startsWith(`rkt-${TAG}-`)), []);
+  assert.deepEqual(netns.filter((n) => n.startsWith(`${NETWORK_TEST_PREFIX}${TAG}-`)), []);
   const links = await ip(['-o', 'link', 'show']);
-  const ours = [...links.matchAll(/^\d+:\s+([^:@\s]+)/gm)].map((m) => m[1] ?? '').filter((n) => n.startsWith(`rkt-${TAG}-`) || n.startsWith(`rkp-${TAG}-`));
+  const ours = [...links.matchAll(/^\d+:\s+([^:@\s]+)/gm)].map((m) => m[1] ?? '').filter((n) => n.startsWith(`${NETWORK_TEST_PREFIX}${TAG}-`) || n.startsWith(`rkp-${TAG}-`));
   assert.deepEqual(ours, []);
   assert.doesNotMatch(await ip(['rule', 'show']), new RegExp(`lookup ${META_TABLE}\\b`));
   assert.equal((await ip(['route', 'show', 'table', String(META_TABLE)])).trim(), '');

@@ -1,7 +1,7 @@
 // Builds a real roomkit app (real SQLite store in a temporary data directory) for
 // in-process tests, with a test double as the runtime unless one is given.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ConfigOverrides, loadConfig, PACKAGE_ROOT } from '../../src/config.ts';
@@ -44,6 +44,11 @@ export interface TestApp {
 
 let orgCounter = 0;
 
+/** Test data directories are made in the temporary directory with this prefix. */
+export const TEST_DATA_PREFIX = 'roomkit-test-';
+/** In each test data directory: `{pid, pool}` of the test process that made it. */
+export const TEST_OWNER_FILE = 'test-owner.json';
+
 /** Images built by tests are cached here across test files and runs. */
 export const TEST_IMAGES_DIR = join(PACKAGE_ROOT, '.roomkit-test', 'images');
 
@@ -62,7 +67,9 @@ export interface TestAppOptions {
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   // A data directory of its own, removed on close, unless the test gives one (and owns it).
   const given = options.config?.dataDir;
-  const dataDir = given === undefined ? mkdtempSync(join(tmpdir(), 'roomkit-test-')) : String(given);
+  const dataDir = given === undefined ? mkdtempSync(join(tmpdir(), TEST_DATA_PREFIX)) : String(given);
+  // Who made it, so that a later run can clean up after this process if it is killed (test/support/reap-stale.ts).
+  if (given === undefined) writeFileSync(join(dataDir, TEST_OWNER_FILE), JSON.stringify({ pid: process.pid, pool: options.gvisorPool ?? null }));
   const removeDataDir = () => {
     if (given === undefined) rmSync(dataDir, { recursive: true, force: true });
   };
