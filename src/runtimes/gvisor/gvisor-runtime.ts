@@ -14,7 +14,7 @@ import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../hos
 import type { ImageStore } from '../../images/builder.ts';
 import { OUTPUT_RELAY } from '../../images/guest-additions.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
-import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath, removeNetwork } from '../../network/netns.ts';
+import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
 import type {
   CommandOutcome,
