@@ -91,14 +91,27 @@ describe('deleting an instance', () => {
     assert.ok(tookMs < 1000, `DELETE took ${tookMs.toFixed(0)} ms`);
     assert.deepEqual(await runningSandboxProcesses(t.dataDir, oldId), [], 'a process of the deleted sandbox still runs');
 
-    // At once, while the old instance's release may still be under way.
-    const newId = await create('again');
+    // At once, while the old instance's release is still under way (it takes about 1.5 s).
+    const created = await t.app.inject({ method: 'POST', url: room('again'), headers: org.headers, payload: { wait: false } });
+    assert.equal(created.statusCode, 202, created.body);
+    const newId: string = created.json().instance_id;
     assert.notEqual(newId, oldId);
-    const newSlot = await leaseSlot(newId);
+    let newSlot: number | undefined;
+    for (const deadline = Date.now() + 30_000; newSlot === undefined && Date.now() < deadline; ) {
+      newSlot = await leaseSlot(newId);
+      if (newSlot === undefined) await new Promise((r) => setTimeout(r, 5));
+    }
     const oldStillLeased = (await leaseSlot(oldId)) !== undefined;
+    console.log(`the new instance got its address with the old one's release ${oldStillLeased ? 'still under way' : 'already done'}`);
+    assert.notEqual(newSlot, undefined, 'the new instance got no address');
     if (oldStillLeased) assert.notEqual(newSlot, oldSlot, 'the old address was handed out while the old instance still held it');
-    console.log(`the new instance was created with the old one's release ${oldStillLeased ? 'still under way' : 'already done'}`);
     assert.notEqual(networkNames(runtime.tag, newId).netns, networkNames(runtime.tag, oldId).netns);
+    let state = '';
+    for (const deadline = Date.now() + 60_000; !['ready', 'failed'].includes(state) && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 50));
+      state = (await t.app.inject({ method: 'GET', url: room('again'), headers: org.headers })).json().state;
+    }
+    assert.equal(state, 'ready');
     const cmd = await t.app.inject({ method: 'POST', url: `${room('again')}/command`, headers: org.headers, payload: { command: 'echo fresh' } });
     assert.equal(cmd.statusCode, 200, cmd.body);
     assert.equal(cmd.json().result.output, 'fresh\n');
