@@ -141,7 +141,11 @@ export class Instances {
     return this.records.view(row);
   }
 
-  /** Stops the room's instance and removes everything it holds; `keyId` is the key that asked, for the record. */
+  /**
+   * Stops the room's instance; `keyId` is the key that asked, for the record. Answers
+   * `stopped` once its machine no longer runs; the runtime releases the rest of what it
+   * held right after, in the background (see Runtime.destroy).
+   */
   async delete(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
     await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
@@ -289,7 +293,8 @@ export class Instances {
     const why: EndReason = { reason: event.detail, code: event.outOfMemory ? 'out_of_memory' : 'sandbox_exited' };
     this.log.warn({ instanceId: id, reason: why.reason, reasonCode: why.code }, 'instance machine ended by itself');
     try {
-      await this.runtime().destroy(id);
+      // Recorded as failed once nothing of it is left, not only once it stopped.
+      await (await this.runtime().destroy(id)).released;
     } catch (err) {
       // Recorded anyway: the next start's sweep removes what is left.
       this.log.error({ instanceId: id, err }, 'could not remove what was left of an instance whose machine ended');
@@ -423,6 +428,8 @@ export class Instances {
     await this.ending.get(instanceId);
     const runtime = this.runtimeSelection;
     try {
+      // `stopped` once the machine is; the release that follows is the runtime's to finish
+      // (its close() waits for it, its sweep after a crash completes it).
       if ('runtime' in runtime) await runtime.runtime.destroy(instanceId);
       await this.records.transition(instanceId, 'stopped', why);
     } catch (err) {

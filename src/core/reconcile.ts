@@ -1,8 +1,9 @@
 // Reconciliation at start: the store is the record, and what exists on the host is
 // made to agree with it. Ready instances whose machine still runs and answers are
-// adopted; everything the runtime holds for any other instance is removed; then each
-// other live instance is recorded as stopped (its stop was under way) or failed, with
-// why.
+// adopted; everything the runtime holds for any other instance is removed (including
+// what stopped instances still held when a crash interrupted their release in the
+// background); then each other live instance is recorded as stopped (its stop was under
+// way) or failed, with why.
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';

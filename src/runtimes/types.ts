@@ -189,8 +189,14 @@ export interface Runtime {
    * nothing is left behind, and rejects with an error whose message says what failed.
    */
   provision(request: ProvisionRequest): Promise<void>;
-  /** Stops and removes everything the instance holds. Idempotent. */
-  destroy(instanceId: string): Promise<void>;
+  /**
+   * Stops the instance's machine and releases everything it holds. Idempotent. Resolves
+   * once the machine no longer runs; the rest may be released after that, in the
+   * background: `released` settles when it is (it never rejects: a runtime logs a
+   * failure, and its next sweep() finishes the release), close() waits for every
+   * release under way, and list() names the instance until its release is done.
+   */
+  destroy(instanceId: string): Promise<{ released: Promise<void> }>;
   /** Ids of the instances this runtime holds resources for (for reconciliation). */
   list(): Promise<string[]>;
   /** Whether an instance that should be running still is and answers. */
@@ -202,7 +208,7 @@ export interface Runtime {
    * including leftovers it cannot attribute to an instance; returns what it removed.
    */
   sweep(keep: ReadonlySet<string>): Promise<string[]>;
-  /** Releases what the runtime itself holds; instances are left as they are. */
+  /** Waits for the releases destroy() started, then releases what the runtime itself holds; instances are left as they are. */
   close(): Promise<void>;
   /**
    * Subscribes to what happens to instances it runs (made or adopted) outside any

@@ -48,8 +48,10 @@ async function createInstance(name: string, profile = profileId): Promise<{ inst
   return res.json();
 }
 
-/** Asserts the host holds nothing of the instance: sandbox, namespace, veth, mounts, cgroups, files, lease. */
+/** Asserts the host holds nothing of the instance once its release is done: sandbox, namespace, veth, mounts, cgroups, files, lease. */
 async function assertNothingLeftFor(id: string): Promise<void> {
+  // A delete answers once the machine is stopped; the rest is released right after.
+  await runtime.releasesSettled();
   const names = networkNames(runtime.tag, id);
   const left = await hostObjects(t.dataDir, [id]);
   assert.ok(!left.containers.includes(id), 'sandbox left');

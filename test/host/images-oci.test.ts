@@ -561,6 +561,7 @@ describe('an instance from an oci: profile', () => {
     const deleted = await t.app.inject({ method: 'DELETE', url: room, headers: org.headers });
     assert.equal(deleted.statusCode, 200, deleted.body);
     assert.equal(deleted.json().state, 'stopped');
+    await runtime.releasesSettled();
     const left = await hostObjects(t.dataDir, [id]);
     assert.ok(!left.containers.includes(id), 'sandbox left');
     assert.ok(!left.netns.includes(networkNames(runtime.tag, id).netns), 'namespace left');

@@ -109,6 +109,8 @@ describe('host admission with real instances', () => {
     const answers = await Promise.all(['c1', 'c2', 'c3'].map((name) => create(c, name)));
     assert.deepEqual(answers.map((r) => r.statusCode).sort(), [201, 503, 503], answers.map((r) => r.body).join('\n'));
     assert.deepEqual((await rowsOf(c)).map((r) => r.state), ['ready']);
+    // The deleted instance's namespace goes in the background, right after its delete.
+    await t.gvisor().releasesSettled();
     assert.equal((await hostObjects(t.dataDir)).netns.length, 2);
     // A's own quota is free again too, but the host is full.
     const again = await create(a, 'a2');

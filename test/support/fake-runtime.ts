@@ -73,8 +73,9 @@ export class FakeRuntime implements Runtime {
     }
   }
 
-  async destroy(instanceId: string): Promise<void> {
+  async destroy(instanceId: string): Promise<{ released: Promise<void> }> {
     if (this.live.delete(instanceId)) this.destroyed.push(instanceId);
+    return { released: Promise.resolve() };
   }
 
   async list(): Promise<string[]> {

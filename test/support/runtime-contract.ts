@@ -22,7 +22,7 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       subject = await make();
     });
     after(async () => {
-      for (const id of made) await subject.runtime.destroy(id);
+      for (const id of made) await (await subject.runtime.destroy(id)).released;
       await subject.close();
     });
 
@@ -63,14 +63,15 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       assert.ok((await subject.runtime.list()).includes(req.instanceId));
     });
 
-    it('destroys an instance completely, and destroying again is harmless', async () => {
+    it('destroys an instance: stopped when destroy resolves, gone completely once released; destroying again is harmless', async () => {
       const req = request();
       await subject.runtime.provision(req);
-      await subject.runtime.destroy(req.instanceId);
-      assert.ok(!(await subject.runtime.list()).includes(req.instanceId));
+      const teardown = await subject.runtime.destroy(req.instanceId);
       assert.equal((await subject.runtime.health(req.instanceId)).healthy, false);
-      await subject.runtime.destroy(req.instanceId);
-      await subject.runtime.destroy(randomUUID());
+      await teardown.released;
+      assert.ok(!(await subject.runtime.list()).includes(req.instanceId));
+      await (await subject.runtime.destroy(req.instanceId)).released;
+      await (await subject.runtime.destroy(randomUUID())).released;
     });
 
     it('undoes its steps and rejects when a step is refused', async () => {

@@ -3,7 +3,8 @@
 // memory guard reads and tunes the sandbox's v1 memory controller (usage, file cache,
 // limit, OOM control); a teardown lifts its limit first and then removes what runsc
 // left in the v1 hierarchies; after a sandbox ended by itself, its OOM counters say
-// whether memory was why. On a cgroup v2 host there is no v1 memory cgroup: the
+// whether memory was why. Its members (the sandbox, its gofer and the ptrace stubs) are
+// what a teardown kills (processesOf). On a cgroup v2 host there is no v1 memory cgroup: the
 // memory functions find nothing and change nothing (only the host limit applies), and
 // the sandbox's unified cgroup (`roomkit/<instance id>` under the root itself) is left
 // to runsc's own delete.
@@ -123,6 +124,24 @@ export function removeCgroups(instanceId: string): void {
       }
     }
   }
+}
+
+/**
+ * The pids in the sandbox's host cgroup now, zombies included (on cgroup v1 a killed
+ * task stays listed until its parent reaps it); null when it has no cgroup. Read from a
+ * v1 hierarchy that runsc fills (pids, else memory), or the unified one on cgroup v2.
+ */
+export function processesOf(instanceId: string): number[] | null {
+  for (const dir of [join(CGROUP_ROOT, 'pids', PARENT, instanceId), join(CGROUP_ROOT, 'memory', PARENT, instanceId), join(CGROUP_ROOT, PARENT, instanceId)]) {
+    let text: string;
+    try {
+      text = readFileSync(join(dir, 'cgroup.procs'), 'utf8');
+    } catch {
+      continue;
+    }
+    return text.split('\n').filter(Boolean).map(Number);
+  }
+  return null;
 }
 
 function readNumber(file: string): number | null {

@@ -6,7 +6,7 @@
 // ends by itself (sandbox-watch.ts) and the memory guard's kills are reported to core/
 // as runtime events. Over 400 lines, because provisioning's steps and their undo read
 // best in one place, in order.
-import { existsSync, mkdirSync, readdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statfsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
@@ -14,7 +14,7 @@ import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../hos
 import type { ImageStore } from '../../images/builder.ts';
 import { OUTPUT_RELAY } from '../../images/guest-additions.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
-import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath, removeNetwork } from '../../network/netns.ts';
+import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
 import type {
   CommandOutcome,
@@ -32,7 +32,7 @@ import type {
   RuntimeHealth,
 } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
-import { ranOutOfMemory, removeCgroups, unfreezeMemory } from './cgroups.ts';
+import { ranOutOfMemory } from './cgroups.ts';
 import { ChangeTracker } from './change-tracker.ts';
 import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
 import * as files from './file-operations.ts';
@@ -43,9 +43,13 @@ import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { addMimeTypes } from './mime-sniffing.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
+import { type Teardown, Teardowns } from './teardown.ts';
 
 /** A writable layer with less than this free is full, for a command's end reason. */
 const DISK_FULL_BYTES = 1024 * 1024;
+
+/** Instances a sweep tears down at once. */
+const SWEEPS_AT_ONCE = 8;
 
 /** How long the output of a program run with exec() may come after its exit (as a command's may: commands.ts). */
 const EXEC_OUTPUT_GRACE_MS = 5_000;
@@ -86,6 +90,8 @@ export class GvisorRuntime implements Runtime {
   private readonly listeners: ((event: RuntimeEvent) => void)[] = [];
   /** Per running command (by id): the instance whose memory guard killed a process of it. */
   private readonly memoryKilled = new Map<string, string>();
+  /** Instances being torn down: stopped at once, released in the background (teardown.ts). */
+  private readonly teardowns: Teardowns;
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -109,6 +115,7 @@ export class GvisorRuntime implements Runtime {
       },
     });
     this.sandboxWatch = new SandboxWatch({ onExit: (instanceId) => this.sandboxExited(instanceId) });
+    this.teardowns = new Teardowns({ runsc: this.runsc, pool: this.pool, tag: this.tag, log: this.log });
   }
 
   onEvent(listener: (event: RuntimeEvent) => void): void {
@@ -217,7 +224,7 @@ export class GvisorRuntime implements Runtime {
       this.indexImage(h).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
     } catch (err) {
       try {
-        await this.destroy(instanceId);
+        await this.destroyCompletely(instanceId);
       } catch (cleanupErr) {
         log.error({ err: cleanupErr }, 'cleanup after a failed start failed');
       }
@@ -236,25 +243,30 @@ export class GvisorRuntime implements Runtime {
     return this.runsc.call(h.netns, execArgs(instanceId, argv, options, options.env), { timeoutMs: options.timeoutMs, outputGraceMs: EXEC_OUTPUT_GRACE_MS });
   }
 
-  async destroy(instanceId: string): Promise<void> {
+  /** Stops the instance's machine; what it held is released in the background (teardown.ts). */
+  async destroy(instanceId: string): Promise<Teardown> {
+    return this.teardowns.begin(this.forget(instanceId));
+  }
+
+  /** Waits until every release destroy() started has ended (for a shutdown, and for tests and benchmarks that look at the host). */
+  releasesSettled(): Promise<void> {
+    return this.teardowns.settled();
+  }
+
+  /** Stops the instance and releases everything it holds before resolving; rejects when something is left. */
+  private async destroyCompletely(instanceId: string): Promise<void> {
+    await this.teardowns.complete(this.forget(instanceId));
+  }
+
+  /** Stops watching and guarding an instance that is being torn down; its handle, for the teardown. */
+  private forget(instanceId: string): InstanceHandle {
     const h = this.handle(instanceId);
     this.handles.delete(instanceId);
-    const netnsExists = existsSync(netnsPath(h.netns));
-    // In reverse order of provisioning: sandbox, mounts, writable layer, rules, veth and
-    // namespace, address.
     this.sandboxWatch.unwatch(instanceId);
     this.memoryGuard.unwatch(instanceId);
     for (const [commandId, id] of this.memoryKilled) if (id === instanceId) this.memoryKilled.delete(commandId);
     this.lingering.closeAll(instanceId);
-    // A sandbox frozen at its memory ceiling cannot even die: let it run free first.
-    unfreezeMemory(instanceId);
-    await this.runsc.destroy(netnsExists ? h.netns : null, instanceId);
-    await unmountAll(h.dir);
-    rmSync(h.dir, { recursive: true, force: true });
-    await revokeEgress(this.tag, h.hostIf);
-    await removeNetwork(h);
-    await this.pool.release(instanceId);
-    removeCgroups(instanceId);
+    return h;
   }
 
   /** Starts `runsc exec` of a program in the instance, for callers that stream its input or output. */
@@ -424,15 +436,20 @@ export class GvisorRuntime implements Runtime {
   async sweep(keep: ReadonlySet<string>): Promise<string[]> {
     const removed: string[] = [];
     const errors: string[] = [];
-    for (const id of await this.list()) {
-      if (keep.has(id)) continue;
-      try {
-        await this.destroy(id);
-        removed.push(`instance ${id}`);
-      } catch (err) {
-        errors.push(`instance ${id}: ${(err as Error).message}`);
-      }
-    }
+    // A few at a time: most of a teardown is waiting for the host's init to reap.
+    const queue = (await this.list()).filter((id) => !keep.has(id));
+    await Promise.all(
+      Array.from({ length: Math.min(SWEEPS_AT_ONCE, queue.length) }, async () => {
+        for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+          try {
+            await this.destroyCompletely(id);
+            removed.push(`instance ${id}`);
+          } catch (err) {
+            errors.push(`instance ${id}: ${(err as Error).message}`);
+          }
+        }
+      }),
+    );
     // Namespaces, veths and rules whose instance is unknown (e.g. lost with its directory).
     const kept = [...keep].map((id) => this.handle(id));
     const keptNetns = new Set(kept.map((h) => h.netns));
@@ -465,6 +482,9 @@ export class GvisorRuntime implements Runtime {
 
   /** Removes the firewall table when no instance is left that it protects. */
   async close(): Promise<void> {
+    // Releases under way finish first: a shutdown leaves no stopped instance's mounts,
+    // network or lease behind.
+    await this.releasesSettled();
     this.memoryGuard.stop();
     this.sandboxWatch.stop();
     await this.changeTracker.close();
