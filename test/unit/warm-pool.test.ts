@@ -147,6 +147,24 @@ describe('a warm pool', () => {
     assert.ok(!history.some((i) => old.includes(i.instance_id)), 'removed pooled instances are listed');
   });
 
+  it('never hands out an instance made from an older version of the profile, even before the pool has replaced it', async () => {
+    // No periodic pass: only the change itself would make the pool look again.
+    const { t, org } = await start({ config: { expiryCheckIntervalMs: 3_600_000 } });
+    const profileId = await t.createProfile(org, { name: 'stale', warm_pool: 1, env: { VERSION: 'one' } });
+    await poolIs(t, org, profileId, 1);
+    const [old] = await pooledRows(t, profileId);
+    // The profile changes behind the pool's back (as a change whose notice has not been acted on yet).
+    const row = await t.services.db.selectFrom('profiles').select('spec').where('id', '=', profileId).executeTakeFirstOrThrow();
+    const spec = { ...JSON.parse(row.spec), env: { VERSION: 'two' } };
+    await t.services.db.updateTable('profiles').set({ spec: JSON.stringify(spec) }).where('id', '=', profileId).execute();
+    assert.deepEqual((await profileOf(t, org, profileId)).warm_pool_instances, { ready: 0, starting: 0 });
+
+    const made = (await create(t, org, profileId, 'fresh')).json();
+    assert.notEqual(made.instance_id, old!.id);
+    assert.equal(made.claimed_at, null);
+    assert.deepEqual((await pooledRows(t, profileId)).map((r) => r.id), [old!.id], 'the old pooled instance was not there to be refused');
+  });
+
   it('shrinks when its size is lowered, and goes with its profile (which a pool does not keep from being deleted)', async () => {
     const runtime = new FakeRuntime();
     const { t, org } = await start({ fake: runtime });
