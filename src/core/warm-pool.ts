@@ -28,6 +28,8 @@ const GIVE_WAY_HOLD_MS = 30_000;
 /** After a pooled instance failed to start, its profile's refills wait this long, doubling up to the most. */
 const FAILURE_BACKOFF_MS = 5_000;
 const MAX_FAILURE_BACKOFF_MS = 5 * 60_000;
+/** A refill after a claim starts this much later, once the claim has been answered. */
+const REFILL_DELAY_MS = 25;
 /** Errors of a quota or admission check that mean "not now" for a refill. */
 const NOT_NOW = new Set(['quota_exceeded', 'capacity_exhausted']);
 
@@ -141,7 +143,9 @@ export class WarmPool {
     });
     if (outcome?.claimed) {
       this.log.info({ instanceId: outcome.row.id, profileId, roomId }, 'instance claimed from the warm pool');
-      this.refill(organizationId, profileId);
+      // After the claim's answer has gone out: starting a machine right away would take the
+      // event loop and the store from the request that is waiting.
+      setTimeout(() => this.refill(organizationId, profileId), REFILL_DELAY_MS).unref();
     }
     return outcome;
   }
@@ -164,8 +168,8 @@ export class WarmPool {
       .where('state', 'in', LIVE_STATES)
       .where('state', '!=', 'stopping');
     if (scope !== '*') query = query.where('organization_id', '=', organizationId);
-    // Ones still starting first: they cost the least to give up.
-    const candidates = await query.orderBy('state', 'asc').orderBy('created_at', 'desc').execute();
+    // Ones still starting first (they cost the least to give up), then the newest.
+    const candidates = await query.orderBy('created_at', 'desc').execute();
     candidates.sort((a, b) => Number(a.state === 'ready') - Number(b.state === 'ready'));
     for (const row of candidates) {
       if (await this.retire(row, { reason: `removed from the warm pool: a create needed what it held (${code})`, code: 'pool_retired' }, true)) {

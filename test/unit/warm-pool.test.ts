@@ -7,7 +7,7 @@
 // test/host/warm-pool.test.ts.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, it } from 'node:test';
 import { PROVISION_STATES } from '../../src/core/lifecycle.ts';
@@ -205,6 +205,27 @@ describe('a warm pool', () => {
     const refused = await create(t, org, org.defaultProfileId, 'over');
     assert.equal(refused.statusCode, 403);
     assert.equal(refused.json().error, 'quota_exceeded');
+  });
+
+  it('gives way to another organization\'s create when the host is full, and refuses only when no pool is left', async () => {
+    // The double's host cost is memory_mb: a share of this host's memory that holds exactly two instances.
+    const hostMb = Math.floor(totalmem() / (1024 * 1024));
+    const percent = Math.ceil((2 * 1024 * 100) / hostMb);
+    assert.ok(Math.floor((hostMb * percent) / 100) < 3 * 1024, `host of ${hostMb} MB`);
+    const { t, org } = await start({ config: { admitMemoryPercent: percent } });
+    const profileId = await t.createProfile(org, { name: 'host-full', warm_pool: 2 });
+    await poolIs(t, org, profileId, 2);
+    const [b, c, d] = [await t.newOrg(), await t.newOrg(), await t.newOrg()];
+    const first = await create(t, b, b.defaultProfileId, 'b');
+    assert.equal(first.statusCode, 201, first.body);
+    assert.equal((await pooledRows(t, profileId)).length, 1);
+    const second = await create(t, c, c.defaultProfileId, 'c');
+    assert.equal(second.statusCode, 201, second.body);
+    assert.equal((await pooledRows(t, profileId)).length, 0);
+    // Nothing pooled is left to give way: the host is full of instances in rooms.
+    const refused = await create(t, d, d.defaultProfileId, 'd');
+    assert.equal(refused.statusCode, 503, refused.body);
+    assert.equal(refused.json().error, 'capacity_exhausted');
   });
 
   it('backs off when its instances fail to start, instead of making failed ones in a loop', async () => {
