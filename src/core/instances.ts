@@ -8,7 +8,7 @@
 // is in this one class, so that the order of their awaits can be read in one place.
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import type { Instance, InstancePage, InstanceResources } from './instance-schema.ts';
+import type { Instance, InstancePage } from './instance-schema.ts';
 import { type EndReason, InstanceRecords, insertInstanceRow, type ListOptions, newInstanceRow, stateOf } from './instance-records.ts';
 import type { Runtime, RuntimeEvent, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
@@ -126,17 +126,8 @@ export class Instances {
         }),
       );
     try {
-      // Warm pools give way: while pooled instances hold what this create needs, one is
-      // removed and the create tried again, so no caller is refused because of a pool.
-      let winner: InstanceRow | undefined;
-      for (;;) {
-        try {
-          winner = await admit();
-          break;
-        } catch (err) {
-          if (!(err instanceof AppError) || !(await this.warmPool.giveWay(organizationId, err.code))) throw err;
-        }
-      }
+      // No caller is refused because of a warm pool: pooled instances give way.
+      const winner = await this.warmPool.givingWay(organizationId, admit);
       if (winner) return { instance: await this.settle(winner, options.wait), created: false };
     } catch (err) {
       // Another request created the room's instance between our look-up and insert.

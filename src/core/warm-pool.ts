@@ -151,12 +151,26 @@ export class WarmPool {
   }
 
   /**
+   * Runs a create's quota and admission checks (`admit`); while they refuse it for what
+   * pooled instances hold, removes one of those and runs them again.
+   */
+  async givingWay<T>(organizationId: string, admit: () => Promise<T>): Promise<T> {
+    for (;;) {
+      try {
+        return await admit();
+      } catch (err) {
+        if (!(err instanceof AppError) || !(await this.giveWay(organizationId, err.code))) throw err;
+      }
+    }
+  }
+
+  /**
    * A create was refused with `code` (a quota of the organization, or the host's
    * capacity): removes one pooled instance that holds what it needs (of the
    * organization for a quota, of any for the host) and holds refills back for a while.
    * Answers whether it removed one, i.e. whether the create should try again.
    */
-  async giveWay(organizationId: string, code: string): Promise<boolean> {
+  private async giveWay(organizationId: string, code: string): Promise<boolean> {
     if (code !== 'quota_exceeded' && code !== 'capacity_exhausted') return false;
     const scope = code === 'quota_exceeded' ? organizationId : '*';
     this.heldUntil.set(scope, Date.now() + GIVE_WAY_HOLD_MS);
