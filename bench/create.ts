@@ -1,8 +1,10 @@
 // Create-to-ready latency of an instance through the HTTP API, with a cached image,
 // next to the floor measured in the same run: raw `runsc create` + `start` of the same
-// root filesystem (fresh overlay, fresh network namespace) without the service.
+// root filesystem (fresh overlay, fresh network namespace) without the service; and a
+// create that claims an instance from a profile's warm pool (booted before the request).
 //
-//   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default)
+//   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default;
+//                             ROOMKIT_BENCH_NETWORK_POOL, default 10.217.0.0/24)
 import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { run, runChecked } from '../src/host/run.ts';
@@ -17,7 +19,7 @@ import { percentile, summary } from './stats.ts';
 
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
 
-const bench = await startBenchService('10.217.0.0/24');
+const bench = await startBenchService(process.env.ROOMKIT_BENCH_NETWORK_POOL ?? '10.217.0.0/24');
 const { config, log, services, base, headers, dataDir } = bench;
 
 try {
@@ -93,9 +95,36 @@ try {
     deleted.push(performance.now() - delStarted);
   }
 
+  // Warm pool: a profile of the same image keeps one instance booted; each run waits
+  // until the pool holds a ready one, then times the create that claims it.
+  const pooled = await fetch(`${base}/api/profiles`, { method: 'POST', headers, body: JSON.stringify({ name: 'bench-warm', warm_pool: 1 }) });
+  const warmProfile = ((await pooled.json()) as { profile_id: string }).profile_id;
+  const claimed: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const profile = (await (await fetch(`${base}/api/profiles/${warmProfile}`, { headers })).json()) as { warm_pool_instances: { ready: number } };
+      if (profile.warm_pool_instances.ready >= 1) break;
+      if (Date.now() > deadline) throw new Error('the warm pool did not refill within 120 s');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const url = `${base}/api/profile/${warmProfile}/room/warm-${i}`;
+    const started = performance.now();
+    const res = await fetch(url, { method: 'POST', headers, body: '{}' });
+    const took = performance.now() - started;
+    const body = (await res.json()) as { state: string; claimed_at: string | null };
+    if (res.status !== 201 || body.state !== 'ready' || body.claimed_at === null) throw new Error(`claim ${i} answered ${res.status}: ${JSON.stringify(body)}`);
+    claimed.push(took);
+    const del = await fetch(url, { method: 'DELETE', headers });
+    if (del.status !== 200) throw new Error(`delete of warm-${i} answered ${del.status}`);
+  }
+  await fetch(`${base}/api/profiles/${warmProfile}`, { method: 'DELETE', headers });
+
   console.log(`floor   runsc create+start (same rootfs, fresh netns)   ${summary(floor)}`);
   console.log(`roomkit POST .../room/... -> ready (HTTP, 7 states)     ${summary(created)}`);
   console.log(`        overhead over the floor at p50: ${(percentile(created, 50) - percentile(floor, 50)).toFixed(0)} ms`);
+  console.log(`roomkit POST .../room/... claiming a warm pool instance ${summary(claimed)}`);
+  console.log(`        at p50: ${(percentile(claimed, 50) / percentile(floor, 50)).toFixed(3)}x the floor, ${(percentile(claimed, 50) / percentile(created, 50)).toFixed(3)}x a cold create`);
   console.log(`roomkit DELETE .../room/... -> stopped                  ${summary(deleted)}\n`);
   console.log('time spent reaching each state (from the previous one), from state_history:');
   for (const [state, values] of stateTimes) console.log(`  ${state.padEnd(18)} ${summary(values)}`);

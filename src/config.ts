@@ -110,6 +110,11 @@ export interface Config {
   readonly metricsToken: string | undefined;
   /** Days audit records are kept; 0 keeps them forever. */
   readonly auditRetentionDays: number;
+  /**
+   * Instances the profiles' warm pools may keep booted on this host, all together; 0
+   * turns warm pools off (profiles keep their `warm_pool`, nothing is pooled).
+   */
+  readonly warmPoolMaxInstances: number;
 }
 
 export class ConfigError extends Error {
@@ -163,6 +168,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   trustProxy: 'ROOMKIT_TRUST_PROXY',
   metricsToken: 'ROOMKIT_METRICS_TOKEN',
   auditRetentionDays: 'ROOMKIT_AUDIT_RETENTION_DAYS',
+  warmPoolMaxInstances: 'ROOMKIT_WARM_POOL_MAX_INSTANCES',
 };
 
 /**
@@ -175,6 +181,13 @@ const ENV_NAMES: Record<keyof Config, string> = {
 export const DEFAULT_HOST_TASKS_PER_INSTANCE = 12_288;
 /** Below this a sandbox cannot carry the guest's own limits, and would die at the host limit. */
 export const MIN_HOST_TASKS_PER_INSTANCE = 4096;
+
+/**
+ * Pooled instances a host keeps at most by default. A default instance commits 1.5 GiB
+ * of host memory (1 GiB and the sandbox's headroom), so 8 leave room for the instances
+ * rooms use on a host of 24 GiB; pools also give way to any create that needs their room.
+ */
+export const DEFAULT_WARM_POOL_MAX_INSTANCES = 8;
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const raw = (key: keyof Config): string | undefined => {
@@ -313,6 +326,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     trustProxy: Object.freeze(addresses('trustProxy')),
     metricsToken: secret('metricsToken'),
     auditRetentionDays: int('auditRetentionDays', 90, 0, 36_500),
+    warmPoolMaxInstances: int('warmPoolMaxInstances', DEFAULT_WARM_POOL_MAX_INSTANCES, 0, 10_000),
   };
   return Object.freeze(config);
 }

@@ -26,6 +26,7 @@ export class Metrics {
   private readonly rateLimited: Counter<'limit'>;
   private readonly quotaRejections: Counter<'code'>;
   private readonly creates: Counter<'outcome'>;
+  private readonly assigned: Counter<'source'>;
   private readonly createDuration: Histogram;
   private readonly phaseDuration: Histogram<'phase'>;
   private readonly commandsRunning: Gauge;
@@ -72,6 +73,12 @@ export class Metrics {
       name: 'roomkit_instance_creates_total',
       help: 'Instances whose provisioning ended, by outcome (ready, failed, cancelled)',
       labelNames: ['outcome'],
+      registers,
+    });
+    this.assigned = new Counter({
+      name: 'roomkit_instance_assignments_total',
+      help: 'Instances given to a room by a create, by source: warm_pool (claimed, already booted) or cold (made for the room)',
+      labelNames: ['source'],
       registers,
     });
     this.createDuration = new Histogram({
@@ -151,6 +158,11 @@ export class Metrics {
   /** A provisioning step completed `seconds` after the previous one. */
   instancePhase(phase: string, seconds: number): void {
     this.phaseDuration.observe({ phase }, seconds);
+  }
+
+  /** A create gave a room an instance: one claimed from a warm pool, or one made for it. */
+  instanceAssigned(source: 'warm_pool' | 'cold'): void {
+    this.assigned.inc({ source });
   }
 
   /** Provisioning ended; `seconds` is recorded for instances that became ready. */

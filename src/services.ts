@@ -61,7 +61,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const organizations = new Organizations({ db, profiles });
     const quotas = new Quotas({ db, config });
     const admission = new Admission({ config });
-    const instances = new Instances({ db, profiles, runtime, quotas, admission, log, metrics });
+    const instances = new Instances({ db, profiles, runtime, quotas, admission, log, metrics, warmPoolMaxInstances: config.warmPoolMaxInstances });
     const servedFiles = new ServedFiles(db);
     const commands = new Commands({ db, instances, profiles, servedFiles, quotas, config, log, metrics });
     const files = new Files({ instances, profiles, servedFiles, config });
@@ -72,6 +72,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const interrupted = await commands.recover();
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     instances.startExpiryChecks(config.expiryCheckIntervalMs);
+    instances.warmPool.start(config.expiryCheckIntervalMs);
     servedFiles.startPruning(SERVED_FILES_PRUNE_INTERVAL_MS, (err) => log.error({ err }, 'could not prune the served files of ended instances'));
     audit.startPruning();
     let closed: Promise<void> | undefined;

@@ -60,7 +60,8 @@ export function registerClientCommands(program: Command): void {
         progress.stop();
       }
       if (options.json) return printJson(instance);
-      const how = instance.state !== 'ready' ? '' : progress.reported ? ` in ${progress.elapsed()}` : ' (already running)';
+      const how =
+        instance.state !== 'ready' ? '' : instance.claimed_at !== null ? ' (from the profile\'s warm pool)' : progress.reported ? ` in ${progress.elapsed()}` : ' (already running)';
       process.stdout.write(`${instance.state}: room ${roomId} (profile ${options.profile ?? 'default'}), instance ${instance.instance_id}${how}\n`);
     }));
 
@@ -278,6 +279,7 @@ function printInstance(instance: Instance): void {
     ['resources', `${instance.resources.memory_mb} MiB memory, ${instance.resources.vcpus} vCPU, ${instance.resources.disk_mb} MiB disk`],
     ['created', instance.created_at],
   ];
+  if (instance.claimed_at !== null) rows.push(['claimed', `${instance.claimed_at} (from the profile's warm pool)`]);
   if (instance.failure_reason) rows.push(['failure', instance.failure_reason]);
   for (const [name, value] of rows) process.stdout.write(`${name.padEnd(10)} ${value}\n`);
 }

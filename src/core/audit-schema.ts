@@ -7,6 +7,8 @@ import Type from 'typebox';
 /** What a request did, whichever way it came (the API, POST …/tools/call, /mcp). */
 export const AUDIT_ACTIONS = [
   'instance.create',
+  /** A create that gave the room an instance from its profile's warm pool. */
+  'instance.claim',
   'instance.delete',
   'command.run',
   'command.kill',

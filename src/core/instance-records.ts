@@ -2,12 +2,14 @@
 // the only place that changes an instance's state (one transaction per move, checked
 // against the state machine), and the queries that find a room's instance or page
 // through an organization's. Instances drives the lifecycle over it.
+import { randomUUID } from 'node:crypto';
 import type { Db } from '../store/db.ts';
 import type { InstanceRow } from '../store/schema.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Instance, InstancePage, InstanceReasonCode, InstanceResources } from './instance-schema.ts';
 import { assertTransition, type InstanceState, isState, LIVE_STATES } from './lifecycle.ts';
 import { decodeCursor, encodeCursor } from './page-cursor.ts';
+import type { ProfileSpec } from './profile-schema.ts';
 
 /** Why an instance is stopping, stopped or failed: in words, as a code, and whose request it was. */
 export interface EndReason {
@@ -35,6 +37,8 @@ export class InstanceRecords {
       .selectFrom('instances')
       .selectAll()
       .where('organization_id', '=', organizationId)
+      // Instances waiting in a warm pool belong to no room yet (their profile counts them).
+      .where('warm_pool_key', 'is', null)
       .orderBy('created_at', 'desc')
       .orderBy('id', 'desc')
       .limit(options.limit + 1);
@@ -169,10 +173,53 @@ export class InstanceRecords {
       progress: row.progress,
       runtime: row.runtime,
       resources: JSON.parse(row.resources) as InstanceResources,
+      claimed_at: row.claimed_at,
       created_at: row.created_at,
       updated_at: row.updated_at,
     };
   }
+}
+
+/** A new instance's row, in state `active`: for a room, or for a warm pool (`warmPoolKey`). */
+export function newInstanceRow(fields: {
+  organizationId: string;
+  profileId: string;
+  roomId: string;
+  runtime: string;
+  spec: ProfileSpec;
+  warmPoolKey?: string;
+}): InstanceRow {
+  const { spec } = fields;
+  const now = nowIso();
+  return {
+    id: randomUUID(),
+    organization_id: fields.organizationId,
+    profile_id: fields.profileId,
+    room_id: fields.roomId,
+    state: 'active',
+    failure_reason: null,
+    runtime: fields.runtime,
+    resources: JSON.stringify({ memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb } satisfies InstanceResources),
+    created_at: now,
+    updated_at: now,
+    deleted_at: null,
+    last_active_at: now,
+    idle_timeout_s: spec.idle_timeout_s,
+    max_lifetime_s: spec.max_lifetime_s,
+    progress: null,
+    spec: JSON.stringify(spec),
+    warm_pool_key: fields.warmPoolKey ?? null,
+    claimed_at: null,
+  };
+}
+
+/** Inserts a new instance's row and its first history entry (`active`). */
+export async function insertInstanceRow(db: Db, row: InstanceRow): Promise<void> {
+  await db.insertInto('instances').values(row).execute();
+  await db
+    .insertInto('instance_events')
+    .values({ instance_id: row.id, seq: 1, state: 'active', at: row.created_at, reason: null, reason_code: null, key_id: null })
+    .execute();
 }
 
 export function stateOf(row: InstanceRow): InstanceState {

@@ -21,6 +21,8 @@ export const INSTANCE_REASON_CODES = [
   'provision_failed',
   'service_stopped',
   'teardown_failed',
+  'pool_retired',
+  'claimed',
 ] as const;
 export type InstanceReasonCode = (typeof INSTANCE_REASON_CODES)[number];
 
@@ -30,7 +32,9 @@ export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
     '`lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` ' +
     '(its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` ' +
     '(it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), ' +
-    '`teardown_failed` (what it held could not all be removed)',
+    '`teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, ' +
+    'removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the ' +
+    'instance from its profile\'s warm pool: the entries before it are when it was made)',
 });
 
 export const Instance = Type.Object(
@@ -58,6 +62,11 @@ export const Instance = Type.Object(
       memory_mb: Type.Integer(),
       vcpus: Type.Integer(),
       disk_mb: Type.Integer(),
+    }),
+    claimed_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description:
+        'When the room took this instance from its profile\'s warm pool (booted before the room asked); null when it was ' +
+        'made for the room',
     }),
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),

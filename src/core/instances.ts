@@ -6,11 +6,10 @@
 // the machine ending by itself (reported by the runtime), a start that failed. Over
 // 400 lines: every move of an instance's life (create, provision, stop, expire, fail)
 // is in this one class, so that the order of their awaits can be read in one place.
-import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import type { Instance, InstancePage, InstanceResources } from './instance-schema.ts';
-import { type EndReason, InstanceRecords, type ListOptions, stateOf } from './instance-records.ts';
+import type { Instance, InstancePage } from './instance-schema.ts';
+import { type EndReason, InstanceRecords, insertInstanceRow, type ListOptions, newInstanceRow, stateOf } from './instance-records.ts';
 import type { Runtime, RuntimeEvent, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
@@ -20,6 +19,7 @@ import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { machineSpecOf, specOf } from './profiles.ts';
 import { nowIso } from '../lib/time.ts';
+import { WarmPool } from './warm-pool.ts';
 import type { Admission } from './admission.ts';
 import type { Quotas } from './quotas.ts';
 import type { Metrics } from '../metrics.ts';
@@ -48,8 +48,20 @@ export class Instances {
   private expiryTimer: NodeJS.Timeout | undefined;
   private busy: (instanceId: string) => boolean = () => false;
   private readonly metrics: Metrics | undefined;
+  /** The profiles' warm pools: instances booted before a room asks (warm-pool.ts). */
+  readonly warmPool: WarmPool;
 
-  constructor(deps: { db: Db; profiles: Profiles; runtime: RuntimeSelection; quotas: Quotas; admission: Admission; log: Logger; metrics?: Metrics }) {
+  constructor(deps: {
+    db: Db;
+    profiles: Profiles;
+    runtime: RuntimeSelection;
+    quotas: Quotas;
+    admission: Admission;
+    log: Logger;
+    metrics?: Metrics;
+    /** Pooled instances this host keeps at most, over all profiles; 0 turns warm pools off. */
+    warmPoolMaxInstances?: number;
+  }) {
     this.db = deps.db;
     this.quotas = deps.quotas;
     this.admission = deps.admission;
@@ -59,6 +71,19 @@ export class Instances {
     this.runtimeSelection = deps.runtime;
     this.log = deps.log;
     if ('runtime' in deps.runtime) deps.runtime.runtime.onEvent((event) => this.onRuntimeEvent(event));
+    this.warmPool = new WarmPool({
+      db: deps.db,
+      profiles: deps.profiles,
+      quotas: deps.quotas,
+      admission: deps.admission,
+      log: deps.log,
+      maxInstances: deps.warmPoolMaxInstances ?? 0,
+      instances: {
+        runtime: () => ('runtime' in this.runtimeSelection && !this.closing ? this.runtimeSelection.runtime : undefined),
+        launch: (runtime, row, spec) => this.launch(runtime, row, spec),
+        stop: (row, why) => this.stop(row, why),
+      },
+    });
   }
 
   /**
@@ -75,47 +100,34 @@ export class Instances {
     const existing = await this.records.findLive(organizationId, profileId, roomId);
     if (existing) return { instance: await this.settle(existing, options.wait), created: false };
 
+    const claim = await this.warmPool.claim(organizationId, profile, roomId);
+    if (claim) {
+      if (claim.claimed) this.metrics?.instanceAssigned('warm_pool');
+      return { instance: await this.settle(claim.row, options.wait), created: claim.claimed };
+    }
+
     const runtime = this.runtime();
     const spec = specOf(profile);
-    const now = nowIso();
-    const row: InstanceRow = {
-      id: randomUUID(),
-      organization_id: organizationId,
-      profile_id: profileId,
-      room_id: roomId,
-      state: 'active',
-      failure_reason: null,
-      runtime: runtime.name,
-      resources: JSON.stringify({ memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb } satisfies InstanceResources),
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-      last_active_at: now,
-      idle_timeout_s: spec.idle_timeout_s,
-      max_lifetime_s: spec.max_lifetime_s,
-      progress: null,
-      spec: JSON.stringify(spec),
-    };
+    const row = newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec });
     const resources = { memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb };
-    try {
-      // The organization's quotas and the host's admission are checked in the
-      // transaction that inserts the row, one create at a time, so racing creates are
-      // counted; a refusal leaves nothing behind.
-      const winner = await this.admission.serial(() =>
+    // The organization's quotas and the host's admission are checked in the transaction
+    // that inserts the row, one create at a time, so racing creates are counted; a
+    // refusal leaves nothing behind.
+    const admit = () =>
+      this.admission.serial(() =>
         this.db.transaction().execute(async (trx) => {
           await this.quotas.lock(trx, organizationId);
           const live = await new InstanceRecords(trx).findLive(organizationId, profileId, roomId);
           if (live) return live;
           await this.quotas.assertInstanceFits(trx, organizationId, resources);
           await this.admission.assertFits(trx, runtime, resources);
-          await trx.insertInto('instances').values(row).execute();
-          await trx
-            .insertInto('instance_events')
-            .values({ instance_id: row.id, seq: 1, state: 'active', at: now, reason: null, reason_code: null, key_id: null })
-            .execute();
+          await insertInstanceRow(trx, row);
           return undefined;
         }),
       );
+    try {
+      // No caller is refused because of a warm pool: pooled instances give way.
+      const winner = await this.warmPool.givingWay(organizationId, admit);
       if (winner) return { instance: await this.settle(winner, options.wait), created: false };
     } catch (err) {
       // Another request created the room's instance between our look-up and insert.
@@ -125,12 +137,19 @@ export class Instances {
       return { instance: await this.settle(winner, options.wait), created: false };
     }
 
-    const log = this.log.child({ instanceId: row.id, profileId, roomId });
+    this.metrics?.instanceAssigned('cold');
+    this.launch(runtime, row, spec);
+    return { instance: await this.settle(row, options.wait), created: true };
+  }
+
+  /** Starts provisioning `row` in the background; the promise settles when provisioning has ended. */
+  private launch(runtime: Runtime, row: InstanceRow, spec: ProfileSpec): Promise<void> {
+    const log = this.log.child({ instanceId: row.id, profileId: row.profile_id, roomId: row.room_id });
     log.info('instance provisioning started');
     const abort = new AbortController();
     const done = this.provision(runtime, row, spec, abort.signal, log).finally(() => this.provisioning.delete(row.id));
     this.provisioning.set(row.id, { done, abort });
-    return { instance: await this.settle(row, options.wait), created: true };
+    return done;
   }
 
   /** The room's current instance: the live one, or the last one if it failed. */
@@ -222,11 +241,13 @@ export class Instances {
       .selectFrom('instances')
       .selectAll()
       .where('state', '=', 'ready')
+      // A pooled instance is in no room yet: its limits count from when a room takes it.
+      .where('warm_pool_key', 'is', null)
       .where((eb) => eb.or([eb('idle_timeout_s', '>', 0), eb('max_lifetime_s', '>', 0)]))
       .execute();
     const expired: string[] = [];
     for (const row of rows) {
-      const age = (now - Date.parse(row.created_at)) / 1000;
+      const age = (now - Date.parse(row.claimed_at ?? row.created_at)) / 1000;
       const idle = (now - Date.parse(row.last_active_at ?? row.created_at)) / 1000;
       let why: EndReason | undefined;
       if (row.max_lifetime_s > 0 && age >= row.max_lifetime_s) {
@@ -321,6 +342,7 @@ export class Instances {
   async close(policy: 'keep' | 'stop' = 'keep'): Promise<void> {
     this.closing = true;
     if (this.expiryTimer) clearInterval(this.expiryTimer);
+    await this.warmPool.close();
     const pending = [...this.provisioning.values()];
     for (const p of pending) p.abort.abort(new Error('the service is shutting down'));
     await Promise.allSettled([...pending.map((p) => p.done), ...this.ending.values()]);

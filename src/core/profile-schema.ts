@@ -38,7 +38,15 @@ export const PROFILE_DEFAULTS = {
   network: { egress: 'internet' as 'none' | 'internet', allow: [] as string[] },
   settings: {} as Record<string, unknown>,
   raw_files: 'all' as RawFilesPolicy,
+  warm_pool: 0,
 };
+
+/**
+ * The most instances one profile may keep booted in its warm pool. Each one holds its
+ * memory and disk on the host and counts against the organization's quotas, so a
+ * profile asks for a few, not for a fleet.
+ */
+export const MAX_WARM_POOL = 16;
 
 /** What the unauthenticated raw endpoint serves of an instance: any file, files a command listed, or none. */
 export const RAW_FILES_POLICIES = ['all', 'changed', 'off'] as const;
@@ -140,8 +148,27 @@ export function profileFieldSchemas(limits: HostLimits) {
         'Takes effect at once for live instances. The authenticated read (…/file/{path}?raw=1) is not affected.',
       default: PROFILE_DEFAULTS.raw_files,
     }),
+    warm_pool: Type.Integer({
+      minimum: 0,
+      maximum: MAX_WARM_POOL,
+      description:
+        'Instances of this profile kept booted and unassigned, so that a create in a new room takes one at once instead of ' +
+        'starting a machine (refilled in the background after each one is taken). Pooled instances count against the ' +
+        'organization\'s quotas like any other; a change to any other field of the profile replaces them. 0: no pool.',
+      default: PROFILE_DEFAULTS.warm_pool,
+    }),
   };
 }
+
+/** What a profile's warm pool holds now, as GET of the profile shows it. */
+export const WarmPoolStatus = Type.Object(
+  {
+    ready: Type.Integer({ minimum: 0, description: 'Pooled instances booted and waiting for a room' }),
+    starting: Type.Integer({ minimum: 0, description: 'Pooled instances still being made' }),
+  },
+  { description: 'The instances the profile\'s warm pool holds now (made from its current fields)' },
+);
+export type WarmPoolStatus = Type.Static<typeof WarmPoolStatus>;
 
 export function profileSchemas(limits: HostLimits) {
   const fields = profileFieldSchemas(limits);
@@ -164,6 +191,7 @@ export function profileSchemas(limits: HostLimits) {
     )),
     settings: Type.Optional(fields.settings),
     raw_files: Type.Optional(fields.raw_files),
+    warm_pool: Type.Optional(fields.warm_pool),
   };
   return {
     create: Type.Object({ name, ...optionalFields }, { additionalProperties: false }),
@@ -172,6 +200,7 @@ export function profileSchemas(limits: HostLimits) {
       profile_id: Type.String({ format: 'uuid' }),
       name,
       ...fields,
+      warm_pool_instances: WarmPoolStatus,
       created_at: Type.String({ format: 'date-time' }),
       updated_at: Type.String({ format: 'date-time' }),
     }),
@@ -183,4 +212,4 @@ export type ProfileCreate = Type.Static<Schemas['create']>;
 export type ProfilePatch = Type.Static<Schemas['patch']>;
 export type Profile = Type.Static<Schemas['profile']>;
 /** Everything a profile configures, with defaults applied; a runtime gets its part of it (machineSpecOf). */
-export type ProfileSpec = Omit<Profile, 'profile_id' | 'name' | 'created_at' | 'updated_at'>;
+export type ProfileSpec = Omit<Profile, 'profile_id' | 'name' | 'warm_pool_instances' | 'created_at' | 'updated_at'>;

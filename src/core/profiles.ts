@@ -1,7 +1,7 @@
 // Profiles: create, read, change and delete an organization's VM configuration
 // templates. Input has been validated against the schemas in profile-schema.ts; this
 // module applies defaults and the rules a schema cannot express.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { AppError } from '../errors.ts';
 import { isOciImage, OciImageError, parseOciImage } from '../images/oci/oci-image.ts';
 import type { Db } from '../store/db.ts';
@@ -16,24 +16,39 @@ import {
   type ProfileCreate,
   type ProfilePatch,
   type ProfileSpec,
+  type WarmPoolStatus,
 } from './profile-schema.ts';
 import { LIVE_STATES } from './lifecycle.ts';
 import { nowIso } from '../lib/time.ts';
 
 export const DEFAULT_PROFILE_NAME = 'default';
 
+/** Told of every profile created, changed or deleted (the warm pool follows them). */
+export type ProfileListener = (organizationId: string, profileId: string) => void;
+
 export class Profiles {
   private readonly db: Db;
   private readonly limits: HostLimits;
+  private readonly listeners: ProfileListener[];
 
-  constructor(db: Db, limits: HostLimits) {
+  constructor(db: Db, limits: HostLimits, listeners: ProfileListener[] = []) {
     this.db = db;
     this.limits = limits;
+    this.listeners = listeners;
   }
 
   /** A service bound to a transaction, for work that must commit together. */
   withDb(db: Db): Profiles {
-    return new Profiles(db, this.limits);
+    return new Profiles(db, this.limits, this.listeners);
+  }
+
+  /** Calls `listener` after each profile is created, changed or deleted. */
+  onChange(listener: ProfileListener): void {
+    this.listeners.push(listener);
+  }
+
+  private changed(organizationId: string, profileId: string): void {
+    for (const listener of this.listeners) listener(organizationId, profileId);
   }
 
   async create(organizationId: string, input: ProfileCreate): Promise<Profile> {
@@ -55,7 +70,8 @@ export class Profiles {
       if (isUniqueViolation(err)) throw nameTaken(name);
       throw err;
     }
-    return toProfile(row);
+    this.changed(organizationId, row.id);
+    return (await this.withPools([row]))[0]!;
   }
 
   async list(organizationId: string): Promise<Profile[]> {
@@ -67,17 +83,17 @@ export class Profiles {
       .orderBy('created_at')
       .orderBy('id')
       .execute();
-    return rows.map(toProfile);
+    return this.withPools(rows);
   }
 
   async get(organizationId: string, profileId: string): Promise<Profile> {
-    return toProfile(await this.getRow(organizationId, profileId));
+    return (await this.withPools([await this.getRow(organizationId, profileId)]))[0]!;
   }
 
   /** The profile, or undefined when there is none (or it was deleted). */
   async find(organizationId: string, profileId: string): Promise<Profile | undefined> {
     const row = await this.findRow(organizationId, profileId);
-    return row ? toProfile(row) : undefined;
+    return row ? (await this.withPools([row]))[0] : undefined;
   }
 
   async update(organizationId: string, profileId: string, patch: ProfilePatch): Promise<Profile> {
@@ -100,7 +116,8 @@ export class Profiles {
       if (isUniqueViolation(err)) throw nameTaken(updated.name);
       throw err;
     }
-    return toProfile(updated);
+    this.changed(organizationId, row.id);
+    return (await this.withPools([updated]))[0]!;
   }
 
   async delete(organizationId: string, profileId: string): Promise<void> {
@@ -111,6 +128,8 @@ export class Profiles {
         .select(({ fn }) => fn.countAll<number>().as('n'))
         .where('profile_id', '=', row.id)
         .where('state', 'in', LIVE_STATES)
+        // Its warm pool's instances go with it (the pool removes them once it is deleted).
+        .where('warm_pool_key', 'is', null)
         .executeTakeFirstOrThrow();
       if (Number(live.n) > 0) {
         throw new AppError(
@@ -120,6 +139,32 @@ export class Profiles {
         );
       }
       await trx.updateTable('profiles').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
+    });
+    this.changed(organizationId, row.id);
+  }
+
+  /** The profiles of `rows` as the API shows them, with what their warm pools hold now. */
+  private async withPools(rows: ProfileRow[]): Promise<Profile[]> {
+    const profiles = rows.map(toProfile);
+    const pooled = profiles.some((p) => p.warm_pool > 0)
+      ? await this.db
+          .selectFrom('instances')
+          .select(['profile_id', 'state', 'warm_pool_key'])
+          .where('profile_id', 'in', profiles.map((p) => p.profile_id))
+          .where('warm_pool_key', 'is not', null)
+          .where('state', 'in', LIVE_STATES)
+          .execute()
+      : [];
+    return profiles.map((profile) => {
+      const key = warmPoolKey(specOf(profile));
+      const status: WarmPoolStatus = { ready: 0, starting: 0 };
+      for (const i of pooled) {
+        // Instances made from an older version of the profile are on their way out.
+        if (i.profile_id !== profile.profile_id || i.warm_pool_key !== key) continue;
+        if (i.state === 'ready') status.ready += 1;
+        else if (i.state !== 'stopping') status.starting += 1;
+      }
+      return { ...profile, warm_pool_instances: status };
     });
   }
 
@@ -200,9 +245,13 @@ function fieldError(field: string, message: string): AppError {
   return new AppError('validation_error', message, { errors: [{ field, message }] });
 }
 
-function toProfile(row: ProfileRow): Profile {
+function toProfile(row: ProfileRow): Omit<Profile, 'warm_pool_instances'> {
   // Profiles stored before a field existed have its default.
-  const spec = { raw_files: PROFILE_DEFAULTS.raw_files, ...(JSON.parse(row.spec) as Partial<ProfileSpec>) } as ProfileSpec;
+  const spec = {
+    raw_files: PROFILE_DEFAULTS.raw_files,
+    warm_pool: PROFILE_DEFAULTS.warm_pool,
+    ...(JSON.parse(row.spec) as Partial<ProfileSpec>),
+  } as ProfileSpec;
   return {
     profile_id: row.id,
     name: row.name,
@@ -212,9 +261,29 @@ function toProfile(row: ProfileRow): Profile {
   };
 }
 
-export function specOf(profile: Profile): ProfileSpec {
-  const { profile_id: _id, name: _name, created_at: _c, updated_at: _u, ...spec } = profile;
+export function specOf(profile: Omit<Profile, 'warm_pool_instances'> & { warm_pool_instances?: unknown }): ProfileSpec {
+  const { profile_id: _id, name: _name, created_at: _c, updated_at: _u, warm_pool_instances: _w, ...spec } = profile;
   return spec;
+}
+
+/**
+ * What a warm pool's instance must have been made from to be handed out for the profile
+ * now: a hash of every field but `warm_pool` itself (a bigger or smaller pool changes
+ * no instance), keys sorted so that the order fields were stored in does not matter.
+ */
+export function warmPoolKey(spec: ProfileSpec): string {
+  const { warm_pool: _size, ...made } = spec;
+  return createHash('sha256').update(canonicalJson(made)).digest('hex').slice(0, 32);
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
+    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
 }
 
 /** What a runtime is told about the machine to make for a profile. */

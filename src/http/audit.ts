@@ -157,7 +157,7 @@ function settle(trail: AuditTrail, request: FastifyRequest, reply: FastifyReply)
   if (note.perToolCall || !caller) return;
   const route = request.routeOptions.url ?? request.url.split('?')[0] ?? request.url;
   const status = reply.raw.statusCode;
-  const facts = describe(request, route, note);
+  const facts = describe(request, route, note, status);
   if (!facts) return;
   const errorCode = note.errorCode ?? facts.toolError ?? note.session?.error?.code;
   trail.record({
@@ -180,7 +180,7 @@ function settle(trail: AuditTrail, request: FastifyRequest, reply: FastifyReply)
 type Facts = Omit<AuditRecord, 'eventId' | 'organizationId' | 'at' | 'durationMs' | 'requestId' | 'keyId' | 'clientAddress' | 'method' | 'route' | 'status' | 'decision' | 'error'>;
 
 /** What a request did, from its route, parameters, body and answer; undefined for a read-only tool call. */
-function describe(request: FastifyRequest, route: string, note: AuditNote): { record: Facts; toolError?: string | undefined } | undefined {
+function describe(request: FastifyRequest, route: string, note: AuditNote, status: number): { record: Facts; toolError?: string | undefined } | undefined {
   const params = (request.params ?? {}) as Record<string, unknown>;
   const body = objectOf(request.body);
   const payload = objectOf(note.payload);
@@ -194,7 +194,9 @@ function describe(request: FastifyRequest, route: string, note: AuditNote): { re
     return { record: { ...facts, ...base, via: 'tools' }, toolError: apiErrorCode(payload.structured_content) };
   }
 
-  const action = ROUTE_ACTIONS[`${request.method} ${route}`] ?? 'other';
+  let action = ROUTE_ACTIONS[`${request.method} ${route}`] ?? 'other';
+  // A create that gave the room an instance from its profile's warm pool (201 with claimed_at; a 200 returns the room's own).
+  if (action === 'instance.create' && status === 201 && typeof payload.claimed_at === 'string') action = 'instance.claim';
   const record: Facts = {
     via: 'api',
     action,

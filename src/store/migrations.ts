@@ -230,6 +230,20 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('commands').addColumn('end_reason', 'text').execute();
     },
   },
+  '0011_warm_pools': {
+    async up(db: Kysely<any>) {
+      // Instances a profile keeps booted before any room asks: the profile version they
+      // were made from while they wait, and when a room took one.
+      await db.schema.alterTable('instances').addColumn('warm_pool_key', 'text').execute();
+      await db.schema.alterTable('instances').addColumn('claimed_at', 'text').execute();
+      await db.schema
+        .createIndex('instances_warm_pool')
+        .on('instances')
+        .columns(['profile_id', 'warm_pool_key'])
+        .where(sql.ref('warm_pool_key'), 'is not', null)
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -58,6 +58,13 @@ export interface InstancesTable {
   progress: string | null;
   /** JSON of the ProfileSpec the instance was made from; null for instances made before it was kept. */
   spec: string | null;
+  /**
+   * Set while the instance is in its profile's warm pool (booted, in no room yet): the
+   * profile's warmPoolKey it was made from. Cleared when a room claims it.
+   */
+  warm_pool_key: string | null;
+  /** When a room claimed it from the warm pool; null for an instance created for its room. */
+  claimed_at: string | null;
 }
 
 export interface CommandsTable {

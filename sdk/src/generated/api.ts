@@ -83,7 +83,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -266,8 +266,8 @@ export interface Instance {
     at: string;
     /** Why it got to this state, in words */
     reason?: string;
-    /** Why the instance is stopping, stopped or failed: `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `teardown_failed` (what it held could not all be removed) */
-    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed';
+    /** Why the instance is stopping, stopped or failed: `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
+    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed';
     /** The API key whose request caused this step (a delete) */
     key_id?: string;
   }[];
@@ -282,6 +282,8 @@ export interface Instance {
     vcpus: number;
     disk_mb: number;
   };
+  /** When the room took this instance from its profile's warm pool (booted before the room asked); null when it was made for the room */
+  claimed_at: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -323,6 +325,15 @@ export interface Profile {
   settings: Record<string, unknown>;
   /** What the unauthenticated raw endpoint GET /vm/{instance_id}/file/{path} serves of this profile's instances: `all` (the specification's behaviour: any file the instance's user can read, to anyone holding the instance id), `changed` (only files a command listed in files_changed as created or modified, and not deleted since), or `off` (nothing). Takes effect at once for live instances. The authenticated read (…/file/{path}?raw=1) is not affected. */
   raw_files: 'all' | 'changed' | 'off';
+  /** Instances of this profile kept booted and unassigned, so that a create in a new room takes one at once instead of starting a machine (refilled in the background after each one is taken). Pooled instances count against the organization's quotas like any other; a change to any other field of the profile replaces them. 0: no pool. */
+  warm_pool: number;
+  /** The instances the profile's warm pool holds now (made from its current fields) */
+  warm_pool_instances: {
+    /** Pooled instances booted and waiting for a room */
+    ready: number;
+    /** Pooled instances still being made */
+    starting: number;
+  };
   created_at: string;
   updated_at: string;
 }
@@ -518,6 +529,8 @@ export interface Paths {
         settings?: Record<string, unknown>;
         /** What the unauthenticated raw endpoint GET /vm/{instance_id}/file/{path} serves of this profile's instances: `all` (the specification's behaviour: any file the instance's user can read, to anyone holding the instance id), `changed` (only files a command listed in files_changed as created or modified, and not deleted since), or `off` (nothing). Takes effect at once for live instances. The authenticated read (…/file/{path}?raw=1) is not affected. */
         raw_files?: 'all' | 'changed' | 'off';
+        /** Instances of this profile kept booted and unassigned, so that a create in a new room takes one at once instead of starting a machine (refilled in the background after each one is taken). Pooled instances count against the organization's quotas like any other; a change to any other field of the profile replaces them. 0: no pool. */
+        warm_pool?: number;
       };
       responses: {
         201: Profile;
@@ -601,6 +614,8 @@ export interface Paths {
         settings?: Record<string, unknown>;
         /** What the unauthenticated raw endpoint GET /vm/{instance_id}/file/{path} serves of this profile's instances: `all` (the specification's behaviour: any file the instance's user can read, to anyone holding the instance id), `changed` (only files a command listed in files_changed as created or modified, and not deleted since), or `off` (nothing). Takes effect at once for live instances. The authenticated read (…/file/{path}?raw=1) is not affected. */
         raw_files?: 'all' | 'changed' | 'off';
+        /** Instances of this profile kept booted and unassigned, so that a create in a new room takes one at once instead of starting a machine (refilled in the background after each one is taken). Pooled instances count against the organization's quotas like any other; a change to any other field of the profile replaces them. 0: no pool. */
+        warm_pool?: number;
       };
       responses: {
         200: Profile;
@@ -1046,7 +1061,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;
