@@ -14,17 +14,23 @@ import { runtimeContract } from '../support/runtime-contract.ts';
 import { TEST_IMAGES_DIR } from '../support/app.ts';
 import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../../src/config.ts';
 
-runtimeContract('gvisor', async () => {
+// Twice: with roomkit's agent in each instance, and without (everything through `runsc exec`).
+for (const [name, guestAgent, pool] of [
+  ['gvisor', true, '10.218.0.0/24'],
+  ['gvisor without the agent', false, '10.218.1.0/24'],
+] as const) {
+runtimeContract(name, async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-contract-'));
   const db = await openSqliteStore(dataDir);
   const log = createLogger('silent');
   const runtime = new GvisorRuntime({
     dataDir,
-    pool: new AddressPool(db, '10.218.0.0/24'),
+    pool: new AddressPool(db, pool),
     images: new ImageStore({ dir: TEST_IMAGES_DIR, log }),
     log,
     dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
     maxHostTasks: DEFAULT_HOST_TASKS_PER_INSTANCE,
+    guestAgent,
   });
   await runtime.start();
   return {
@@ -38,3 +44,4 @@ runtimeContract('gvisor', async () => {
     },
   };
 });
+}

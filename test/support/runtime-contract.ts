@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Logger } from 'pino';
-import { type MachineSpec, PROVISION_STEPS, type ProvisionRequest, type ProvisionStep, type Runtime } from '../../src/runtimes/types.ts';
+import { GuestFileError, type CommandRequest, type MachineSpec, PROVISION_STEPS, type ProvisionRequest, type ProvisionStep, type Runtime } from '../../src/runtimes/types.ts';
 
 export interface ContractSubject {
   runtime: Runtime;
@@ -111,6 +111,109 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       assert.ok(listed.includes(keep.instanceId));
       assert.ok(!listed.includes(drop.instanceId));
       assert.deepEqual(await subject.runtime.health(keep.instanceId), { healthy: true });
+    });
+
+    describe('commands and files in one instance', () => {
+      let id = '';
+      const home = () => subject.spec.home;
+      const command = (text: string, more: Partial<CommandRequest> = {}): CommandRequest => ({
+        commandId: randomUUID(),
+        command: text,
+        home: home(),
+        env: {},
+        timeoutMs: 30_000,
+        maxOutputBytes: 1024 * 1024,
+        trackChanges: false,
+        ...more,
+      });
+      before(async () => {
+        const req = request();
+        await subject.runtime.provision(req);
+        id = req.instanceId;
+      });
+
+      it('runs a command as the unprivileged user in its home, with its environment, and answers its output and exit code', async () => {
+        const outcome = await subject.runtime.runCommand(id, command('echo "$(id -u) $PWD $GREETING"; echo oops >&2; exit 3', { env: { GREETING: 'hi' } }));
+        assert.equal(outcome.exitCode, 3);
+        assert.equal(outcome.timedOut, false);
+        assert.match(outcome.output, new RegExp(`^1000 ${home()} hi\n`));
+        assert.match(outcome.output, /oops\n/);
+        assert.equal(outcome.outputBytes, Buffer.byteLength(outcome.output));
+      });
+
+      it('runs in the working directory asked for, and fails when it does not exist', async () => {
+        assert.equal((await subject.runtime.runCommand(id, command('pwd', { cwd: '/tmp' }))).output, '/tmp\n');
+        assert.notEqual((await subject.runtime.runCommand(id, command('pwd', { cwd: '/no/such/dir' }))).exitCode, 0);
+      });
+
+      it('passes every byte of a large output on, in order', async () => {
+        const chunks: Buffer[] = [];
+        const outcome = await subject.runtime.runCommand(id, command('seq 1 200000', { onOutput: (c) => chunks.push(c) }));
+        const expected = Array.from({ length: 200000 }, (_, i) => `${i + 1}\n`).join('');
+        assert.equal(outcome.outputBytes, Buffer.byteLength(expected));
+        assert.equal(Buffer.concat(chunks).toString(), expected);
+      });
+
+      it('ends a command at its time limit with every process it started, with exit code 124', async () => {
+        const started = Date.now();
+        const outcome = await subject.runtime.runCommand(id, command('sleep 61 & sleep 61; echo never', { timeoutMs: 1_000 }));
+        assert.equal(outcome.timedOut, true);
+        assert.equal(outcome.exitCode, 124);
+        assert.ok(Date.now() - started < 15_000, `took ${Date.now() - started} ms`);
+        const left = await subject.runtime.runCommand(id, command("pgrep -c -f '^sleep 61$' || true"));
+        assert.equal(left.output.trim(), '0');
+      });
+
+      it("kills a running command's whole process tree on request", async () => {
+        const req = command('sleep 60 & sleep 60 & wait');
+        const running = subject.runtime.runCommand(id, req);
+        let signalled = 0;
+        for (let i = 0; i < 100 && signalled < 3; i++) {
+          await new Promise((r) => setTimeout(r, 100));
+          signalled = await subject.runtime.killCommand(id, req.commandId);
+        }
+        assert.ok(signalled >= 3, `signalled ${signalled}`);
+        const outcome = await running;
+        assert.equal(outcome.exitCode, 137);
+      });
+
+      it('writes, describes, reads (whole and a range), lists and deletes a file as the unprivileged user', async () => {
+        const written = await subject.runtime.writeFile(id, 'notes/a.txt', Buffer.from('hello, world'), { home: home() });
+        assert.equal(written.created, true);
+        assert.equal(written.info.path, `${home()}/notes/a.txt`);
+        assert.equal(written.info.size, 12);
+        assert.equal((await subject.runtime.writeFile(id, 'notes/a.txt', Buffer.from('hello, world'), { home: home() })).created, false);
+        const owner = await subject.runtime.runCommand(id, command('stat -c %u notes/a.txt'));
+        assert.equal(owner.output.trim(), '1000');
+        const stat = await subject.runtime.statFile(id, `${home()}/notes/a.txt`, { home: home() });
+        assert.equal(stat.size, 12);
+        const read = async (range?: { start: number; end: number }) => {
+          const { body } = await subject.runtime.openFile(id, 'notes/a.txt', { home: home(), maxBytes: 1024, ...(range ? { range } : {}) });
+          const parts: Buffer[] = [];
+          for await (const part of body) parts.push(Buffer.from(part as Buffer));
+          return Buffer.concat(parts).toString();
+        };
+        assert.equal(await read(), 'hello, world');
+        assert.equal(await read({ start: 7, end: 11 }), 'world');
+        const listing = await subject.runtime.listDirectory(id, 'notes', { home: home(), limit: 10 });
+        assert.deepEqual(
+          listing.entries.map((e) => [e.name, e.type, e.size]),
+          [['a.txt', 'file', 12]],
+        );
+        await subject.runtime.deleteFile(id, 'notes/a.txt', { home: home() });
+        await assert.rejects(subject.runtime.statFile(id, 'notes/a.txt', { home: home() }), (err: GuestFileError) => err.kind === 'not_found');
+      });
+
+      it("answers each file error with its kind, with the unprivileged user's rights", async () => {
+        const kind = (p: Promise<unknown>) => p.then(() => 'ok', (err: GuestFileError) => err.kind);
+        assert.equal(await kind(subject.runtime.statFile(id, '/etc/shadow', { home: home() })), 'permission_denied');
+        assert.equal(await kind(subject.runtime.statFile(id, '/etc', { home: home() })), 'is_a_directory');
+        assert.equal(await kind(subject.runtime.statFile(id, '/no/such/file', { home: home() })), 'not_found');
+        assert.equal(await kind(subject.runtime.writeFile(id, '/etc/roomkit-test', Buffer.from('x'), { home: home() })), 'permission_denied');
+        assert.equal(await kind(subject.runtime.listDirectory(id, '/etc/hostname', { home: home(), limit: 10 })), 'not_a_directory');
+        assert.equal(await kind(subject.runtime.deleteFile(id, '/etc/hostname', { home: home() })), 'permission_denied');
+        assert.equal(await kind(subject.runtime.statFile(id, '/dev/null', { home: home() })), 'invalid_path');
+      });
     });
   });
 }

@@ -90,11 +90,13 @@ export function superviseCommand(
     });
     child.stdout.on('end', () => (ended = true));
     child.stderr.resume();
+    /** The kill at the deadline: the result waits for it, so that no process of the command outlives it. */
+    let killing: Promise<unknown> | undefined;
     const onDeadline = () => {
       timedOut = true;
       const hardKill = setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS);
       hardKill.unref();
-      options
+      killing = options
         .killTree()
         .catch(() => child.kill('SIGKILL'))
         .finally(() => child.once('exit', () => clearTimeout(hardKill)));
@@ -118,14 +120,15 @@ export function superviseCommand(
         clearTimeout(longest);
         // Reading on (and dropping) what background processes print keeps them from
         // dying of SIGPIPE once the result is out.
-        resolve({
+        const result = {
           output: output.text(),
           outputBytes: output.total,
           outputTruncated: output.truncated,
           exitCode: timedOut ? TIMEOUT_EXIT_CODE : (code ?? 128 + signalNumber(signal)),
           timedOut,
           lingering: ended ? null : child.stdout,
-        });
+        };
+        void Promise.resolve(killing).then(() => resolve(result));
       };
       if (ended) return finish();
       quiet = setTimeout(finish, OUTPUT_QUIET_MS);
