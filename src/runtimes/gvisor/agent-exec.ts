@@ -19,6 +19,16 @@ export function agentIdentity(identity: ExecIdentity, env: string[] = []): { uid
   return { uid: vm ? VM_UID : 0, gid: vm ? VM_UID : 0, dir: vm ? (identity.home ?? '/') : '/', env: [PATH_ENV, `HOME=${home}`, ...env] };
 }
 
+/** The connection ended while the command ran (its instance stopped, or the agent died): what had come of its output. */
+export class AgentConnectionLost extends Error {
+  readonly partial: { output: string; outputBytes: number; outputTruncated: boolean };
+  constructor(message: string, partial: AgentConnectionLost['partial']) {
+    super(message);
+    this.name = 'AgentConnectionLost';
+    this.partial = partial;
+  }
+}
+
 /** After this long past its own time limit, the agent's answer is not waited for. */
 const ANSWER_GRACE_MS = 10_000;
 
@@ -83,7 +93,10 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
     for (;;) {
       const frame = await channel.next();
       if (frame === null) {
-        throw new Error(`the instance's agent stopped answering while the command ran${channel.error ? `: ${channel.error.message}` : ''}`);
+        throw new AgentConnectionLost(
+          `the instance's agent stopped answering while the command ran${channel.error ? `: ${channel.error.message}` : ''}`,
+          { output: output.text(), outputBytes: output.total, outputTruncated: output.truncated },
+        );
       }
       if (frame.type === FRAME.stdout || frame.type === FRAME.stderr) {
         const stream = frame.type === FRAME.stdout ? 'stdout' : 'stderr';
@@ -129,9 +142,10 @@ export async function agentRun(
     maxOutputBytes: 1024 * 1024,
     ...(options.input !== undefined ? { input: options.input } : {}),
   });
+  // As `runsc exec` answers: a program killed by signal n exits 128+n.
   return {
-    code: outcome.timedOut ? null : outcome.signal ? null : outcome.exitCode,
-    signal: outcome.timedOut ? 'SIGKILL' : (outcome.signal as NodeJS.Signals | null),
+    code: outcome.timedOut ? null : outcome.exitCode,
+    signal: outcome.timedOut ? 'SIGKILL' : null,
     stdout: outcome.stdout,
     stderr: outcome.stderr,
     timedOut: outcome.timedOut,

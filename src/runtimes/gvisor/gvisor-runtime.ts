@@ -41,7 +41,7 @@ import { ChangeTracker } from './change-tracker.ts';
 import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
 import * as files from './file-operations.ts';
 import * as agentFiles from './agent-files.ts';
-import { agentRun, runAgentCommand } from './agent-exec.ts';
+import { AgentConnectionLost, type AgentCommandOptions, agentRun, runAgentCommand } from './agent-exec.ts';
 import { checkReady, type Exec, startRootService, waitForAgent, waitForInit, writeGuestConfig } from './guest-boot.ts';
 import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
 import { InstanceHandle } from './instance-handle.ts';
@@ -50,6 +50,9 @@ import { addMimeTypes } from './mime-sniffing.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type Teardown, Teardowns } from './teardown.ts';
+
+/** The exit code of a command whose instance went away under it (as SIGKILL gives). */
+const KILLED_EXIT_CODE = 137;
 
 /** A writable layer with less than this free is full, for a command's end reason. */
 const DISK_FULL_BYTES = 1024 * 1024;
@@ -325,7 +328,7 @@ export class GvisorRuntime implements Runtime {
     const outcome =
       (
         await this.viaAgent(h, (endpoint) =>
-          runAgentCommand(endpoint, {
+          this.agentCommand(h, endpoint, {
             argv: ['/bin/sh', '-c', script],
             identity: { as: 'vm', home: request.home },
             env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
@@ -360,6 +363,22 @@ export class GvisorRuntime implements Runtime {
       diskFull: !instanceGone && layerFull(h.layer),
       instanceGone,
     };
+  }
+
+  /**
+   * A command through the agent. When the connection ends before the command does and
+   * the instance is gone (deleted, or its sandbox ended), that is the command's end, with
+   * the output it had printed; otherwise the agent failed, and so does the command.
+   */
+  private async agentCommand(h: InstanceHandle, endpoint: AgentEndpoint, options: AgentCommandOptions) {
+    try {
+      return await runAgentCommand(endpoint, options);
+    } catch (err) {
+      if (!(err instanceof AgentConnectionLost)) throw err;
+      await new Promise((r) => setTimeout(r, 200)); // the sandbox's end may take a moment to be seen
+      if (this.handles.has(h.id) && !this.sandboxWatch.hasEnded(h.id)) throw err;
+      return { ...err.partial, exitCode: KILLED_EXIT_CODE, timedOut: false };
+    }
   }
 
   /** A command through `runsc exec`, for instances without an agent (or while it does not answer). */
