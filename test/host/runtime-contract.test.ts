@@ -1,7 +1,5 @@
 // Runs the runtime contract against every runtime this build has, on the real host.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { readFileSync } from 'node:fs';
 import { openSqliteStore } from '../../src/store/db.ts';
 import { createLogger } from '../../src/log.ts';
@@ -11,7 +9,7 @@ import { ImageStore } from '../../src/images/builder.ts';
 import { hostDnsServers } from '../../src/network/firewall.ts';
 import { PROFILE_DEFAULTS } from '../../src/core/profile-schema.ts';
 import { runtimeContract } from '../support/runtime-contract.ts';
-import { TEST_IMAGES_DIR } from '../support/app.ts';
+import { TEST_IMAGES_DIR, testDataDir } from '../support/app.ts';
 import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../../src/config.ts';
 
 // Twice: with roomkit's agent in each instance, and without (everything through `runsc exec`).
@@ -20,7 +18,7 @@ for (const [name, guestAgent, pool] of [
   ['gvisor without the agent', false, '10.218.1.0/24'],
 ] as const) {
 runtimeContract(name, async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-contract-'));
+  const dataDir = testDataDir('roomkit-contract-', pool);
   const db = await openSqliteStore(dataDir);
   const log = createLogger('silent');
   const runtime = new GvisorRuntime({
@@ -36,6 +34,7 @@ runtimeContract(name, async () => {
   return {
     runtime,
     log,
+    interactive: guestAgent,
     spec: { ...PROFILE_DEFAULTS, memory_mb: 256, disk_mb: 256, network: { egress: 'none', allow: [] }, home: '/home/user' },
     async close() {
       await runtime.close();

@@ -4,12 +4,17 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Logger } from 'pino';
-import { GuestFileError, type CommandRequest, type MachineSpec, PROVISION_STEPS, type ProvisionRequest, type ProvisionStep, type Runtime } from '../../src/runtimes/types.ts';
+import { GuestFileError, RuntimeFeatureUnavailable, type CommandRequest, type TerminalSession, type MachineSpec, PROVISION_STEPS, type ProvisionRequest, type ProvisionStep, type Runtime } from '../../src/runtimes/types.ts';
 
 export interface ContractSubject {
   runtime: Runtime;
   spec: MachineSpec;
   log: Logger;
+  /**
+   * Whether its instances keep stdout and stderr apart, keep stdin open for input and
+   * open terminals; without, those must be refused with RuntimeFeatureUnavailable.
+   */
+  interactive: boolean;
   /** Removes what the subject made (data directories and the like). */
   close(): Promise<void>;
 }
@@ -202,6 +207,71 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
         );
         await subject.runtime.deleteFile(id, 'notes/a.txt', { home: home() });
         await assert.rejects(subject.runtime.statFile(id, 'notes/a.txt', { home: home() }), (err: GuestFileError) => err.kind === 'not_found');
+      });
+
+      it('gives a command its input at once; keeps stdout and stderr apart where it can', async () => {
+        const outcome = await subject.runtime.runCommand(id, command('tr a-z A-Z; echo done >&2', { stdin: Buffer.from('shout\n') }));
+        assert.equal(outcome.output, 'SHOUT\ndone\n');
+        if (subject.interactive) {
+          assert.deepEqual(outcome.streams, {
+            stdout: { text: 'SHOUT\n', bytes: 6, truncated: false },
+            stderr: { text: 'done\n', bytes: 5, truncated: false },
+          });
+        } else {
+          assert.equal(outcome.streams, undefined);
+        }
+        const empty = await subject.runtime.runCommand(id, command('wc -c'));
+        assert.equal(empty.output.trim(), '0');
+      });
+
+      it('feeds a running command more input until its stdin is closed, or refuses where it cannot', async () => {
+        const req = command('while read line; do echo "got $line"; done; echo eof', { stdinOpen: true });
+        if (!subject.interactive) {
+          await assert.rejects(subject.runtime.runCommand(id, req), RuntimeFeatureUnavailable);
+          return;
+        }
+        const seen: string[] = [];
+        const running = subject.runtime.runCommand(id, { ...req, onOutput: (c) => seen.push(c.toString()) });
+        let sent = false;
+        for (let i = 0; i < 100 && !sent; i++) {
+          sent = await subject.runtime.sendInput(id, req.commandId, Buffer.from('one\n'));
+          if (!sent) await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.ok(sent);
+        for (let i = 0; i < 100 && !seen.join('').includes('got one'); i++) await new Promise((r) => setTimeout(r, 50));
+        assert.equal(seen.join(''), 'got one\n');
+        assert.equal(await subject.runtime.sendInput(id, req.commandId, Buffer.from('two\n')), true);
+        assert.equal(await subject.runtime.sendInput(id, req.commandId, null), true);
+        const outcome = await running;
+        assert.equal(outcome.output, 'got one\ngot two\neof\n');
+        assert.equal(await subject.runtime.sendInput(id, req.commandId, Buffer.from('late\n')), false);
+      });
+
+      it('opens a terminal of the size asked for, resizes it, types into it, and ends it', async () => {
+        const open = subject.runtime.openTerminal(id, { terminalId: randomUUID(), user: 'user', home: home(), env: {}, cols: 100, rows: 30 });
+        if (!subject.interactive) {
+          await assert.rejects(open, RuntimeFeatureUnavailable);
+          return;
+        }
+        const terminal: TerminalSession = await open;
+        let screen = '';
+        terminal.onOutput((c) => (screen += c.toString()));
+        const waitFor = async (pattern: RegExp) => {
+          for (let i = 0; i < 200 && !pattern.test(screen); i++) await new Promise((r) => setTimeout(r, 50));
+          assert.match(screen, pattern);
+        };
+        terminal.write(Buffer.from('stty size; tty\n'));
+        await waitFor(/30 100\r?\n\/dev\/pts\/\d+/);
+        terminal.resize(120, 40);
+        terminal.write(Buffer.from('stty size\n'));
+        await waitFor(/40 120/);
+        terminal.write(Buffer.from('cat\n'));
+        await new Promise((r) => setTimeout(r, 300));
+        terminal.write(Buffer.from('typed-into-cat\n'));
+        await waitFor(/typed-into-cat\r?\n(.|\n)*typed-into-cat/);
+        terminal.write(Buffer.from([3])); // ^C ends cat
+        terminal.write(Buffer.from('exit 7\n'));
+        assert.deepEqual(await terminal.exited, { exitCode: 7 });
       });
 
       it("answers each file error with its kind, with the unprivileged user's rights", async () => {

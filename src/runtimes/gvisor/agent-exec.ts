@@ -5,7 +5,7 @@
 import type { RunResult } from '../../host/run.ts';
 import { HeadTailBuffer } from '../../host/output.ts';
 import { VM_UID } from '../../images/builder.ts';
-import { type AgentEndpoint, agentRequest } from '../agent/client.ts';
+import { type AgentChannel, type AgentEndpoint, agentRequest } from '../agent/client.ts';
 import { FRAME } from '../agent/frames.ts';
 import { parseJson } from '../agent/client.ts';
 import { PATH_ENV } from './bundle.ts';
@@ -21,7 +21,7 @@ export function agentIdentity(identity: ExecIdentity, env: string[] = []): { uid
 
 /** The connection ended while the command ran (its instance stopped, or the agent died): what had come of its output. */
 export class AgentConnectionLost extends Error {
-  readonly partial: { output: string; outputBytes: number; outputTruncated: boolean };
+  readonly partial: KeptOutput;
   constructor(message: string, partial: AgentConnectionLost['partial']) {
     super(message);
     this.name = 'AgentConnectionLost';
@@ -41,12 +41,19 @@ export interface AgentCommandOptions {
   /** 0 for none. */
   timeoutMs: number;
   maxOutputBytes: number;
-  /** Given all at once, then closed; without it the command's stdin is /dev/null. */
+  /** Given all at once, then closed; without it (or stdinOpen) the command's stdin is /dev/null. */
   input?: Buffer;
+  /** Keep stdin open: more input comes through the channel given to onStarted. */
+  stdinOpen?: boolean;
   onOutput?: (chunk: Buffer, stream: 'stdout' | 'stderr') => void;
+  /** Called once the command runs, with its connection (to send input on). */
+  onStarted?: (channel: AgentChannel) => void;
 }
 
-export interface AgentCommandOutcome {
+export type AgentCommandOutcome = KeptOutput & { exitCode: number; signal: string | null; timedOut: boolean };
+
+/** What is kept of a command's output: each stream within maxOutputBytes. */
+export interface KeptOutput {
   /** stdout and stderr in the order they arrived, lossy UTF-8, kept within maxOutputBytes. */
   output: string;
   outputBytes: number;
@@ -57,9 +64,6 @@ export interface AgentCommandOutcome {
   stderr: string;
   stderrBytes: number;
   stderrTruncated: boolean;
-  exitCode: number;
-  signal: string | null;
-  timedOut: boolean;
 }
 
 /**
@@ -73,18 +77,30 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
     ...agentIdentity(options.identity, options.env),
     command_id: options.commandId ?? '',
     timeout_ms: options.timeoutMs,
-    stdin: options.input !== undefined,
+    stdin: options.input !== undefined || options.stdinOpen === true,
   });
+  options.onStarted?.(channel);
   if (options.input !== undefined) {
     for (let at = 0; at < options.input.length; at += 1 << 20) {
       channel.send(FRAME.input, options.input.subarray(at, at + (1 << 20)));
       await channel.drained();
     }
-    channel.send(FRAME.close);
+    if (!options.stdinOpen) channel.send(FRAME.close);
   }
   const output = new HeadTailBuffer(options.maxOutputBytes);
   const stdout = new HeadTailBuffer(options.maxOutputBytes);
   const stderr = new HeadTailBuffer(options.maxOutputBytes);
+  const kept = (): KeptOutput => ({
+    output: output.text(),
+    outputBytes: output.total,
+    outputTruncated: output.truncated,
+    stdout: stdout.text(),
+    stdoutBytes: stdout.total,
+    stdoutTruncated: stdout.truncated,
+    stderr: stderr.text(),
+    stderrBytes: stderr.total,
+    stderrTruncated: stderr.truncated,
+  });
   const guard =
     options.timeoutMs > 0
       ? setTimeout(() => channel.close(), Math.min(options.timeoutMs + ANSWER_GRACE_MS, 2 ** 31 - 1))
@@ -95,7 +111,7 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
       if (frame === null) {
         throw new AgentConnectionLost(
           `the instance's agent stopped answering while the command ran${channel.error ? `: ${channel.error.message}` : ''}`,
-          { output: output.text(), outputBytes: output.total, outputTruncated: output.truncated },
+          kept(),
         );
       }
       if (frame.type === FRAME.stdout || frame.type === FRAME.stderr) {
@@ -106,15 +122,7 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
       } else if (frame.type === FRAME.end) {
         const end = parseJson(frame.payload);
         return {
-          output: output.text(),
-          outputBytes: output.total,
-          outputTruncated: output.truncated,
-          stdout: stdout.text(),
-          stdoutBytes: stdout.total,
-          stdoutTruncated: stdout.truncated,
-          stderr: stderr.text(),
-          stderrBytes: stderr.total,
-          stderrTruncated: stderr.truncated,
+          ...kept(),
           // As timeout(1) does, and as the runtime's other exec path answers.
           exitCode: end.timed_out === true ? TIMEOUT_EXIT_CODE : Number(end.exit_code ?? -1),
           signal: typeof end.signal === 'string' ? end.signal : null,

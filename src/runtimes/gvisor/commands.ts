@@ -73,14 +73,15 @@ export interface RunOutcome {
  */
 export function superviseCommand(
   child: ExecChild,
-  options: { timeoutMs: number; maxOutputBytes: number; onOutput?: (chunk: Buffer) => void; killTree: () => Promise<void> },
+  options: { timeoutMs: number; maxOutputBytes: number; onOutput?: (chunk: Buffer) => void; input?: Buffer; killTree: () => Promise<void> },
 ): Promise<RunOutcome> {
   return new Promise((resolve, reject) => {
     const output = new HeadTailBuffer(options.maxOutputBytes);
     let capturing = true;
     let timedOut = false;
     let ended = false;
-    child.stdin.end();
+    child.stdin.on('error', () => {}); // the command may end before reading all of its input
+    child.stdin.end(options.input);
     let onChunk: (() => void) | undefined;
     child.stdout.on('data', (chunk: Buffer) => {
       if (!capturing) return;

@@ -16,7 +16,7 @@ import { run, runChecked, type RunResult } from '../../host/run.ts';
 import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT, OUTPUT_RELAY } from '../../images/guest-additions.ts';
-import { AGENT_PORT, type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
+import { AGENT_PORT, type AgentChannel, type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -34,7 +34,10 @@ import type {
   Runtime,
   RuntimeEvent,
   RuntimeHealth,
+  TerminalRequest,
+  TerminalSession,
 } from '../types.ts';
+import { RuntimeFeatureUnavailable } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
 import { ranOutOfMemory } from './cgroups.ts';
 import { ChangeTracker } from './change-tracker.ts';
@@ -42,6 +45,8 @@ import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote
 import * as files from './file-operations.ts';
 import * as agentFiles from './agent-files.ts';
 import { AgentConnectionLost, type AgentCommandOptions, agentRun, runAgentCommand } from './agent-exec.ts';
+import { openAgentTerminal } from './agent-terminal.ts';
+import { FRAME } from '../agent/frames.ts';
 import { checkReady, type Exec, startRootService, waitForAgent, waitForInit, writeGuestConfig } from './guest-boot.ts';
 import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
 import { InstanceHandle } from './instance-handle.ts';
@@ -79,7 +84,7 @@ export interface GvisorOptions {
 
 export class GvisorRuntime implements Runtime {
   readonly name = 'gvisor';
-  readonly capabilities = { network: true, diskLimit: true };
+  readonly capabilities = { network: true, diskLimit: true, interactive: true };
   private readonly runsc: Runsc;
   private readonly instancesDir: string;
   private readonly pool: AddressPool;
@@ -90,6 +95,8 @@ export class GvisorRuntime implements Runtime {
   private readonly guestAgent: boolean;
   /** When the last "agent did not answer" was logged, per instance (one line a minute at most). */
   private readonly agentWarned = new Map<string, number>();
+  /** Connections of running commands whose stdin stays open, by command id. */
+  private readonly inputs = new Map<string, AgentChannel>();
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
@@ -336,9 +343,18 @@ export class GvisorRuntime implements Runtime {
             timeoutMs: request.timeoutMs,
             maxOutputBytes: request.maxOutputBytes,
             ...(request.onOutput ? { onOutput: request.onOutput } : {}),
-          }),
+            ...(request.stdin ? { input: request.stdin } : {}),
+            ...(request.stdinOpen ? { stdinOpen: true, onStarted: (channel: AgentChannel) => this.inputs.set(request.commandId, channel) } : {}),
+          }).finally(() => this.inputs.delete(request.commandId)),
         )
       )?.value ?? (await this.runExecCommand(h, script, env, request));
+    const streams =
+      'stdout' in outcome
+        ? {
+            stdout: { text: outcome.stdout, bytes: outcome.stdoutBytes, truncated: outcome.stdoutTruncated },
+            stderr: { text: outcome.stderr, bytes: outcome.stderrBytes, truncated: outcome.stderrTruncated },
+          }
+        : undefined;
     // Whether the memory guard ended a process of it: a kill under way is waited for.
     await this.memoryGuard.settled(instanceId);
     const outOfMemory = this.memoryKilled.get(request.commandId) === instanceId;
@@ -355,6 +371,7 @@ export class GvisorRuntime implements Runtime {
       output: outcome.output,
       outputBytes: outcome.outputBytes,
       outputTruncated: outcome.outputTruncated,
+      ...(streams ? { streams } : {}),
       exitCode: outcome.exitCode,
       timedOut: outcome.timedOut,
       changes,
@@ -377,18 +394,50 @@ export class GvisorRuntime implements Runtime {
       if (!(err instanceof AgentConnectionLost)) throw err;
       await new Promise((r) => setTimeout(r, 200)); // the sandbox's end may take a moment to be seen
       if (this.handles.has(h.id) && !this.sandboxWatch.hasEnded(h.id)) throw err;
-      return { ...err.partial, exitCode: KILLED_EXIT_CODE, timedOut: false };
+      return { ...err.partial, exitCode: KILLED_EXIT_CODE, signal: null, timedOut: false };
+    }
+  }
+
+  async sendInput(instanceId: string, commandId: string, data: Buffer | null): Promise<boolean> {
+    const channel = this.inputs.get(commandId);
+    if (!channel || !this.handles.has(instanceId)) return false;
+    if (data === null) return channel.send(FRAME.close) || true;
+    channel.send(FRAME.input, data);
+    await channel.drained();
+    return true;
+  }
+
+  async openTerminal(instanceId: string, request: TerminalRequest): Promise<TerminalSession> {
+    const endpoint = this.agentOf(this.handle(instanceId));
+    if (!endpoint) {
+      throw new RuntimeFeatureUnavailable(
+        "this instance runs without roomkit's agent (it was made before the agent existed, or with ROOMKIT_GUEST_AGENT=off), and terminals need it: delete the instance and create it again",
+      );
+    }
+    try {
+      return await openAgentTerminal(endpoint, request);
+    } catch (err) {
+      if (err instanceof AgentUnavailable) throw new RuntimeFeatureUnavailable(`the instance's agent does not answer just now (${err.message}); try again in a moment`);
+      throw err;
     }
   }
 
   /** A command through `runsc exec`, for instances without an agent (or while it does not answer). */
   private async runExecCommand(h: InstanceHandle, script: string, env: Record<string, string>, request: CommandRequest) {
+    if (request.stdinOpen) {
+      throw new RuntimeFeatureUnavailable(
+        this.agentOf(h)
+          ? "the instance's agent does not answer just now, and input to a running command needs it; try again in a moment"
+          : "this instance runs without roomkit's agent, and input to a running command needs it: give the input at once (`stdin`), or delete the instance and create it again",
+      );
+    }
     // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
     const child = this.spawnExec(h, [...this.relay(h), '/bin/sh', '-c', script], { as: 'vm', home: request.home, env, combineOutput: true });
     const outcome = await superviseCommand(child, {
       timeoutMs: request.timeoutMs,
       maxOutputBytes: request.maxOutputBytes,
-      ...(request.onOutput ? { onOutput: request.onOutput } : {}),
+      ...(request.onOutput ? { onOutput: (chunk: Buffer) => request.onOutput?.(chunk, 'output') } : {}),
+      ...(request.stdin ? { input: request.stdin } : {}),
       killTree: async () => void (await this.killCommand(h.id, request.commandId)),
     });
     if (outcome.lingering) this.lingering.keepDraining(h.id, outcome.lingering);
