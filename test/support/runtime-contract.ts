@@ -268,10 +268,14 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
         terminal.write(Buffer.from('cat\n'));
         await new Promise((r) => setTimeout(r, 300));
         terminal.write(Buffer.from('typed-into-cat\n'));
+        // Echoed by the terminal, then printed by cat.
         await waitFor(/typed-into-cat\r?\n(.|\n)*typed-into-cat/);
-        terminal.write(Buffer.from([3])); // ^C ends cat
-        terminal.write(Buffer.from('exit 7\n'));
-        assert.deepEqual(await terminal.exited, { exitCode: 7 });
+        const within = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the terminal did not end')), 15_000))]);
+        terminal.close();
+        await within(terminal.exited);
+        // A command on a terminal ends with its own exit code.
+        const short = await subject.runtime.openTerminal(id, { terminalId: randomUUID(), user: 'user', home: home(), env: {}, cols: 80, rows: 24, command: 'test -t 0 && exit 7' });
+        assert.deepEqual(await within(short.exited), { exitCode: 7 });
       });
 
       it("answers each file error with its kind, with the unprivileged user's rights", async () => {

@@ -17,9 +17,9 @@ import (
 
 // fileInfo describes a regular file: what a read, stat or write answers.
 type fileInfo struct {
-	Size    int64 `json:"size"`
-	MtimeNs int64 `json:"mtime_ns"`
-	CtimeNs int64 `json:"ctime_ns"`
+	Size    int64  `json:"size"`
+	MtimeNs int64  `json:"mtime_ns"`
+	CtimeNs int64  `json:"ctime_ns"`
 	Ino     uint64 `json:"ino"`
 }
 
