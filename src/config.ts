@@ -64,6 +64,12 @@ export interface Config {
    */
   readonly maxHostTasksPerInstance: number;
   /**
+   * `on`: instances run roomkit's agent as their first process, and commands and file
+   * operations go through it (falling back to `runsc exec` while it does not answer);
+   * `off`: everything goes through `runsc exec`. Applies to instances made from then on.
+   */
+  readonly guestAgent: 'on' | 'off';
+  /**
    * The address clients reach the service at (e.g. behind a proxy), for the whole URLs
    * tool results give; without it, the address each request came to.
    */
@@ -150,6 +156,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxRawReadsPerInstance: 'ROOMKIT_MAX_RAW_READS_PER_INSTANCE',
   commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
   maxHostTasksPerInstance: 'ROOMKIT_MAX_HOST_TASKS_PER_INSTANCE',
+  guestAgent: 'ROOMKIT_GUEST_AGENT',
   publicUrl: 'ROOMKIT_PUBLIC_URL',
   quotaInstances: 'ROOMKIT_QUOTA_INSTANCES',
   quotaMemoryMb: 'ROOMKIT_QUOTA_MEMORY_MB',
@@ -308,6 +315,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxRawReadsPerInstance: int('maxRawReadsPerInstance', 4, 1, 64),
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     maxHostTasksPerInstance: int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
+    guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'on'),
     publicUrl: origin('publicUrl'),
     quotaInstances: int('quotaInstances', 20, 0, 100_000),
     quotaMemoryMb: int('quotaMemoryMb', 16 * 1024, 0, 1024 * 1024 * 1024),

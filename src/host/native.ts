@@ -3,7 +3,7 @@
 // under a directory named after its source's hash, so a changed source builds anew
 // and concurrent servers sharing the cache never see a half-written binary.
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { run } from './run.ts';
 
@@ -28,6 +28,44 @@ export function compiled(source: string, name: string, cacheDir: string, flags: 
     building.set(out, build);
   }
   return build;
+}
+
+/** A short hash of every file of a Go package directory: the version of what it builds to. */
+export function packageVersion(dir: string): string {
+  const hash = createHash('sha256');
+  for (const name of readdirSync(dir).sort()) hash.update(name).update('\0').update(readFileSync(join(dir, name))).update('\0');
+  return hash.digest('hex').slice(0, 12);
+}
+
+/**
+ * The static program built from the Go package in `dir` (standard library only, no
+ * module downloads), under `cacheDir`, building it first if needed.
+ */
+export function compiledGo(dir: string, name: string, cacheDir: string): Promise<string> {
+  const out = join(cacheDir, '.native', packageVersion(dir), name);
+  if (existsSync(out)) return Promise.resolve(out);
+  let build = building.get(out);
+  if (!build) {
+    build = buildGo(dir, name, out, join(cacheDir, '.native', 'go-cache')).finally(() => building.delete(out));
+    building.set(out, build);
+  }
+  return build;
+}
+
+async function buildGo(dir: string, name: string, out: string, goCache: string): Promise<string> {
+  mkdirSync(dirname(out), { recursive: true });
+  const tmp = `${out}.${process.pid}.${randomUUID()}.tmp`;
+  const env = { ...process.env, CGO_ENABLED: '0', GOCACHE: goCache, GOFLAGS: '-mod=mod', GOPROXY: 'off', GOTOOLCHAIN: 'local' };
+  const result = await run('go', ['build', '-trimpath', '-ldflags=-s -w', '-o', tmp, '.'], { timeoutMs: 300_000, cwd: dir, env }).catch((err: Error) => ({
+    code: -1,
+    stderr: err.message,
+  }));
+  if (result.code !== 0) {
+    rmSync(tmp, { force: true });
+    throw new NativeBuildError(`cannot build ${name} (${result.stderr.trim() || 'go build failed'}); install Go: apt-get install golang-go`);
+  }
+  renameSync(tmp, out);
+  return out;
 }
 
 /** Builds under way in this process, by output path. */

@@ -15,6 +15,8 @@ export interface RunOptions {
   /** Text written to the program's stdin. */
   input?: string;
   env?: NodeJS.ProcessEnv;
+  /** Working directory (default: this process's). */
+  cwd?: string;
   /** Where the program's stdout and stderr go when they must not be pipes (e.g. `runsc create`). */
   outputFd?: number;
   /** Keep at most this many bytes of each output stream (the tail). */
@@ -62,7 +64,7 @@ export function run(file: string, args: readonly string[], options: RunOptions):
       ? [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe']
       : ['ignore', options.outputFd, options.outputFd];
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { stdio, env: options.env ?? process.env });
+    const child = spawn(file, args, { stdio, env: options.env ?? process.env, ...(options.cwd ? { cwd: options.cwd } : {}) });
     let stdout = '';
     let stderr = '';
     let timedOut = false;

@@ -9,6 +9,12 @@ export interface RuntimeCapabilities {
   network: boolean;
   /** A hard limit on the instance's writable disk. */
   diskLimit: boolean;
+  /**
+   * Instances can keep a command's stdin open for sendInput() and open terminals
+   * (openTerminal()). A runtime may still refuse either for an instance that cannot
+   * (e.g. one made before it could): RuntimeFeatureUnavailable.
+   */
+  interactive: boolean;
 }
 
 /**
@@ -97,14 +103,30 @@ export interface CommandRequest {
   /** Time limit; 0 for none (the command runs until it ends, is killed or the instance stops). */
   timeoutMs: number;
   /**
-   * Receives the output (stdout and stderr as produced) while the command runs, whole
-   * and in order, whatever is kept of it for the outcome.
+   * Receives the output while the command runs, whole and in order, whatever is kept of
+   * it for the outcome, with the stream each chunk came from (`output` when the runtime
+   * cannot tell stdout and stderr apart).
    */
-  onOutput?: (chunk: Buffer) => void;
+  onOutput?: (chunk: Buffer, stream: OutputStream) => void;
+  /** Given to the command's stdin at once, which is then closed. Without it or stdinOpen, stdin is empty. */
+  stdin?: Buffer;
+  /** Keep stdin open for sendInput() until it is closed (runtimes with `interactive` only). */
+  stdinOpen?: boolean;
   /** Output beyond this is dropped from the middle, keeping its start and end. */
   maxOutputBytes: number;
   /** Whether to compute the files the command changed. */
   trackChanges: boolean;
+}
+
+/** Where a chunk of output came from: `output` when the runtime cannot tell stdout and stderr apart. */
+export type OutputStream = 'stdout' | 'stderr' | 'output';
+
+/** One output stream of a command as kept for its outcome. */
+export interface StreamText {
+  /** Lossy UTF-8, possibly truncated in the middle like `output`. */
+  text: string;
+  bytes: number;
+  truncated: boolean;
 }
 
 /** Signals a caller may send to a command's processes. */
@@ -116,6 +138,8 @@ export interface CommandOutcome {
   output: string;
   outputBytes: number;
   outputTruncated: boolean;
+  /** stdout and stderr apart; undefined when the runtime could not keep them apart. */
+  streams?: { stdout: StreamText; stderr: StreamText };
   /** The shell's exit status; 128+n when it died of signal n; 124 on timeout. */
   exitCode: number;
   timedOut: boolean;
@@ -166,6 +190,34 @@ export interface GuestDirEntry {
 export interface FileAccess {
   home: string;
 }
+
+/** A terminal in an instance: a login shell (or a command) on a pseudo-terminal. */
+export interface TerminalRequest {
+  /** Marks its processes, like a command's id. */
+  terminalId: string;
+  /** The VM user's name and home (the terminal's working directory). */
+  user: string;
+  home: string;
+  env: Record<string, string>;
+  cols: number;
+  rows: number;
+  /** Run by `sh -c` on the terminal; the user's login shell when absent. */
+  command?: string;
+}
+
+export interface TerminalSession {
+  /** Output of the terminal, as it comes; chunks that came before a listener are kept for it. */
+  onOutput(listener: (chunk: Buffer) => void): void;
+  write(data: Buffer): void;
+  resize(cols: number, rows: number): void;
+  /** Ends the terminal and every process it started. */
+  close(): void;
+  /** Settles when the terminal's first process has ended (or the terminal was closed). */
+  readonly exited: Promise<{ exitCode: number }>;
+}
+
+/** The runtime cannot do this for this instance (see RuntimeCapabilities). */
+export class RuntimeFeatureUnavailable extends Error {}
 
 export type RuntimeHealth = { healthy: true } | { healthy: false; reason: string };
 
@@ -227,6 +279,13 @@ export interface Runtime {
    * how many processes it signalled (0 when none had started yet or all had ended).
    */
   killCommand(instanceId: string, commandId: string, signal?: CommandSignal): Promise<number>;
+  /**
+   * Writes to the stdin of a running command started with `stdinOpen`, or closes it
+   * (`data` null). Resolves false when no such command is running.
+   */
+  sendInput(instanceId: string, commandId: string, data: Buffer | null): Promise<boolean>;
+  /** Opens a terminal in the instance; rejects with RuntimeFeatureUnavailable where it cannot. */
+  openTerminal(instanceId: string, request: TerminalRequest): Promise<TerminalSession>;
   /**
    * Opens a regular file for reading as the VM user: its info, and its bytes from
    * `start` to `end` (inclusive) as a stream. Fails with GuestFileError.

@@ -9,9 +9,8 @@
 // tag, its runsc root, mounts under its directories, the server processes it started,
 // and the process group roomkit recorded for the image build it started.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { mountsUnder } from '../../src/host/mounts.ts';
@@ -19,7 +18,7 @@ import { run } from '../../src/host/run.ts';
 import { ImageStore } from '../../src/images/builder.ts';
 import { tableName } from '../../src/network/firewall.ts';
 import { hostTag, listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
-import { TEST_IMAGES_DIR } from '../support/app.ts';
+import { TEST_IMAGES_DIR, testDataDir } from '../support/app.ts';
 import { startServer, type Server } from '../support/cli.ts';
 import { hostObjects, NOTHING } from '../support/host.ts';
 
@@ -55,7 +54,7 @@ let buildKey: string | undefined;
 const shmCanary = `/dev/shm/roomkit-recovery-canary-${process.pid}`;
 
 before(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), 'roomkit-recovery-'));
+  dataDir = testDataDir('roomkit-recovery-', POOL);
   tag = hostTag(dataDir);
   await start();
   key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();

@@ -1,7 +1,5 @@
 // Runs the runtime contract against every runtime this build has, on the real host.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { readFileSync } from 'node:fs';
 import { openSqliteStore } from '../../src/store/db.ts';
 import { createLogger } from '../../src/log.ts';
@@ -11,25 +9,32 @@ import { ImageStore } from '../../src/images/builder.ts';
 import { hostDnsServers } from '../../src/network/firewall.ts';
 import { PROFILE_DEFAULTS } from '../../src/core/profile-schema.ts';
 import { runtimeContract } from '../support/runtime-contract.ts';
-import { TEST_IMAGES_DIR } from '../support/app.ts';
+import { TEST_IMAGES_DIR, testDataDir } from '../support/app.ts';
 import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../../src/config.ts';
 
-runtimeContract('gvisor', async () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-contract-'));
+// Twice: with roomkit's agent in each instance, and without (everything through `runsc exec`).
+for (const [name, guestAgent, pool] of [
+  ['gvisor', true, '10.218.0.0/24'],
+  ['gvisor without the agent', false, '10.218.1.0/24'],
+] as const) {
+runtimeContract(name, async () => {
+  const dataDir = testDataDir('roomkit-contract-', pool);
   const db = await openSqliteStore(dataDir);
   const log = createLogger('silent');
   const runtime = new GvisorRuntime({
     dataDir,
-    pool: new AddressPool(db, '10.218.0.0/24'),
+    pool: new AddressPool(db, pool),
     images: new ImageStore({ dir: TEST_IMAGES_DIR, log }),
     log,
     dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
     maxHostTasks: DEFAULT_HOST_TASKS_PER_INSTANCE,
+    guestAgent,
   });
   await runtime.start();
   return {
     runtime,
     log,
+    interactive: guestAgent,
     spec: { ...PROFILE_DEFAULTS, memory_mb: 256, disk_mb: 256, network: { egress: 'none', allow: [] }, home: '/home/user' },
     async close() {
       await runtime.close();
@@ -38,3 +43,4 @@ runtimeContract('gvisor', async () => {
     },
   };
 });
+}

@@ -49,6 +49,17 @@ export const TEST_DATA_PREFIX = 'roomkit-test-';
 /** In each test data directory: `{pid, pool}` of the test process that made it. */
 export const TEST_OWNER_FILE = 'test-owner.json';
 
+/**
+ * A new data directory in the temporary directory, marked with this process and the
+ * address pool its instances use, so that a later run can clean up after this process
+ * if it is killed before it does (test/support/reap-stale.ts).
+ */
+export function testDataDir(prefix: string, pool: string | null): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  writeFileSync(join(dir, TEST_OWNER_FILE), JSON.stringify({ pid: process.pid, pool }));
+  return dir;
+}
+
 /** Images built by tests are cached here across test files and runs. */
 export const TEST_IMAGES_DIR = join(PACKAGE_ROOT, '.roomkit-test', 'images');
 
@@ -67,9 +78,7 @@ export interface TestAppOptions {
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   // A data directory of its own, removed on close, unless the test gives one (and owns it).
   const given = options.config?.dataDir;
-  const dataDir = given === undefined ? mkdtempSync(join(tmpdir(), TEST_DATA_PREFIX)) : String(given);
-  // Who made it, so that a later run can clean up after this process if it is killed (test/support/reap-stale.ts).
-  if (given === undefined) writeFileSync(join(dataDir, TEST_OWNER_FILE), JSON.stringify({ pid: process.pid, pool: options.gvisorPool ?? null }));
+  const dataDir = given === undefined ? testDataDir(TEST_DATA_PREFIX, options.gvisorPool ?? null) : String(given);
   const removeDataDir = () => {
     if (given === undefined) rmSync(dataDir, { recursive: true, force: true });
   };

@@ -18,6 +18,8 @@ import {
   type Runtime,
   type RuntimeEvent,
   type RuntimeHealth,
+  RuntimeFeatureUnavailable,
+  type TerminalSession,
 } from '../../src/runtimes/types.ts';
 
 export interface FakeRuntimeOptions {
@@ -37,7 +39,7 @@ export interface FakeRuntimeOptions {
 
 export class FakeRuntime implements Runtime {
   readonly name = 'fake';
-  readonly capabilities = { network: false, diskLimit: false };
+  readonly capabilities = { network: false, diskLimit: false, interactive: false };
   /** Instances provisioned and not destroyed. */
   readonly live = new Set<string>();
   readonly destroyed: string[] = [];
@@ -140,6 +142,14 @@ export class FakeRuntime implements Runtime {
   async killCommand(_instanceId: string, commandId: string): Promise<number> {
     this.killed.push(commandId);
     return 1;
+  }
+
+  async sendInput(): Promise<boolean> {
+    return false;
+  }
+
+  async openTerminal(): Promise<TerminalSession> {
+    throw new RuntimeFeatureUnavailable('the test runtime has no terminals');
   }
 
   private fileMap(instanceId: string): Map<string, Buffer> {

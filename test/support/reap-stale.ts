@@ -10,7 +10,7 @@ import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../../src/host/run.ts';
-import { startTestApp, TEST_DATA_PREFIX, TEST_OWNER_FILE } from './app.ts';
+import { startTestApp, TEST_OWNER_FILE } from './app.ts';
 import { NETWORK_TEST_PREFIX, networkTestLeftovers } from './network-leftovers.ts';
 
 function alive(pid: number): boolean {
@@ -25,7 +25,7 @@ function alive(pid: number): boolean {
 async function reapDataDirs(): Promise<string[]> {
   const reaped: string[] = [];
   for (const name of readdirSync(tmpdir())) {
-    if (!name.startsWith(TEST_DATA_PREFIX)) continue;
+    if (!name.startsWith('roomkit-')) continue;
     const dataDir = join(tmpdir(), name);
     const ownerFile = join(dataDir, TEST_OWNER_FILE);
     if (!existsSync(ownerFile)) continue; // not ours to judge: made by something else, or still being made

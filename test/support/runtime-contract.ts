@@ -4,12 +4,17 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Logger } from 'pino';
-import { type MachineSpec, PROVISION_STEPS, type ProvisionRequest, type ProvisionStep, type Runtime } from '../../src/runtimes/types.ts';
+import { GuestFileError, RuntimeFeatureUnavailable, type CommandRequest, type TerminalSession, type MachineSpec, PROVISION_STEPS, type ProvisionRequest, type ProvisionStep, type Runtime } from '../../src/runtimes/types.ts';
 
 export interface ContractSubject {
   runtime: Runtime;
   spec: MachineSpec;
   log: Logger;
+  /**
+   * Whether its instances keep stdout and stderr apart, keep stdin open for input and
+   * open terminals; without, those must be refused with RuntimeFeatureUnavailable.
+   */
+  interactive: boolean;
   /** Removes what the subject made (data directories and the like). */
   close(): Promise<void>;
 }
@@ -111,6 +116,178 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       assert.ok(listed.includes(keep.instanceId));
       assert.ok(!listed.includes(drop.instanceId));
       assert.deepEqual(await subject.runtime.health(keep.instanceId), { healthy: true });
+    });
+
+    describe('commands and files in one instance', () => {
+      let id = '';
+      const home = () => subject.spec.home;
+      const command = (text: string, more: Partial<CommandRequest> = {}): CommandRequest => ({
+        commandId: randomUUID(),
+        command: text,
+        home: home(),
+        env: {},
+        timeoutMs: 30_000,
+        maxOutputBytes: 1024 * 1024,
+        trackChanges: false,
+        ...more,
+      });
+      before(async () => {
+        const req = request();
+        await subject.runtime.provision(req);
+        id = req.instanceId;
+      });
+
+      it('runs a command as the unprivileged user in its home, with its environment, and answers its output and exit code', async () => {
+        const outcome = await subject.runtime.runCommand(id, command('echo "$(id -u) $PWD $GREETING"; echo oops >&2; exit 3', { env: { GREETING: 'hi' } }));
+        assert.equal(outcome.exitCode, 3);
+        assert.equal(outcome.timedOut, false);
+        assert.match(outcome.output, new RegExp(`^1000 ${home()} hi\n`));
+        assert.match(outcome.output, /oops\n/);
+        assert.equal(outcome.outputBytes, Buffer.byteLength(outcome.output));
+      });
+
+      it('runs in the working directory asked for, and fails when it does not exist', async () => {
+        assert.equal((await subject.runtime.runCommand(id, command('pwd', { cwd: '/tmp' }))).output, '/tmp\n');
+        assert.notEqual((await subject.runtime.runCommand(id, command('pwd', { cwd: '/no/such/dir' }))).exitCode, 0);
+      });
+
+      it('passes every byte of a large output on, in order', async () => {
+        const chunks: Buffer[] = [];
+        const outcome = await subject.runtime.runCommand(id, command('seq 1 200000', { onOutput: (c) => chunks.push(c) }));
+        const expected = Array.from({ length: 200000 }, (_, i) => `${i + 1}\n`).join('');
+        assert.equal(outcome.outputBytes, Buffer.byteLength(expected));
+        assert.equal(Buffer.concat(chunks).toString(), expected);
+      });
+
+      it('ends a command at its time limit with every process it started, with exit code 124', async () => {
+        const started = Date.now();
+        const outcome = await subject.runtime.runCommand(id, command('sleep 61 & sleep 61; echo never', { timeoutMs: 1_000 }));
+        assert.equal(outcome.timedOut, true);
+        assert.equal(outcome.exitCode, 124);
+        assert.ok(Date.now() - started < 15_000, `took ${Date.now() - started} ms`);
+        const left = await subject.runtime.runCommand(id, command("pgrep -c -f '^sleep 61$' || true"));
+        assert.equal(left.output.trim(), '0');
+      });
+
+      it("kills a running command's whole process tree on request", async () => {
+        const req = command('sleep 60 & sleep 60 & wait');
+        const running = subject.runtime.runCommand(id, req);
+        let signalled = 0;
+        for (let i = 0; i < 100 && signalled < 3; i++) {
+          await new Promise((r) => setTimeout(r, 100));
+          signalled = await subject.runtime.killCommand(id, req.commandId);
+        }
+        assert.ok(signalled >= 3, `signalled ${signalled}`);
+        const outcome = await running;
+        assert.equal(outcome.exitCode, 137);
+      });
+
+      it('writes, describes, reads (whole and a range), lists and deletes a file as the unprivileged user', async () => {
+        const written = await subject.runtime.writeFile(id, 'notes/a.txt', Buffer.from('hello, world'), { home: home() });
+        assert.equal(written.created, true);
+        assert.equal(written.info.path, `${home()}/notes/a.txt`);
+        assert.equal(written.info.size, 12);
+        assert.equal((await subject.runtime.writeFile(id, 'notes/a.txt', Buffer.from('hello, world'), { home: home() })).created, false);
+        const owner = await subject.runtime.runCommand(id, command('stat -c %u notes/a.txt'));
+        assert.equal(owner.output.trim(), '1000');
+        const stat = await subject.runtime.statFile(id, `${home()}/notes/a.txt`, { home: home() });
+        assert.equal(stat.size, 12);
+        const read = async (range?: { start: number; end: number }) => {
+          const { body } = await subject.runtime.openFile(id, 'notes/a.txt', { home: home(), maxBytes: 1024, ...(range ? { range } : {}) });
+          const parts: Buffer[] = [];
+          for await (const part of body) parts.push(Buffer.from(part as Buffer));
+          return Buffer.concat(parts).toString();
+        };
+        assert.equal(await read(), 'hello, world');
+        assert.equal(await read({ start: 7, end: 11 }), 'world');
+        const listing = await subject.runtime.listDirectory(id, 'notes', { home: home(), limit: 10 });
+        assert.deepEqual(
+          listing.entries.map((e) => [e.name, e.type, e.size]),
+          [['a.txt', 'file', 12]],
+        );
+        await subject.runtime.deleteFile(id, 'notes/a.txt', { home: home() });
+        await assert.rejects(subject.runtime.statFile(id, 'notes/a.txt', { home: home() }), (err: GuestFileError) => err.kind === 'not_found');
+      });
+
+      it('gives a command its input at once; keeps stdout and stderr apart where it can', async () => {
+        const outcome = await subject.runtime.runCommand(id, command('tr a-z A-Z; echo done >&2', { stdin: Buffer.from('shout\n') }));
+        assert.equal(outcome.output, 'SHOUT\ndone\n');
+        if (subject.interactive) {
+          assert.deepEqual(outcome.streams, {
+            stdout: { text: 'SHOUT\n', bytes: 6, truncated: false },
+            stderr: { text: 'done\n', bytes: 5, truncated: false },
+          });
+        } else {
+          assert.equal(outcome.streams, undefined);
+        }
+        const empty = await subject.runtime.runCommand(id, command('wc -c'));
+        assert.equal(empty.output.trim(), '0');
+      });
+
+      it('feeds a running command more input until its stdin is closed, or refuses where it cannot', async () => {
+        const req = command('while read line; do echo "got $line"; done; echo eof', { stdinOpen: true });
+        if (!subject.interactive) {
+          await assert.rejects(subject.runtime.runCommand(id, req), RuntimeFeatureUnavailable);
+          return;
+        }
+        const seen: string[] = [];
+        const running = subject.runtime.runCommand(id, { ...req, onOutput: (c) => seen.push(c.toString()) });
+        let sent = false;
+        for (let i = 0; i < 100 && !sent; i++) {
+          sent = await subject.runtime.sendInput(id, req.commandId, Buffer.from('one\n'));
+          if (!sent) await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.ok(sent);
+        for (let i = 0; i < 100 && !seen.join('').includes('got one'); i++) await new Promise((r) => setTimeout(r, 50));
+        assert.equal(seen.join(''), 'got one\n');
+        assert.equal(await subject.runtime.sendInput(id, req.commandId, Buffer.from('two\n')), true);
+        assert.equal(await subject.runtime.sendInput(id, req.commandId, null), true);
+        const outcome = await running;
+        assert.equal(outcome.output, 'got one\ngot two\neof\n');
+        assert.equal(await subject.runtime.sendInput(id, req.commandId, Buffer.from('late\n')), false);
+      });
+
+      it('opens a terminal of the size asked for, resizes it, types into it, and ends it', async () => {
+        const open = subject.runtime.openTerminal(id, { terminalId: randomUUID(), user: 'user', home: home(), env: {}, cols: 100, rows: 30 });
+        if (!subject.interactive) {
+          await assert.rejects(open, RuntimeFeatureUnavailable);
+          return;
+        }
+        const terminal: TerminalSession = await open;
+        let screen = '';
+        terminal.onOutput((c) => (screen += c.toString()));
+        const waitFor = async (pattern: RegExp) => {
+          for (let i = 0; i < 200 && !pattern.test(screen); i++) await new Promise((r) => setTimeout(r, 50));
+          assert.match(screen, pattern);
+        };
+        terminal.write(Buffer.from('stty size; tty\n'));
+        await waitFor(/30 100\r?\n\/dev\/pts\/\d+/);
+        terminal.resize(120, 40);
+        terminal.write(Buffer.from('stty size\n'));
+        await waitFor(/40 120/);
+        terminal.write(Buffer.from('cat\n'));
+        await new Promise((r) => setTimeout(r, 300));
+        terminal.write(Buffer.from('typed-into-cat\n'));
+        // Echoed by the terminal, then printed by cat.
+        await waitFor(/typed-into-cat\r?\n(.|\n)*typed-into-cat/);
+        const within = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the terminal did not end')), 15_000))]);
+        terminal.close();
+        await within(terminal.exited);
+        // A command on a terminal ends with its own exit code.
+        const short = await subject.runtime.openTerminal(id, { terminalId: randomUUID(), user: 'user', home: home(), env: {}, cols: 80, rows: 24, command: 'test -t 0 && exit 7' });
+        assert.deepEqual(await within(short.exited), { exitCode: 7 });
+      });
+
+      it("answers each file error with its kind, with the unprivileged user's rights", async () => {
+        const kind = (p: Promise<unknown>) => p.then(() => 'ok', (err: GuestFileError) => err.kind);
+        assert.equal(await kind(subject.runtime.statFile(id, '/etc/shadow', { home: home() })), 'permission_denied');
+        assert.equal(await kind(subject.runtime.statFile(id, '/etc', { home: home() })), 'is_a_directory');
+        assert.equal(await kind(subject.runtime.statFile(id, '/no/such/file', { home: home() })), 'not_found');
+        assert.equal(await kind(subject.runtime.writeFile(id, '/etc/roomkit-test', Buffer.from('x'), { home: home() })), 'permission_denied');
+        assert.equal(await kind(subject.runtime.listDirectory(id, '/etc/hostname', { home: home(), limit: 10 })), 'not_a_directory');
+        assert.equal(await kind(subject.runtime.deleteFile(id, '/etc/hostname', { home: home() })), 'permission_denied');
+        assert.equal(await kind(subject.runtime.statFile(id, '/dev/null', { home: home() })), 'invalid_path');
+      });
     });
   });
 }

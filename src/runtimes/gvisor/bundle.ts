@@ -1,5 +1,6 @@
 // The OCI runtime spec (config.json) of an instance's sandbox: what runs as its init,
 // which namespaces it gets, and the limits the kernel and gVisor enforce.
+import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import type { MachineSpec } from '../types.ts';
 import { sandboxCgroupsPath } from './cgroups.ts';
 
@@ -41,6 +42,12 @@ export interface BundleOptions {
    * sandbox exits), which is why the guest's limits must bind first.
    */
   maxHostTasks: number;
+  /**
+   * With a key, roomkit's agent is the sandbox's first process (`agent init`, which
+   * reaps orphans and keeps the agent's server running) and wants this key; without,
+   * tini is, and the runtime reaches the guest through `runsc exec` alone.
+   */
+  agentKey?: string;
 }
 
 export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -54,9 +61,11 @@ export function ociSpec(options: BundleOptions): object {
       // The init runs as root, so the VM user cannot kill it (which would end the
       // sandbox); the limits below still bind every process of the VM user.
       user: { uid: 0, gid: 0 },
-      // tini reaps orphans, so background processes that exit leave no zombies.
-      args: ['/usr/bin/tini', '-s', '--', 'sleep', 'infinity'],
-      env: [PATH_ENV, 'HOME=/root', 'LANG=C.UTF-8'],
+      // The first process reaps orphans, so background processes that exit leave no
+      // zombies: the agent's init, or tini. The agent's key is in the environment of
+      // the init alone, which only guest root can read (/proc/1/environ).
+      args: options.agentKey ? [GUEST_AGENT, 'init'] : ['/usr/bin/tini', '-s', '--', 'sleep', 'infinity'],
+      env: [PATH_ENV, 'HOME=/root', 'LANG=C.UTF-8', ...(options.agentKey ? [`ROOMKIT_AGENT_KEY=${options.agentKey}`] : [])],
       cwd: '/',
       capabilities: {
         bounding: CAPABILITIES,

@@ -73,14 +73,15 @@ export interface RunOutcome {
  */
 export function superviseCommand(
   child: ExecChild,
-  options: { timeoutMs: number; maxOutputBytes: number; onOutput?: (chunk: Buffer) => void; killTree: () => Promise<void> },
+  options: { timeoutMs: number; maxOutputBytes: number; onOutput?: (chunk: Buffer) => void; input?: Buffer; killTree: () => Promise<void> },
 ): Promise<RunOutcome> {
   return new Promise((resolve, reject) => {
     const output = new HeadTailBuffer(options.maxOutputBytes);
     let capturing = true;
     let timedOut = false;
     let ended = false;
-    child.stdin.end();
+    child.stdin.on('error', () => {}); // the command may end before reading all of its input
+    child.stdin.end(options.input);
     let onChunk: (() => void) | undefined;
     child.stdout.on('data', (chunk: Buffer) => {
       if (!capturing) return;
@@ -90,11 +91,13 @@ export function superviseCommand(
     });
     child.stdout.on('end', () => (ended = true));
     child.stderr.resume();
+    /** The kill at the deadline: the result waits for it, so that no process of the command outlives it. */
+    let killing: Promise<unknown> | undefined;
     const onDeadline = () => {
       timedOut = true;
       const hardKill = setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS);
       hardKill.unref();
-      options
+      killing = options
         .killTree()
         .catch(() => child.kill('SIGKILL'))
         .finally(() => child.once('exit', () => clearTimeout(hardKill)));
@@ -118,14 +121,15 @@ export function superviseCommand(
         clearTimeout(longest);
         // Reading on (and dropping) what background processes print keeps them from
         // dying of SIGPIPE once the result is out.
-        resolve({
+        const result = {
           output: output.text(),
           outputBytes: output.total,
           outputTruncated: output.truncated,
           exitCode: timedOut ? TIMEOUT_EXIT_CODE : (code ?? 128 + signalNumber(signal)),
           timedOut,
           lingering: ended ? null : child.stdout,
-        });
+        };
+        void Promise.resolve(killing).then(() => resolve(result));
       };
       if (ended) return finish();
       quiet = setTimeout(finish, OUTPUT_QUIET_MS);

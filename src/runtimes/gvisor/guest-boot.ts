@@ -4,6 +4,7 @@
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RunResult } from '../../host/run.ts';
+import { type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
 import { VM_UID } from '../../images/builder.ts';
 import { ROOT_SERVICE } from '../../images/guest-additions.ts';
 import type { MachineSpec } from '../types.ts';
@@ -39,6 +40,24 @@ export async function waitForInit(exec: Exec, signal: AbortSignal): Promise<void
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`the sandbox's init did not answer within ${BOOT_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`);
+}
+
+/** Waits for the instance's agent to answer (it is the sandbox's first process, so this is its boot). */
+export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal): Promise<void> {
+  const deadline = Date.now() + BOOT_TIMEOUT_MS;
+  let last = '';
+  while (Date.now() < deadline) {
+    signal.throwIfAborted();
+    try {
+      await agentCall(endpoint, { op: 'hello' });
+      return;
+    } catch (err) {
+      if (!(err instanceof AgentUnavailable)) throw err;
+      last = err.message;
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error(`the instance's agent did not answer within ${BOOT_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`);
 }
 
 /**

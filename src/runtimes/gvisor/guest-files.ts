@@ -79,7 +79,6 @@ export function absoluteGuestPath(path: string, home: string): string {
  * message the tool printed (the instance runs in the C locale).
  */
 export function fileError(code: number | null, guestPath: string, stderr: string): GuestFileError | null {
-  const path = apiPath(guestPath).path;
   let kind: GuestFileError['kind'] | undefined = code === null ? undefined : FILE_STATUS[code as keyof typeof FILE_STATUS];
   if (code === 16) {
     if (/Permission denied|Operation not permitted|Read-only file system/.test(stderr)) kind = 'permission_denied';
@@ -88,6 +87,12 @@ export function fileError(code: number | null, guestPath: string, stderr: string
     else if (/Is a directory/.test(stderr)) kind = 'is_a_directory';
   }
   if (kind === undefined) return null;
+  return guestFileError(kind, guestPath);
+}
+
+/** The GuestFileError of a kind, with a message naming the path as the API shows it. */
+export function guestFileError(kind: GuestFileError['kind'], guestPath: string): GuestFileError {
+  const path = apiPath(guestPath).path;
   const messages: Record<GuestFileError['kind'], string> = {
     not_found: `no file at ${path} in the instance`,
     permission_denied: `the instance's user may not access ${path}`,

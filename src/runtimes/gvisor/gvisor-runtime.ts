@@ -1,18 +1,22 @@
 // The gVisor runtime: each instance is a runsc sandbox (ptrace platform) in its own
 // network namespace, on an overlay of the profile's cached image and a writable layer
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
-// any step fails, undoes everything before rejecting. Commands and file operations are
-// `runsc exec`s inside the instance (commands.ts, file-operations.ts). A sandbox that
+// any step fails, undoes everything before rejecting. Commands and file operations go
+// through roomkit's agent inside the instance (agent-exec.ts, agent-files.ts), or are
+// `runsc exec`s (commands.ts, file-operations.ts) when an instance has no agent or it
+// does not answer. A sandbox that
 // ends by itself (sandbox-watch.ts) and the memory guard's kills are reported to core/
 // as runtime events. Over 400 lines, because provisioning's steps and their undo read
 // best in one place, in order.
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, statfsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
 import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import type { ImageStore } from '../../images/builder.ts';
-import { OUTPUT_RELAY } from '../../images/guest-additions.ts';
+import { GUEST_AGENT, OUTPUT_RELAY } from '../../images/guest-additions.ts';
+import { AGENT_PORT, type AgentChannel, type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -30,13 +34,20 @@ import type {
   Runtime,
   RuntimeEvent,
   RuntimeHealth,
+  TerminalRequest,
+  TerminalSession,
 } from '../types.ts';
+import { RuntimeFeatureUnavailable } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
 import { ranOutOfMemory } from './cgroups.ts';
 import { ChangeTracker } from './change-tracker.ts';
 import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
 import * as files from './file-operations.ts';
-import { checkReady, type Exec, startRootService, waitForInit, writeGuestConfig } from './guest-boot.ts';
+import * as agentFiles from './agent-files.ts';
+import { AgentConnectionLost, type AgentCommandOptions, agentRun, runAgentCommand } from './agent-exec.ts';
+import { openAgentTerminal } from './agent-terminal.ts';
+import { FRAME } from '../agent/frames.ts';
+import { checkReady, type Exec, startRootService, waitForAgent, waitForInit, writeGuestConfig } from './guest-boot.ts';
 import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
@@ -44,6 +55,9 @@ import { addMimeTypes } from './mime-sniffing.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type Teardown, Teardowns } from './teardown.ts';
+
+/** The exit code of a command whose instance went away under it (as SIGKILL gives). */
+const KILLED_EXIT_CODE = 137;
 
 /** A writable layer with less than this free is full, for a command's end reason. */
 const DISK_FULL_BYTES = 1024 * 1024;
@@ -64,11 +78,13 @@ export interface GvisorOptions {
   onMemoryGuardKill?: MemoryGuardOptions['onKill'];
   /** Host tasks one sandbox may hold (the pids limit of its host cgroup). */
   maxHostTasks: number;
+  /** Boot new instances with roomkit's agent as their first process (when their image has it). */
+  guestAgent: boolean;
 }
 
 export class GvisorRuntime implements Runtime {
   readonly name = 'gvisor';
-  readonly capabilities = { network: true, diskLimit: true };
+  readonly capabilities = { network: true, diskLimit: true, interactive: true };
   private readonly runsc: Runsc;
   private readonly instancesDir: string;
   private readonly pool: AddressPool;
@@ -76,6 +92,11 @@ export class GvisorRuntime implements Runtime {
   private readonly log: Logger;
   private readonly dnsServers: string[];
   private readonly maxHostTasks: number;
+  private readonly guestAgent: boolean;
+  /** When the last "agent did not answer" was logged, per instance (one line a minute at most). */
+  private readonly agentWarned = new Map<string, number>();
+  /** Connections of running commands whose stdin stays open, by command id. */
+  private readonly inputs = new Map<string, AgentChannel>();
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
@@ -101,6 +122,7 @@ export class GvisorRuntime implements Runtime {
     this.log = options.log;
     this.dnsServers = options.dnsServers;
     this.maxHostTasks = options.maxHostTasks;
+    this.guestAgent = options.guestAgent;
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
@@ -176,7 +198,7 @@ export class GvisorRuntime implements Runtime {
       );
       signal.throwIfAborted();
       mkdirSync(h.dir, { recursive: true, mode: 0o700 });
-      h.writeMeta({
+      const meta = {
         instanceId,
         imageKey: image.key,
         netns: h.netns,
@@ -185,9 +207,13 @@ export class GvisorRuntime implements Runtime {
         home: spec.home,
         egress: spec.network.egress,
         memoryMb: spec.memory_mb,
-      });
+      };
+      h.writeMeta(meta);
 
       const lease = await this.pool.allocate(instanceId);
+      const withAgent = this.guestAgent && existsSync(join(image.rootfs, GUEST_AGENT));
+      const agentKey = withAgent ? randomBytes(24).toString('base64url') : undefined;
+      h.writeMeta({ ...meta, guestAddress: lease.guestAddress, ...(agentKey ? { agentKey } : {}) });
       await createNetns(h.netns);
       await onStep('network_allocated');
 
@@ -204,7 +230,8 @@ export class GvisorRuntime implements Runtime {
       writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? this.dnsServers : []);
       this.log.debug({ instanceId }, 'guest configuration written');
       mkdirSync(h.bundle, { recursive: true });
-      writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks })));
+      const bundle = ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks, ...(agentKey ? { agentKey } : {}) });
+      writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(bundle), { mode: 0o600 });
       await onStep('image_generated');
 
       await this.runsc.create(h.netns, instanceId, h.bundle, h.consoleLog);
@@ -213,7 +240,9 @@ export class GvisorRuntime implements Runtime {
       await onStep('vm_started');
 
       const exec: Exec = (argv, options) => this.exec(instanceId, argv, options);
-      await waitForInit(exec, signal);
+      const endpoint = this.agentOf(h);
+      if (endpoint) await waitForAgent(endpoint, signal);
+      else await waitForInit(exec, signal);
       await startRootService(exec);
       await onStep('vm_booted');
 
@@ -235,6 +264,13 @@ export class GvisorRuntime implements Runtime {
   /** Runs a program in the instance (no shell unless asked for), bounded by a deadline. */
   async exec(instanceId: string, argv: string[], options: ExecOptions): Promise<RunResult> {
     const h = this.handle(instanceId);
+    // Capabilities beyond the sandbox's only `runsc exec` can give.
+    if (!options.caps) {
+      const viaAgent = await this.viaAgent(h, (endpoint) =>
+        agentRun(endpoint, argv, { identity: options, ...(options.env ? { env: options.env } : {}), timeoutMs: options.timeoutMs }),
+      );
+      if (viaAgent) return viaAgent.value;
+    }
     // runsc exec may report the exit before the sandbox has passed on the program's
     // output: on a busy host (20 instances booting at once on 2 cores) the readiness
     // check's `id -u` came after run()'s default 250 ms, and the check failed with exit
@@ -295,20 +331,30 @@ export class GvisorRuntime implements Runtime {
   ): Promise<CommandOutcome> {
     const instanceId = h.id;
     const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
-    // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
-    const child = this.spawnExec(h, [...this.relay(h), '/bin/sh', '-c', script], {
-      as: 'vm',
-      home: request.home,
-      env: { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId },
-      combineOutput: true,
-    });
-    const outcome = await superviseCommand(child, {
-      timeoutMs: request.timeoutMs,
-      maxOutputBytes: request.maxOutputBytes,
-      ...(request.onOutput ? { onOutput: request.onOutput } : {}),
-      killTree: async () => void (await this.killCommand(instanceId, request.commandId)),
-    });
-    if (outcome.lingering) this.lingering.keepDraining(instanceId, outcome.lingering);
+    const env = { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId };
+    const outcome =
+      (
+        await this.viaAgent(h, (endpoint) =>
+          this.agentCommand(h, endpoint, {
+            argv: ['/bin/sh', '-c', script],
+            identity: { as: 'vm', home: request.home },
+            env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+            commandId: request.commandId,
+            timeoutMs: request.timeoutMs,
+            maxOutputBytes: request.maxOutputBytes,
+            ...(request.onOutput ? { onOutput: request.onOutput } : {}),
+            ...(request.stdin ? { input: request.stdin } : {}),
+            ...(request.stdinOpen ? { stdinOpen: true, onStarted: (channel: AgentChannel) => this.inputs.set(request.commandId, channel) } : {}),
+          }).finally(() => this.inputs.delete(request.commandId)),
+        )
+      )?.value ?? (await this.runExecCommand(h, script, env, request));
+    const streams =
+      'stdout' in outcome
+        ? {
+            stdout: { text: outcome.stdout, bytes: outcome.stdoutBytes, truncated: outcome.stdoutTruncated },
+            stderr: { text: outcome.stderr, bytes: outcome.stderrBytes, truncated: outcome.stderrTruncated },
+          }
+        : undefined;
     // Whether the memory guard ended a process of it: a kill under way is waited for.
     await this.memoryGuard.settled(instanceId);
     const outOfMemory = this.memoryKilled.get(request.commandId) === instanceId;
@@ -325,6 +371,7 @@ export class GvisorRuntime implements Runtime {
       output: outcome.output,
       outputBytes: outcome.outputBytes,
       outputTruncated: outcome.outputTruncated,
+      ...(streams ? { streams } : {}),
       exitCode: outcome.exitCode,
       timedOut: outcome.timedOut,
       changes,
@@ -335,8 +382,101 @@ export class GvisorRuntime implements Runtime {
     };
   }
 
+  /**
+   * A command through the agent. When the connection ends before the command does and
+   * the instance is gone (deleted, or its sandbox ended), that is the command's end, with
+   * the output it had printed; otherwise the agent failed, and so does the command.
+   */
+  private async agentCommand(h: InstanceHandle, endpoint: AgentEndpoint, options: AgentCommandOptions) {
+    try {
+      return await runAgentCommand(endpoint, options);
+    } catch (err) {
+      if (!(err instanceof AgentConnectionLost)) throw err;
+      await new Promise((r) => setTimeout(r, 200)); // the sandbox's end may take a moment to be seen
+      if (this.handles.has(h.id) && !this.sandboxWatch.hasEnded(h.id)) throw err;
+      return { ...err.partial, exitCode: KILLED_EXIT_CODE, signal: null, timedOut: false };
+    }
+  }
+
+  async sendInput(instanceId: string, commandId: string, data: Buffer | null): Promise<boolean> {
+    const channel = this.inputs.get(commandId);
+    if (!channel || !this.handles.has(instanceId)) return false;
+    if (data === null) return channel.send(FRAME.close) || true;
+    channel.send(FRAME.input, data);
+    await channel.drained();
+    return true;
+  }
+
+  async openTerminal(instanceId: string, request: TerminalRequest): Promise<TerminalSession> {
+    const endpoint = this.agentOf(this.handle(instanceId));
+    if (!endpoint) {
+      throw new RuntimeFeatureUnavailable(
+        "this instance runs without roomkit's agent (it was made before the agent existed, or with ROOMKIT_GUEST_AGENT=off), and terminals need it: delete the instance and create it again",
+      );
+    }
+    try {
+      return await openAgentTerminal(endpoint, request);
+    } catch (err) {
+      if (err instanceof AgentUnavailable) throw new RuntimeFeatureUnavailable(`the instance's agent does not answer just now (${err.message}); try again in a moment`);
+      throw err;
+    }
+  }
+
+  /** A command through `runsc exec`, for instances without an agent (or while it does not answer). */
+  private async runExecCommand(h: InstanceHandle, script: string, env: Record<string, string>, request: CommandRequest) {
+    if (request.stdinOpen) {
+      throw new RuntimeFeatureUnavailable(
+        this.agentOf(h)
+          ? "the instance's agent does not answer just now, and input to a running command needs it; try again in a moment"
+          : "this instance runs without roomkit's agent, and input to a running command needs it: give the input at once (`stdin`), or delete the instance and create it again",
+      );
+    }
+    // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
+    const child = this.spawnExec(h, [...this.relay(h), '/bin/sh', '-c', script], { as: 'vm', home: request.home, env, combineOutput: true });
+    const outcome = await superviseCommand(child, {
+      timeoutMs: request.timeoutMs,
+      maxOutputBytes: request.maxOutputBytes,
+      ...(request.onOutput ? { onOutput: (chunk: Buffer) => request.onOutput?.(chunk, 'output') } : {}),
+      ...(request.stdin ? { input: request.stdin } : {}),
+      killTree: async () => void (await this.killCommand(h.id, request.commandId)),
+    });
+    if (outcome.lingering) this.lingering.keepDraining(h.id, outcome.lingering);
+    return outcome;
+  }
+
+  /** The instance's agent, when it was made with one. */
+  private agentOf(h: InstanceHandle): AgentEndpoint | undefined {
+    const meta = h.readMeta();
+    if (!meta?.agentKey || !meta.guestAddress) return undefined;
+    return { host: meta.guestAddress, port: AGENT_PORT, key: meta.agentKey };
+  }
+
+  /**
+   * Runs an operation through the instance's agent. Undefined when the instance has no
+   * agent or it did not answer (nothing ran): the caller then uses `runsc exec`. The
+   * agent's init starts it again by itself, so a later call finds it back.
+   */
+  private async viaAgent<T>(h: InstanceHandle, operation: (endpoint: AgentEndpoint) => Promise<T>): Promise<{ value: T } | undefined> {
+    const endpoint = this.agentOf(h);
+    if (!endpoint) return undefined;
+    try {
+      return { value: await operation(endpoint) };
+    } catch (err) {
+      if (!(err instanceof AgentUnavailable)) throw err;
+      const last = this.agentWarned.get(h.id) ?? 0;
+      if (Date.now() - last > 60_000) {
+        this.agentWarned.set(h.id, Date.now());
+        this.log.warn({ instanceId: h.id, err: err.message }, "the instance's agent does not answer: using runsc exec until it does");
+      }
+      return undefined;
+    }
+  }
+
   /** Signals every process of a command, as root inside the instance. */
   async killCommand(instanceId: string, commandId: string, signal: CommandSignal = 'KILL'): Promise<number> {
+    const h = this.handle(instanceId);
+    const viaAgent = await this.viaAgent(h, (endpoint) => agentCall(endpoint, { op: 'kill', command_id: commandId, signal }));
+    if (viaAgent) return Number(viaAgent.value.signalled ?? 0);
     const result = await this.exec(instanceId, ['sh', '-c', KILL_SCRIPT, 'sh', commandId, signal], { as: 'root', timeoutMs: 30_000 });
     if (result.code !== 0) this.log.warn({ instanceId, commandId, code: result.code, stderr: result.stderr }, 'a killed command left processes behind');
     return Number.parseInt(result.stdout.trim(), 10) || 0;
@@ -381,23 +521,49 @@ export class GvisorRuntime implements Runtime {
     path: string,
     options: FileAccess & { maxBytes: number; range?: { start: number; end: number } },
   ): Promise<{ info: GuestFileInfo; body: NodeJS.ReadableStream }> {
-    return files.openFile(this.fileScript(instanceId, options), path, options);
+    return this.fileOperation(
+      instanceId,
+      (endpoint) => agentFiles.openFile(endpoint, path, options),
+      () => files.openFile(this.fileScript(instanceId, options), path, options),
+    );
   }
 
   statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo> {
-    return files.statFile(this.fileScript(instanceId, options), path, options);
+    return this.fileOperation(
+      instanceId,
+      (endpoint) => agentFiles.statFile(endpoint, path, options),
+      () => files.statFile(this.fileScript(instanceId, options), path, options),
+    );
   }
 
   writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }> {
-    return files.writeFile(this.fileScript(instanceId, options), path, data, options);
+    return this.fileOperation(
+      instanceId,
+      (endpoint) => agentFiles.writeFile(endpoint, path, data, options),
+      () => files.writeFile(this.fileScript(instanceId, options), path, data, options),
+    );
   }
 
   listDirectory(instanceId: string, path: string, options: FileAccess & { limit: number }): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }> {
-    return files.listDirectory(this.fileScript(instanceId, options), path, options);
+    return this.fileOperation(
+      instanceId,
+      (endpoint) => agentFiles.listDirectory(endpoint, path, options),
+      () => files.listDirectory(this.fileScript(instanceId, options), path, options),
+    );
   }
 
   deleteFile(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }> {
-    return files.deleteFile(this.fileScript(instanceId, options), path, options);
+    return this.fileOperation(
+      instanceId,
+      (endpoint) => agentFiles.deleteFile(endpoint, path, options),
+      () => files.deleteFile(this.fileScript(instanceId, options), path, options),
+    );
+  }
+
+  /** A file operation through the agent, or through the file script when there is none. */
+  private async fileOperation<T>(instanceId: string, viaAgent: (endpoint: AgentEndpoint) => Promise<T>, viaScript: () => Promise<T>): Promise<T> {
+    const done = await this.viaAgent(this.handle(instanceId), viaAgent);
+    return done ? done.value : viaScript();
   }
 
   async health(instanceId: string): Promise<RuntimeHealth> {

@@ -17,6 +17,10 @@ export interface InstanceMeta {
   home: string;
   egress: string;
   memoryMb: number;
+  /** The instance's address, where its agent listens. */
+  guestAddress?: string;
+  /** The key of the instance's agent; absent when the instance runs without one. */
+  agentKey?: string;
 }
 
 export class InstanceHandle implements InstanceNetworkNames {

@@ -61,6 +61,7 @@ export const gvisorCandidate: RuntimeCandidate = {
       dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
       ...(metrics ? { onMemoryGuardKill: (_instanceId, kind) => metrics.memoryGuardKilled(kind) } : {}),
       maxHostTasks: config.maxHostTasksPerInstance,
+      guestAgent: config.guestAgent === 'on',
     });
     try {
       // Instances with internet egress are routed through the host.

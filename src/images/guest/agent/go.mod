@@ -1,0 +1,3 @@
+module roomkit/agent
+
+go 1.19

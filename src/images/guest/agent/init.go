@@ -1,0 +1,72 @@
+// The instance's PID 1: keeps `agent serve` running and reaps orphans.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func runInit() {
+	self, err := os.Executable()
+	if err != nil {
+		self = os.Args[0]
+	}
+	children := make(chan os.Signal, 64)
+	signal.Notify(children, syscall.SIGCHLD)
+
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent init:", err)
+		os.Exit(1)
+	}
+	var servePid int
+	var startedAt time.Time
+	backoff := 100 * time.Millisecond
+	restart := time.NewTimer(time.Hour)
+	restart.Stop()
+	start := func() {
+		pid, err := syscall.ForkExec(self, []string{self, "serve"}, &syscall.ProcAttr{
+			Dir:   "/",
+			Env:   os.Environ(),
+			Files: []uintptr{devnull.Fd(), os.Stdout.Fd(), os.Stderr.Fd()},
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agent init: cannot start the server:", err)
+			servePid = 0
+			restart.Reset(time.Second)
+			return
+		}
+		servePid = pid
+		startedAt = time.Now()
+	}
+	start()
+	for {
+		select {
+		case <-children:
+		case <-restart.C:
+			start()
+			continue
+		}
+		for {
+			var status syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+			if pid == servePid {
+				servePid = 0
+				// A server that keeps failing at once is started again less often.
+				if time.Since(startedAt) > 5*time.Second {
+					backoff = 100 * time.Millisecond
+				} else if backoff < 2*time.Second {
+					backoff *= 2
+				}
+				fmt.Fprintf(os.Stderr, "agent init: the server ended (%v); starting it again in %v\n", status, backoff)
+				restart.Reset(backoff)
+			}
+		}
+	}
+}

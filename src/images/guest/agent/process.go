@@ -1,0 +1,397 @@
+// Commands: started in a session of their own, as the user the host names, with their
+// output passed on as it comes (stdout and stderr apart, or one terminal), their input
+// from the host, a time limit, and their whole process tree killed when asked.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// commandMarker is the environment variable that marks every process of a command
+// (inherited by its children), so its whole tree can be found.
+const commandMarker = "ROOMKIT_COMMAND_ID"
+
+// After a command's first process exits, its output is still read until the pipes
+// close, or stay quiet this long, or at most outputDrainMax: processes it left in the
+// background may hold them open for as long as they run. What they print later is read
+// and dropped, so that they do not die of a closed pipe.
+const (
+	outputQuiet    = 30 * time.Millisecond
+	outputDrainMax = 2 * time.Second
+)
+
+type winsize struct {
+	Cols uint16 `json:"cols"`
+	Rows uint16 `json:"rows"`
+}
+
+// ended is what a frameEnd of a command carries.
+type ended struct {
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timed_out"`
+}
+
+// outputStream reads one of a command's outputs and passes it to the host until the
+// result is complete, then drops what comes after.
+type outputStream struct {
+	file     *os.File
+	kind     byte
+	w        *frameWriter
+	lastRead atomic.Int64
+	done     chan struct{} // closed when the result has all of this stream
+	once     sync.Once
+	exited   atomic.Bool
+}
+
+func newOutputStream(file *os.File, kind byte, w *frameWriter) *outputStream {
+	return &outputStream{file: file, kind: kind, w: w, done: make(chan struct{})}
+}
+
+func (s *outputStream) finish() { s.once.Do(func() { close(s.done) }) }
+
+func (s *outputStream) pump() {
+	defer s.file.Close()
+	defer s.finish()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := s.file.Read(buf)
+		if n > 0 {
+			s.lastRead.Store(time.Now().UnixNano())
+			select {
+			case <-s.done:
+			default:
+				if s.w.send(s.kind, buf[:n]) != nil {
+					// The host went away: the command goes on; its output is dropped.
+					s.finish()
+				}
+			}
+			if s.exited.Load() {
+				s.file.SetReadDeadline(time.Now().Add(outputQuiet))
+			}
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.finish()
+				s.file.SetReadDeadline(time.Time{})
+				continue
+			}
+			return // EOF, or EIO from a terminal whose every holder closed it
+		}
+	}
+}
+
+// afterExit starts the quiet window: the result ends when the stream closes or is quiet.
+func (s *outputStream) afterExit() {
+	s.exited.Store(true)
+	s.file.SetReadDeadline(time.Now().Add(outputQuiet))
+}
+
+func runExec(r *bufio.Reader, w *frameWriter, req *request) {
+	if len(req.Argv) == 0 {
+		w.fail("bad_request", "no program to run")
+		return
+	}
+	program, err := lookPath(req.Argv[0], req.Env)
+	if err != nil {
+		w.fail("not_found", err.Error())
+		return
+	}
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if req.UID != 0 || req.GID != 0 {
+		sys.Credential = &syscall.Credential{Uid: uint32(req.UID), Gid: uint32(req.GID), Groups: []uint32{}}
+	}
+	var (
+		childFiles []*os.File
+		outputs    []*outputStream
+		stdin      *os.File
+		terminal   *os.File
+	)
+	closeChildFiles := func() {
+		for _, f := range childFiles {
+			f.Close()
+		}
+	}
+	if req.PTY != nil {
+		master, slave, err := openPTY(req.UID, req.GID, *req.PTY)
+		if err != nil {
+			w.fail("pty_failed", err.Error())
+			return
+		}
+		terminal, stdin = master, master
+		childFiles = []*os.File{slave, slave, slave}
+		sys.Setctty = true
+		sys.Ctty = 0
+		outputs = []*outputStream{newOutputStream(master, frameStdout, w)}
+	} else {
+		var in *os.File
+		if req.Stdin {
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				w.fail("start_failed", err.Error())
+				return
+			}
+			in, stdin = pr, pw
+		} else if in, err = os.Open(os.DevNull); err != nil {
+			w.fail("start_failed", err.Error())
+			return
+		}
+		outR, outW, err1 := os.Pipe()
+		errR, errW, err2 := os.Pipe()
+		if err1 != nil || err2 != nil {
+			w.fail("start_failed", "cannot make pipes")
+			return
+		}
+		childFiles = []*os.File{in, outW, errW}
+		outputs = []*outputStream{newOutputStream(outR, frameStdout, w), newOutputStream(errR, frameStderr, w)}
+	}
+	process, err := os.StartProcess(program, req.Argv, &os.ProcAttr{Dir: req.Dir, Env: req.Env, Files: childFiles, Sys: sys})
+	closeChildFiles()
+	if err != nil {
+		for _, o := range outputs {
+			o.file.Close()
+		}
+		if stdin != nil && stdin != terminal {
+			stdin.Close()
+		}
+		kind := "start_failed"
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
+			kind = "not_found"
+		}
+		w.fail(kind, err.Error())
+		return
+	}
+	pid := process.Pid
+	w.sendJSON(frameReply, map[string]int{"pid": pid})
+	for _, o := range outputs {
+		go o.pump()
+	}
+
+	var timedOut atomic.Bool
+	var deadline *time.Timer
+	if req.TimeoutMs > 0 {
+		deadline = time.AfterFunc(time.Duration(req.TimeoutMs)*time.Millisecond, func() {
+			timedOut.Store(true)
+			killTree(req.CommandID, pid, syscall.SIGKILL, true)
+		})
+	}
+	exited := make(chan struct{})
+	go commandInput(r, stdin, terminal, req.CommandID, pid, exited)
+
+	state, waitErr := process.Wait()
+	if deadline != nil {
+		deadline.Stop()
+	}
+	close(exited)
+	for _, o := range outputs {
+		o.afterExit()
+	}
+	drainLimit := time.After(outputDrainMax)
+	for _, o := range outputs {
+		select {
+		case <-o.done:
+		case <-drainLimit:
+			o.finish()
+		}
+	}
+	result := ended{TimedOut: timedOut.Load()}
+	if waitErr != nil {
+		result.ExitCode = -1
+	} else if status, ok := state.Sys().(syscall.WaitStatus); ok && status.Signaled() {
+		result.ExitCode = 128 + int(status.Signal())
+		result.Signal = signalName(status.Signal())
+	} else {
+		result.ExitCode = state.ExitCode()
+	}
+	w.sendJSON(frameEnd, result)
+}
+
+// commandInput applies what the host sends while a command runs: input, its end, a
+// terminal's size, signals. It stops when the host closes the connection.
+func commandInput(r *bufio.Reader, stdin, terminal *os.File, commandID string, pid int, exited <-chan struct{}) {
+	// Input goes through a queue, so a command that does not read cannot hold up a signal.
+	queue := make(chan []byte, 64)
+	go func() {
+		for chunk := range queue {
+			if chunk == nil {
+				if stdin != nil && stdin != terminal {
+					stdin.Close()
+				} else if terminal != nil {
+					terminal.Write([]byte{4}) // ^D: end of input on a terminal
+				}
+				continue
+			}
+			if stdin != nil {
+				stdin.Write(chunk)
+			}
+		}
+		if stdin != nil && stdin != terminal {
+			stdin.Close()
+		}
+	}()
+	defer close(queue)
+	for {
+		kind, payload, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		switch kind {
+		case frameInput:
+			select {
+			case queue <- payload:
+			case <-exited:
+			}
+		case frameClose:
+			select {
+			case queue <- nil:
+			case <-exited:
+			}
+		case frameResize:
+			var size winsize
+			if terminal != nil && json.Unmarshal(payload, &size) == nil {
+				setWinsize(terminal, size)
+			}
+		case frameSignal:
+			var s struct {
+				Signal string `json:"signal"`
+			}
+			if json.Unmarshal(payload, &s) == nil {
+				killTree(commandID, pid, signalNumber(s.Signal), false)
+			}
+		}
+	}
+}
+
+// lookPath finds a program the way a shell would, in the PATH of the command's environment.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, e := range env {
+		if strings.HasPrefix(e, "PATH=") {
+			path = e[len("PATH="):]
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		candidate := filepath.Join(dir, name)
+		if st, err := os.Stat(candidate); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return candidate, nil
+		}
+	}
+	return "", errors.New(name + ": not found in PATH")
+}
+
+var signalNumbers = map[string]syscall.Signal{"TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT}
+
+func signalNumber(name string) syscall.Signal {
+	if s, ok := signalNumbers[strings.TrimPrefix(name, "SIG")]; ok {
+		return s
+	}
+	return syscall.SIGKILL
+}
+
+func signalName(s syscall.Signal) string {
+	for name, n := range signalNumbers {
+		if n == s {
+			return "SIG" + name
+		}
+	}
+	return "SIG" + strconv.Itoa(int(s))
+}
+
+// killTree signals every process marked with the command's id and every process in
+// their sessions (which covers children that cleared their environment), and the
+// session of `pid` when given. With `repeat`, again until none is left (a process may
+// fork meanwhile). Returns how many processes it signalled.
+func killTree(commandID string, pid int, sig syscall.Signal, repeat bool) int {
+	hit := 0
+	for round := 0; round < 40; round++ {
+		targets := map[int]bool{}
+		sessions := map[int]bool{}
+		if pid > 0 {
+			sessions[pid] = true // the command's first process leads its session
+		}
+		procs, _ := os.ReadDir("/proc")
+		self := os.Getpid()
+		type proc struct{ pid, sid int }
+		var all []proc
+		for _, entry := range procs {
+			p, err := strconv.Atoi(entry.Name())
+			if err != nil || p == 1 || p == self {
+				continue
+			}
+			sid := sessionOf(p)
+			all = append(all, proc{p, sid})
+			if commandID != "" && hasMarker(p, commandID) {
+				targets[p] = true
+				if sid > 1 {
+					sessions[sid] = true
+				}
+			}
+		}
+		for _, p := range all {
+			if sessions[p.sid] {
+				targets[p.pid] = true
+			}
+		}
+		if len(targets) == 0 {
+			return hit
+		}
+		for p := range targets {
+			if syscall.Kill(p, sig) == nil {
+				hit++
+			}
+		}
+		if !repeat {
+			return hit
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return hit
+}
+
+func hasMarker(pid int, commandID string) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	want := []byte(commandMarker + "=" + commandID)
+	for _, entry := range bytes.Split(env, []byte{0}) {
+		if bytes.Equal(entry, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionOf reads a process's session id from /proc/PID/stat (0 when it is gone).
+func sessionOf(pid int) int {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The name (field 2) is in parentheses and may hold spaces: count from its end.
+	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(stat[end+1:]))
+	// state ppid pgrp session ...
+	if len(fields) < 4 {
+		return 0
+	}
+	sid, _ := strconv.Atoi(fields[3])
+	return sid
+}

@@ -1,0 +1,126 @@
+// The agent's server: accepts the host's connections, checks the instance's key, and
+// hands each operation to its handler.
+package main
+
+import (
+	"bufio"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// defaultPort is where the agent listens unless ROOMKIT_AGENT_PORT says otherwise. It is
+// below 1024, so a process without root cannot take it while the agent restarts.
+const defaultPort = "905"
+
+// requestTimeout bounds how long a new connection may take to say what it wants.
+const requestTimeout = 10 * time.Second
+
+var startedAt = time.Now()
+
+// request is every operation's parameters; each operation reads the fields it needs.
+type request struct {
+	Key string `json:"key"`
+	Op  string `json:"op"`
+
+	// exec
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	Dir       string   `json:"dir"`
+	UID       int      `json:"uid"`
+	GID       int      `json:"gid"`
+	CommandID string   `json:"command_id"`
+	TimeoutMs int64    `json:"timeout_ms"`
+	Stdin     bool     `json:"stdin"`
+	PTY       *winsize `json:"pty"`
+
+	// files: the path's bytes (names need not be UTF-8), base64 in JSON
+	Path   []byte `json:"path"`
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
+	Limit  int    `json:"limit"`
+
+	// kill
+	Signal string `json:"signal"`
+}
+
+func runServe() {
+	key := os.Getenv("ROOMKIT_AGENT_KEY")
+	port := os.Getenv("ROOMKIT_AGENT_PORT")
+	if port == "" {
+		port = defaultPort
+	}
+	// Nothing this process starts inherits the key or the port: commands get the
+	// environment the host gives them, never this one.
+	os.Unsetenv("ROOMKIT_AGENT_KEY")
+	if key == "" {
+		fmt.Fprintln(os.Stderr, "agent serve: no ROOMKIT_AGENT_KEY: refusing to serve without one")
+		os.Exit(1)
+	}
+	syscall.Umask(0o022)
+	var listener net.Listener
+	for {
+		var err error
+		listener, err = net.Listen("tcp", ":"+port)
+		if err == nil {
+			break
+		}
+		fmt.Fprintln(os.Stderr, "agent serve: cannot listen yet:", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	for {
+		conn, err := listener.Accept()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agent serve: accept:", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go handle(conn, key)
+	}
+}
+
+func handle(conn net.Conn, key string) {
+	defer conn.Close()
+	r := bufio.NewReaderSize(conn, 64<<10)
+	w := newFrameWriter(conn)
+	conn.SetReadDeadline(time.Now().Add(requestTimeout))
+	kind, payload, err := readFrame(r)
+	if err != nil || kind != frameRequest {
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	var req request
+	if err := json.Unmarshal(payload, &req); err != nil {
+		w.fail("bad_request", "the request is not valid JSON: "+err.Error())
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(req.Key), []byte(key)) != 1 {
+		w.fail("unauthorized", "wrong key")
+		return
+	}
+	switch req.Op {
+	case "hello":
+		w.sendJSON(frameReply, map[string]any{"agent": "roomkit", "protocol": 1, "pid": os.Getpid(), "uptime_ms": time.Since(startedAt).Milliseconds()})
+	case "exec":
+		runExec(r, w, &req)
+	case "kill":
+		n := killTree(req.CommandID, 0, signalNumber(req.Signal), req.Signal == "KILL")
+		w.sendJSON(frameReply, map[string]int{"signalled": n})
+	case "stat":
+		statFile(w, &req)
+	case "read":
+		readFile(w, &req)
+	case "write":
+		writeFile(r, w, &req)
+	case "list":
+		listDirectory(w, &req)
+	case "delete":
+		deleteFile(w, &req)
+	default:
+		w.fail("bad_request", fmt.Sprintf("unknown operation %q", req.Op))
+	}
+}

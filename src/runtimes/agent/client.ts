@@ -1,0 +1,163 @@
+// Talking to roomkit's agent inside an instance: one TCP connection per operation to
+// the instance's address, opened with the instance's key. A runtime that boots its
+// instances with the agent (images/guest/agent) uses this for commands and files, and
+// falls back to its own exec path when the agent does not answer (AgentUnavailable).
+import { connect, type Socket } from 'node:net';
+import { encodeFrame, type Frame, FrameDecoder, FRAME, type FrameType } from './frames.ts';
+
+/** Where an instance's agent listens, and the key it wants. */
+export interface AgentEndpoint {
+  host: string;
+  port: number;
+  key: string;
+}
+
+/** The agent's port inside every instance (images/guest/agent/serve.go's default). */
+export const AGENT_PORT = 905;
+/** How long a connection to the agent may take before it counts as not answering. */
+const CONNECT_TIMEOUT_MS = 2_000;
+
+/** The agent could not be reached, or did not take the request: nothing ran. */
+export class AgentUnavailable extends Error {}
+
+/** A failure the agent reported for an operation (`kind` as in files.go / process.go). */
+export class AgentFailure extends Error {
+  readonly kind: string;
+  constructor(kind: string, message: string) {
+    super(message);
+    this.name = 'AgentFailure';
+    this.kind = kind;
+  }
+}
+
+/** One operation's connection: the frames the agent sends, and a way to send more. */
+export class AgentChannel {
+  private readonly socket: Socket;
+  private readonly queue: Frame[] = [];
+  private waiting: ((frame: Frame | null) => void) | undefined;
+  private closed = false;
+  private failure: Error | undefined;
+
+  constructor(socket: Socket) {
+    this.socket = socket;
+    const decoder = new FrameDecoder();
+    socket.on('data', (chunk: Buffer) => {
+      let frames: Frame[];
+      try {
+        frames = decoder.push(chunk);
+      } catch (err) {
+        this.failure = err as Error;
+        socket.destroy();
+        return;
+      }
+      for (const frame of frames) this.deliver(frame);
+    });
+    socket.on('error', (err) => (this.failure ??= err));
+    socket.on('close', () => {
+      this.closed = true;
+      this.deliver(null);
+    });
+  }
+
+  private deliver(frame: Frame | null): void {
+    const waiting = this.waiting;
+    if (waiting) {
+      this.waiting = undefined;
+      waiting(frame);
+    } else if (frame) {
+      this.queue.push(frame);
+    }
+  }
+
+  /** The next frame, or null once the connection has closed. */
+  next(): Promise<Frame | null> {
+    const frame = this.queue.shift();
+    if (frame) return Promise.resolve(frame);
+    if (this.closed) return Promise.resolve(null);
+    return new Promise((resolve) => (this.waiting = resolve));
+  }
+
+  /** Why the connection ended, when it was not a clean close. */
+  get error(): Error | undefined {
+    return this.failure;
+  }
+
+  send(type: FrameType, payload?: Buffer | string | object): boolean {
+    if (this.closed || this.socket.destroyed) return false;
+    return this.socket.write(encodeFrame(type, payload));
+  }
+
+  /** Resolves once what was sent so far has left (backpressure for large inputs). */
+  drained(): Promise<void> {
+    if (!this.socket.writableNeedDrain || this.closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.socket.off('drain', done);
+        this.socket.off('close', done);
+        resolve();
+      };
+      this.socket.on('drain', done);
+      this.socket.on('close', done);
+    });
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+/**
+ * Opens a connection, sends the request and waits for the agent's first answer: a
+ * reply (returned with the open channel) or a failure (thrown as AgentFailure). A
+ * connection that cannot be made, or closes before any answer, is AgentUnavailable.
+ */
+export async function agentRequest(endpoint: AgentEndpoint, request: Record<string, unknown>): Promise<{ channel: AgentChannel; reply: Record<string, unknown> }> {
+  const socket = await new Promise<Socket>((resolve, reject) => {
+    const s = connect({ host: endpoint.host, port: endpoint.port, noDelay: true });
+    const timer = setTimeout(() => {
+      s.destroy();
+      reject(new AgentUnavailable(`the instance's agent did not answer within ${CONNECT_TIMEOUT_MS} ms`));
+    }, CONNECT_TIMEOUT_MS);
+    s.once('connect', () => {
+      clearTimeout(timer);
+      resolve(s);
+    });
+    s.once('error', (err) => {
+      clearTimeout(timer);
+      reject(new AgentUnavailable(`cannot reach the instance's agent: ${err.message}`));
+    });
+  });
+  const channel = new AgentChannel(socket);
+  channel.send(FRAME.request, { ...request, key: endpoint.key });
+  const first = await channel.next();
+  if (first === null) {
+    channel.close();
+    throw new AgentUnavailable(`the instance's agent closed the connection without answering${channel.error ? `: ${channel.error.message}` : ''}`);
+  }
+  const body = parseJson(first.payload);
+  if (first.type === FRAME.fail) {
+    channel.close();
+    throw new AgentFailure(String(body.kind ?? 'error'), String(body.message ?? 'the agent refused the operation'));
+  }
+  if (first.type !== FRAME.reply) {
+    channel.close();
+    throw new Error(`the instance's agent answered with an unexpected frame ${JSON.stringify(first.type)}`);
+  }
+  return { channel, reply: body };
+}
+
+/** A one-shot operation: its reply, the connection closed. */
+export async function agentCall(endpoint: AgentEndpoint, request: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const { channel, reply } = await agentRequest(endpoint, request);
+  channel.close();
+  return reply;
+}
+
+export function parseJson(payload: Buffer): Record<string, unknown> {
+  try {
+    const value = JSON.parse(payload.toString('utf8')) as unknown;
+    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}

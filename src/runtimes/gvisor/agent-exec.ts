@@ -1,0 +1,161 @@
+// Programs and commands run through the instance's agent (runtimes/agent, images/guest/
+// agent) instead of `runsc exec`: the same identities, environment and limits as
+// guest-exec.ts gives `runsc exec`, with stdout and stderr apart, stdin, and the time
+// limit kept by the agent inside the instance.
+import type { RunResult } from '../../host/run.ts';
+import { HeadTailBuffer } from '../../host/output.ts';
+import { VM_UID } from '../../images/builder.ts';
+import { type AgentChannel, type AgentEndpoint, agentRequest } from '../agent/client.ts';
+import { FRAME } from '../agent/frames.ts';
+import { parseJson } from '../agent/client.ts';
+import { PATH_ENV } from './bundle.ts';
+import { TIMEOUT_EXIT_CODE } from './commands.ts';
+import type { ExecIdentity } from './guest-exec.ts';
+
+/** The agent's exec parameters for a program run as `identity` with `env` (NAME=value) besides PATH and HOME. */
+export function agentIdentity(identity: ExecIdentity, env: string[] = []): { uid: number; gid: number; dir: string; env: string[] } {
+  const vm = identity.as === 'vm';
+  const home = vm ? (identity.home ?? '/') : '/root';
+  return { uid: vm ? VM_UID : 0, gid: vm ? VM_UID : 0, dir: vm ? (identity.home ?? '/') : '/', env: [PATH_ENV, `HOME=${home}`, ...env] };
+}
+
+/** The connection ended while the command ran (its instance stopped, or the agent died): what had come of its output. */
+export class AgentConnectionLost extends Error {
+  readonly partial: KeptOutput;
+  constructor(message: string, partial: AgentConnectionLost['partial']) {
+    super(message);
+    this.name = 'AgentConnectionLost';
+    this.partial = partial;
+  }
+}
+
+/** After this long past its own time limit, the agent's answer is not waited for. */
+const ANSWER_GRACE_MS = 10_000;
+
+export interface AgentCommandOptions {
+  argv: string[];
+  identity: ExecIdentity;
+  env: string[];
+  /** Marks the command's processes (COMMAND_MARKER), for killing its tree. */
+  commandId?: string;
+  /** 0 for none. */
+  timeoutMs: number;
+  maxOutputBytes: number;
+  /** Given all at once, then closed; without it (or stdinOpen) the command's stdin is /dev/null. */
+  input?: Buffer;
+  /** Keep stdin open: more input comes through the channel given to onStarted. */
+  stdinOpen?: boolean;
+  onOutput?: (chunk: Buffer, stream: 'stdout' | 'stderr') => void;
+  /** Called once the command runs, with its connection (to send input on). */
+  onStarted?: (channel: AgentChannel) => void;
+}
+
+export type AgentCommandOutcome = KeptOutput & { exitCode: number; signal: string | null; timedOut: boolean };
+
+/** What is kept of a command's output: each stream within maxOutputBytes. */
+export interface KeptOutput {
+  /** stdout and stderr in the order they arrived, lossy UTF-8, kept within maxOutputBytes. */
+  output: string;
+  outputBytes: number;
+  outputTruncated: boolean;
+  stdout: string;
+  stdoutBytes: number;
+  stdoutTruncated: boolean;
+  stderr: string;
+  stderrBytes: number;
+  stderrTruncated: boolean;
+}
+
+/**
+ * Runs a command through the agent and waits for its end. Throws AgentUnavailable when
+ * the agent could not be asked (nothing ran), AgentFailure when it could not start it.
+ */
+export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCommandOptions): Promise<AgentCommandOutcome> {
+  const { channel } = await agentRequest(endpoint, {
+    op: 'exec',
+    argv: options.argv,
+    ...agentIdentity(options.identity, options.env),
+    command_id: options.commandId ?? '',
+    timeout_ms: options.timeoutMs,
+    stdin: options.input !== undefined || options.stdinOpen === true,
+  });
+  options.onStarted?.(channel);
+  if (options.input !== undefined) {
+    for (let at = 0; at < options.input.length; at += 1 << 20) {
+      channel.send(FRAME.input, options.input.subarray(at, at + (1 << 20)));
+      await channel.drained();
+    }
+    if (!options.stdinOpen) channel.send(FRAME.close);
+  }
+  const output = new HeadTailBuffer(options.maxOutputBytes);
+  const stdout = new HeadTailBuffer(options.maxOutputBytes);
+  const stderr = new HeadTailBuffer(options.maxOutputBytes);
+  const kept = (): KeptOutput => ({
+    output: output.text(),
+    outputBytes: output.total,
+    outputTruncated: output.truncated,
+    stdout: stdout.text(),
+    stdoutBytes: stdout.total,
+    stdoutTruncated: stdout.truncated,
+    stderr: stderr.text(),
+    stderrBytes: stderr.total,
+    stderrTruncated: stderr.truncated,
+  });
+  const guard =
+    options.timeoutMs > 0
+      ? setTimeout(() => channel.close(), Math.min(options.timeoutMs + ANSWER_GRACE_MS, 2 ** 31 - 1))
+      : undefined;
+  try {
+    for (;;) {
+      const frame = await channel.next();
+      if (frame === null) {
+        throw new AgentConnectionLost(
+          `the instance's agent stopped answering while the command ran${channel.error ? `: ${channel.error.message}` : ''}`,
+          kept(),
+        );
+      }
+      if (frame.type === FRAME.stdout || frame.type === FRAME.stderr) {
+        const stream = frame.type === FRAME.stdout ? 'stdout' : 'stderr';
+        output.push(frame.payload);
+        (stream === 'stdout' ? stdout : stderr).push(frame.payload);
+        options.onOutput?.(frame.payload, stream);
+      } else if (frame.type === FRAME.end) {
+        const end = parseJson(frame.payload);
+        return {
+          ...kept(),
+          // As timeout(1) does, and as the runtime's other exec path answers.
+          exitCode: end.timed_out === true ? TIMEOUT_EXIT_CODE : Number(end.exit_code ?? -1),
+          signal: typeof end.signal === 'string' ? end.signal : null,
+          timedOut: end.timed_out === true,
+        };
+      }
+    }
+  } finally {
+    clearTimeout(guard);
+    channel.close();
+  }
+}
+
+/** A program run through the agent, answered like host/run.ts's run() (stdout and stderr as text). */
+export async function agentRun(
+  endpoint: AgentEndpoint,
+  argv: string[],
+  options: { identity: ExecIdentity; env?: string[]; timeoutMs: number; input?: Buffer },
+): Promise<RunResult> {
+  const outcome = await runAgentCommand(endpoint, {
+    argv,
+    identity: options.identity,
+    env: options.env ?? [],
+    timeoutMs: options.timeoutMs,
+    maxOutputBytes: 1024 * 1024,
+    ...(options.input !== undefined ? { input: options.input } : {}),
+  });
+  // As `runsc exec` answers: a program killed by signal n exits 128+n.
+  return {
+    code: outcome.timedOut ? null : outcome.exitCode,
+    signal: outcome.timedOut ? 'SIGKILL' : null,
+    stdout: outcome.stdout,
+    stderr: outcome.stderr,
+    timedOut: outcome.timedOut,
+  };
+}

@@ -1,0 +1,141 @@
+// File operations through the instance's agent: the same operations and answers as
+// file-operations.ts, done by the agent with the VM user's rights (images/guest/agent/
+// files.go) instead of a shell script per operation.
+import { PassThrough } from 'node:stream';
+import { decodeName, encodeName } from '../../lib/guest-names.ts';
+import { VM_UID } from '../../images/builder.ts';
+import { type AgentEndpoint, agentCall, AgentFailure, agentRequest, parseJson } from '../agent/client.ts';
+import { FRAME } from '../agent/frames.ts';
+import { type FileAccess, GuestFileError, type GuestDirEntry, type GuestFileInfo } from '../types.ts';
+import { absoluteGuestPath, guestFileError } from './guest-files.ts';
+
+const KINDS = new Set<GuestFileError['kind']>(['not_found', 'permission_denied', 'is_a_directory', 'not_a_directory', 'too_large', 'invalid_path', 'no_space', 'changed']);
+const AS_VM = { uid: VM_UID, gid: VM_UID };
+
+/** An agent's failure as the caller's GuestFileError, when it is one the caller can act on. */
+function asFileError(err: unknown, path: string): unknown {
+  if (err instanceof AgentFailure && KINDS.has(err.kind as GuestFileError['kind'])) return guestFileError(err.kind as GuestFileError['kind'], path);
+  if (err instanceof AgentFailure) return new Error(`file operation on ${path} failed in the instance: ${err.message}`);
+  return err;
+}
+
+function pathBytes(absolute: string): string {
+  return encodeName(absolute).toString('base64');
+}
+
+function infoOf(reply: Record<string, unknown>, path: string): GuestFileInfo {
+  const size = Number(reply.size);
+  const mtimeNs = BigInt(String(reply.mtime_ns ?? 0));
+  if (!Number.isFinite(size)) throw new Error(`unexpected answer from the instance about ${path}`);
+  return { path, size, mtimeMs: Number(mtimeNs / 1_000_000n), version: `${String(reply.ino)}-${size}-${String(reply.mtime_ns)}-${String(reply.ctime_ns)}` };
+}
+
+export async function openFile(
+  endpoint: AgentEndpoint,
+  path: string,
+  options: FileAccess & { maxBytes: number; range?: { start: number; end: number } },
+): Promise<{ info: GuestFileInfo; body: NodeJS.ReadableStream }> {
+  const absolute = absoluteGuestPath(path, options.home);
+  const range = options.range ? { offset: options.range.start, length: options.range.end - options.range.start + 1 } : { offset: 0, length: -1 };
+  let opened;
+  try {
+    opened = await agentRequest(endpoint, { op: 'read', path: pathBytes(absolute), ...AS_VM, ...range });
+  } catch (err) {
+    throw asFileError(err, absolute);
+  }
+  const { channel, reply } = opened;
+  const info = infoOf(reply, absolute);
+  if (info.size > options.maxBytes) {
+    channel.close();
+    throw new GuestFileError('too_large', `${absolute} is ${info.size} bytes, more than the ${options.maxBytes} served`, info.size);
+  }
+  const body = new PassThrough();
+  body.on('close', () => channel.close());
+  void (async () => {
+    for (;;) {
+      const frame = await channel.next();
+      if (frame === null) return body.destroy(channel.error ?? new Error(`the instance's agent stopped sending ${absolute}`));
+      if (frame.type === FRAME.data) {
+        if (!body.write(frame.payload)) await new Promise((resolve) => body.once('drain', resolve).once('close', resolve));
+        if (body.destroyed) return;
+      } else if (frame.type === FRAME.end) {
+        channel.close();
+        return body.end();
+      } else if (frame.type === FRAME.fail) {
+        return body.destroy(new Error(`reading ${absolute} failed in the instance: ${String(parseJson(frame.payload).message)}`));
+      }
+    }
+  })();
+  return { info, body };
+}
+
+export async function statFile(endpoint: AgentEndpoint, path: string, access: FileAccess): Promise<GuestFileInfo> {
+  const absolute = absoluteGuestPath(path, access.home);
+  try {
+    return infoOf(await agentCall(endpoint, { op: 'stat', path: pathBytes(absolute), ...AS_VM }), absolute);
+  } catch (err) {
+    throw asFileError(err, absolute);
+  }
+}
+
+export async function writeFile(endpoint: AgentEndpoint, path: string, data: Buffer, access: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }> {
+  const absolute = absoluteGuestPath(path, access.home);
+  let opened;
+  try {
+    opened = await agentRequest(endpoint, { op: 'write', path: pathBytes(absolute), ...AS_VM });
+  } catch (err) {
+    throw asFileError(err, absolute);
+  }
+  const { channel } = opened;
+  try {
+    for (let at = 0; at < data.length; at += 1 << 20) {
+      channel.send(FRAME.input, data.subarray(at, at + (1 << 20)));
+      await channel.drained();
+    }
+    channel.send(FRAME.close);
+    const frame = await channel.next();
+    if (frame === null) throw new Error(`the instance's agent stopped answering while ${absolute} was written`);
+    const body = parseJson(frame.payload);
+    if (frame.type === FRAME.fail) throw asFileError(new AgentFailure(String(body.kind), String(body.message)), absolute);
+    return { info: infoOf((body.info ?? {}) as Record<string, unknown>, absolute), created: body.existed !== true };
+  } finally {
+    channel.close();
+  }
+}
+
+const TYPES: Record<string, GuestDirEntry['type']> = { f: 'file', d: 'directory', l: 'symlink' };
+
+export async function listDirectory(
+  endpoint: AgentEndpoint,
+  path: string,
+  options: FileAccess & { limit: number },
+): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }> {
+  const absolute = absoluteGuestPath(path, options.home);
+  let reply;
+  try {
+    reply = await agentCall(endpoint, { op: 'list', path: pathBytes(absolute), ...AS_VM, limit: options.limit + 1 });
+  } catch (err) {
+    throw asFileError(err, absolute);
+  }
+  const raw = Array.isArray(reply.entries) ? (reply.entries as Record<string, unknown>[]) : [];
+  const entries = raw
+    .map((e) => ({
+      name: decodeName(Buffer.from(String(e.name ?? ''), 'base64')),
+      type: TYPES[String(e.type)] ?? 'other',
+      size: Number(e.size ?? 0),
+      mode: String(e.mode ?? '0'),
+      mtime: new Date(Number(BigInt(String(e.mtime_ns ?? 0)) / 1_000_000n)).toISOString(),
+    }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return { path: absolute, entries: entries.slice(0, options.limit), truncated: entries.length > options.limit };
+}
+
+export async function deleteFile(endpoint: AgentEndpoint, path: string, access: FileAccess): Promise<{ path: string }> {
+  const absolute = absoluteGuestPath(path, access.home);
+  try {
+    await agentCall(endpoint, { op: 'delete', path: pathBytes(absolute), ...AS_VM });
+  } catch (err) {
+    throw asFileError(err, absolute);
+  }
+  return { path: absolute };
+}

@@ -1,0 +1,69 @@
+// Terminals through the instance's agent: a login shell (or a command) on a
+// pseudo-terminal in the guest, as the VM user, with input, resizes and output passed
+// through one agent connection for as long as the terminal lives.
+import { type AgentEndpoint, agentRequest, parseJson } from '../agent/client.ts';
+import { FRAME } from '../agent/frames.ts';
+import type { TerminalRequest, TerminalSession } from '../types.ts';
+import { agentIdentity } from './agent-exec.ts';
+import { COMMAND_MARKER } from './commands.ts';
+
+/** The shell a terminal starts when no command is given: bash when the image has it. */
+const LOGIN_SHELL = 'if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi';
+
+export async function openAgentTerminal(endpoint: AgentEndpoint, request: TerminalRequest): Promise<TerminalSession> {
+  const user = request.user;
+  const env = {
+    TERM: 'xterm-256color',
+    LANG: 'C.UTF-8',
+    USER: user,
+    LOGNAME: user,
+    SHELL: '/bin/bash',
+    ...request.env,
+    [COMMAND_MARKER]: request.terminalId,
+  };
+  const { channel } = await agentRequest(endpoint, {
+    op: 'exec',
+    argv: ['/bin/sh', '-c', request.command ?? LOGIN_SHELL],
+    ...agentIdentity({ as: 'vm', home: request.home }, Object.entries(env).map(([k, v]) => `${k}=${v}`)),
+    command_id: request.terminalId,
+    timeout_ms: 0,
+    stdin: true,
+    pty: { cols: request.cols, rows: request.rows },
+  });
+  const early: Buffer[] = [];
+  const listeners: ((chunk: Buffer) => void)[] = [];
+  const exited = (async () => {
+    for (;;) {
+      const frame = await channel.next();
+      if (frame === null) return { exitCode: -1 };
+      if (frame.type === FRAME.stdout || frame.type === FRAME.stderr) {
+        if (listeners.length === 0) early.push(frame.payload);
+        for (const listener of listeners) listener(frame.payload);
+      } else if (frame.type === FRAME.end) {
+        channel.close();
+        return { exitCode: Number(parseJson(frame.payload).exit_code ?? -1) };
+      }
+    }
+  })();
+  return {
+    onOutput(listener) {
+      listeners.push(listener);
+      for (const chunk of early.splice(0)) listener(chunk);
+    },
+    write(data) {
+      channel.send(FRAME.input, data);
+    },
+    resize(cols, rows) {
+      channel.send(FRAME.resize, { cols, rows });
+    },
+    close() {
+      // Hang up: the shell and what it started end; the connection closes after its end frame.
+      channel.send(FRAME.signal, { signal: 'HUP' });
+      setTimeout(() => {
+        channel.send(FRAME.signal, { signal: 'KILL' });
+        setTimeout(() => channel.close(), 2_000).unref();
+      }, 2_000).unref();
+    },
+    exited,
+  };
+}
