@@ -315,7 +315,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxRawReadsPerInstance: int('maxRawReadsPerInstance', 4, 1, 64),
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     maxHostTasksPerInstance: int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
-    guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'on'),
+    guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'off'),
     publicUrl: origin('publicUrl'),
     quotaInstances: int('quotaInstances', 20, 0, 100_000),
     quotaMemoryMb: int('quotaMemoryMb', 16 * 1024, 0, 1024 * 1024 * 1024),
