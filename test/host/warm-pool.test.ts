@@ -107,6 +107,8 @@ describe('warm pools with real instances', () => {
     assert.notEqual(fresh, old);
     for (let i = 0; i < 100 && (await stateOf(old)) !== 'stopped'; i++) await new Promise((r) => setTimeout(r, 100));
     assert.equal(await stateOf(old), 'stopped');
+    // `stopped` comes once the sandbox is killed; the rest of it is released right after.
+    await t.gvisor().releasesSettled();
     const host = await hostObjects(t.dataDir, [old]);
     assert.ok(!host.containers.includes(old), 'the old sandbox still runs');
     assert.ok(!host.netns.includes(networkNames(hostTag(t.dataDir), old).netns), 'the old namespace is left');
