@@ -5,15 +5,10 @@
 //
 //   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default;
 //                             ROOMKIT_BENCH_NETWORK_POOL, default 10.217.0.0/24)
-import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { run, runChecked } from '../src/host/run.ts';
-import { mountOverlay, unmountAll } from '../src/host/mounts.ts';
-import { ociSpec } from '../src/runtimes/gvisor/bundle.ts';
-import { removeCgroups } from '../src/runtimes/gvisor/cgroups.ts';
 import { ImageStore } from '../src/images/builder.ts';
-import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../src/config.ts';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
+import { withRawSandbox } from './raw-sandbox.ts';
 import { startBenchService } from './setup.ts';
 import { percentile, summary } from './stats.ts';
 
@@ -35,39 +30,12 @@ try {
   // Floor: what runsc itself takes for the same root filesystem.
   const floor: number[] = [];
   const floorDir = join(dataDir, 'floor');
-  const runscRoot = join(floorDir, 'runsc');
-  mkdirSync(runscRoot, { recursive: true });
   for (let i = 0; i < RUNS; i++) {
-    const dir = join(floorDir, `c${i}`);
-    for (const d of ['upper', 'work', 'rootfs', 'bundle']) mkdirSync(join(dir, d), { recursive: true });
-    await mountOverlay({ lower: image.rootfs, upper: join(dir, 'upper'), work: join(dir, 'work'), target: join(dir, 'rootfs') });
-    mkdirSync(join(dir, 'rootfs', 'tmp'), { recursive: true });
-    const id = `floor-${process.pid}-${i}`;
-    writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(ociSpec({ instanceId: id, rootfs: join(dir, 'rootfs'), hostname: 'floor', spec, maxHostTasks: DEFAULT_HOST_TASKS_PER_INSTANCE })));
-    const netns = `rkbench-${process.pid}-${i}`;
-    const runsc = (args: string[], outputFd?: number) =>
-      runChecked('nsenter', [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${runscRoot}`, '--network=host', '--platform=ptrace', ...args], {
-        timeoutMs: 30_000,
-        ...(outputFd === undefined ? {} : { outputFd }),
-      });
-    try {
-      await runChecked('ip', ['netns', 'add', netns], { timeoutMs: 10_000 });
+    await withRawSandbox(floorDir, `c${i}`, image, spec, async (sandbox) => {
       const started = performance.now();
-      const fd = openSync(join(dir, 'console.log'), 'a');
-      try {
-        await runsc(['create', `--bundle=${join(dir, 'bundle')}`, id], fd);
-      } finally {
-        closeSync(fd);
-      }
-      await runsc(['start', id]);
+      await sandbox.start();
       floor.push(performance.now() - started);
-    } finally {
-      // Whatever happened, nothing of the floor run stays on the host.
-      await run('nsenter', [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${runscRoot}`, '--network=host', 'delete', '--force', id], { timeoutMs: 30_000 });
-      await run('ip', ['netns', 'del', netns], { timeoutMs: 10_000 });
-      await unmountAll(dir);
-      removeCgroups(id);
-    }
+    });
   }
 
   // The service: POST .../room/... until it answers `ready`, over HTTP.

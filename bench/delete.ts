@@ -6,17 +6,14 @@
 // init has reaped the sandbox). Then deletes of several instances at once.
 //
 //   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default)
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { run, runChecked } from '../src/host/run.ts';
-import { mountOverlay, mountsUnder, unmountAll } from '../src/host/mounts.ts';
-import { ociSpec } from '../src/runtimes/gvisor/bundle.ts';
-import { removeCgroups } from '../src/runtimes/gvisor/cgroups.ts';
+import { mountsUnder } from '../src/host/mounts.ts';
 import { ImageStore } from '../src/images/builder.ts';
-import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../src/config.ts';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
 import { networkNames } from '../src/network/netns.ts';
+import { withRawSandbox } from './raw-sandbox.ts';
 import { startBenchService } from './setup.ts';
 import { percentile, summary } from './stats.ts';
 
@@ -63,44 +60,17 @@ try {
   const killed: number[] = [];
   const killedAndDeleted: number[] = [];
   const floorDir = join(dataDir, 'floor');
-  const runscRoot = join(floorDir, 'runsc');
-  mkdirSync(runscRoot, { recursive: true });
   for (let i = 0; i < RUNS; i++) {
-    const dir = join(floorDir, `c${i}`);
-    for (const d of ['upper', 'work', 'rootfs', 'bundle']) mkdirSync(join(dir, d), { recursive: true });
-    await mountOverlay({ lower: image.rootfs, upper: join(dir, 'upper'), work: join(dir, 'work'), target: join(dir, 'rootfs') });
-    mkdirSync(join(dir, 'rootfs', 'tmp'), { recursive: true });
-    const id = `floor-del-${process.pid}-${i}`;
-    writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(ociSpec({ instanceId: id, rootfs: join(dir, 'rootfs'), hostname: 'floor', spec, maxHostTasks: DEFAULT_HOST_TASKS_PER_INSTANCE })));
-    const netns = `rkbdel-${process.pid}-${i}`;
-    const runsc = (args: string[], outputFd?: number) =>
-      runChecked('nsenter', [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${runscRoot}`, '--network=host', '--platform=ptrace', ...args], {
-        timeoutMs: 30_000,
-        ...(outputFd === undefined ? {} : { outputFd }),
-      });
-    try {
-      await runChecked('ip', ['netns', 'add', netns], { timeoutMs: 10_000 });
-      const fd = openSync(join(dir, 'console.log'), 'a');
-      try {
-        await runsc(['create', `--bundle=${join(dir, 'bundle')}`, id], fd);
-      } finally {
-        closeSync(fd);
-      }
-      await runsc(['start', id]);
-      const pid = (JSON.parse((await runsc(['state', id])).stdout) as { pid: number }).pid;
+    await withRawSandbox(floorDir, `d${i}`, image, spec, async (sandbox) => {
+      await sandbox.start();
+      const pid = (JSON.parse((await sandbox.runsc(['state', sandbox.id])).stdout) as { pid: number }).pid;
       const started = performance.now();
-      await runsc(['kill', id, 'KILL']);
+      await sandbox.runsc(['kill', sandbox.id, 'KILL']);
       while (running(pid)) await sleep(1);
       killed.push(performance.now() - started);
-      await runsc(['delete', '--force', id]);
+      await sandbox.runsc(['delete', '--force', sandbox.id]);
       killedAndDeleted.push(performance.now() - started);
-    } finally {
-      // Whatever happened, nothing of the floor run stays on the host.
-      await run('runsc', [`--root=${runscRoot}`, '--network=host', 'delete', '--force', id], { timeoutMs: 30_000 });
-      await run('ip', ['netns', 'del', netns], { timeoutMs: 10_000 });
-      await unmountAll(dir);
-      removeCgroups(id);
-    }
+    });
   }
 
   // The service: DELETE .../room/... until it answers `stopped`, then the host watched

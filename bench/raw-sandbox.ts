@@ -1,0 +1,67 @@
+// A runsc sandbox of an image's root filesystem without the service: what the
+// benchmarks' floors are measured on. A fresh overlay, bundle and network namespace
+// each; runsc called as the runtime calls it.
+import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { run, runChecked, type RunResult } from '../src/host/run.ts';
+import { mountOverlay, unmountAll } from '../src/host/mounts.ts';
+import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../src/config.ts';
+import { ociSpec } from '../src/runtimes/gvisor/bundle.ts';
+import { removeCgroups } from '../src/runtimes/gvisor/cgroups.ts';
+import type { MachineSpec } from '../src/runtimes/types.ts';
+
+export interface RawSandbox {
+  id: string;
+  /** runsc in the sandbox's namespace, with the runtime's global flags. */
+  runsc(args: string[], outputFd?: number): Promise<RunResult>;
+  /** `runsc create` + `start`. */
+  start(): Promise<void>;
+}
+
+/**
+ * Prepares sandbox `name` under `floorDir` (runsc's root is `floorDir/runsc`), hands it
+ * to `use`, and removes everything of it afterwards, whatever happened.
+ */
+export async function withRawSandbox(
+  floorDir: string,
+  name: string,
+  image: { rootfs: string },
+  spec: MachineSpec,
+  use: (sandbox: RawSandbox) => Promise<void>,
+): Promise<void> {
+  const runscRoot = join(floorDir, 'runsc');
+  const dir = join(floorDir, name);
+  for (const d of ['upper', 'work', 'rootfs', 'bundle']) mkdirSync(join(dir, d), { recursive: true });
+  mkdirSync(runscRoot, { recursive: true });
+  const id = `${name}-${process.pid}`;
+  const netns = `rkb-${process.pid.toString(36)}-${name}`;
+  const runsc = (args: string[], outputFd?: number) =>
+    runChecked('nsenter', [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${runscRoot}`, '--network=host', '--platform=ptrace', ...args], {
+      timeoutMs: 30_000,
+      ...(outputFd === undefined ? {} : { outputFd }),
+    });
+  try {
+    await mountOverlay({ lower: image.rootfs, upper: join(dir, 'upper'), work: join(dir, 'work'), target: join(dir, 'rootfs') });
+    mkdirSync(join(dir, 'rootfs', 'tmp'), { recursive: true });
+    writeFileSync(join(dir, 'bundle', 'config.json'), JSON.stringify(ociSpec({ instanceId: id, rootfs: join(dir, 'rootfs'), hostname: 'floor', spec, maxHostTasks: DEFAULT_HOST_TASKS_PER_INSTANCE })));
+    await runChecked('ip', ['netns', 'add', netns], { timeoutMs: 10_000 });
+    await use({
+      id,
+      runsc,
+      async start() {
+        const fd = openSync(join(dir, 'console.log'), 'a');
+        try {
+          await runsc(['create', `--bundle=${join(dir, 'bundle')}`, id], fd);
+        } finally {
+          closeSync(fd);
+        }
+        await runsc(['start', id]);
+      },
+    });
+  } finally {
+    await run('nsenter', [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${runscRoot}`, '--network=host', 'delete', '--force', id], { timeoutMs: 30_000 });
+    await run('ip', ['netns', 'del', netns], { timeoutMs: 10_000 });
+    await unmountAll(dir);
+    removeCgroups(id);
+  }
+}
