@@ -5,9 +5,8 @@
 import type { RunResult } from '../../host/run.ts';
 import { HeadTailBuffer } from '../../host/output.ts';
 import { VM_UID } from '../../images/builder.ts';
-import { type AgentChannel, type AgentEndpoint, agentRequest } from '../agent/client.ts';
+import { type AgentChannel, type AgentEndpoint, agentRequest, parseJson } from '../agent/client.ts';
 import { FRAME } from '../agent/frames.ts';
-import { parseJson } from '../agent/client.ts';
 import { PATH_ENV } from './bundle.ts';
 import { TIMEOUT_EXIT_CODE } from './commands.ts';
 import type { ExecIdentity } from './guest-exec.ts';

@@ -401,7 +401,10 @@ export class GvisorRuntime implements Runtime {
   async sendInput(instanceId: string, commandId: string, data: Buffer | null): Promise<boolean> {
     const channel = this.inputs.get(commandId);
     if (!channel || !this.handles.has(instanceId)) return false;
-    if (data === null) return channel.send(FRAME.close) || true;
+    if (data === null) {
+      channel.send(FRAME.close);
+      return true;
+    }
     channel.send(FRAME.input, data);
     await channel.drained();
     return true;
