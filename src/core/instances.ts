@@ -452,12 +452,14 @@ export class Instances {
     try {
       // `stopped` once the machine is; the release that follows is the runtime's to finish
       // (its close() waits for it, its sweep after a crash completes it).
+      // Only from `stopping`: an instance stopped while it started may have been recorded
+      // `failed` by its start meanwhile (which released it), and that record stands.
       if ('runtime' in runtime) await runtime.runtime.destroy(instanceId);
-      await this.records.transition(instanceId, 'stopped', why);
+      await this.records.transitionFrom(instanceId, 'stopping', 'stopped', why);
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.log.error({ instanceId, err }, 'instance teardown failed');
-      await this.fail(instanceId, { reason: `teardown failed: ${message}`, code: 'teardown_failed' });
+      await this.records.transitionFrom(instanceId, 'stopping', 'failed', { reason: `teardown failed: ${message}`, code: 'teardown_failed' });
     }
   }
 
