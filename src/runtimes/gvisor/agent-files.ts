@@ -56,7 +56,7 @@ export async function openFile(
       const frame = await channel.next();
       if (frame === null) return body.destroy(channel.error ?? new Error(`the instance's agent stopped sending ${absolute}`));
       if (frame.type === FRAME.data) {
-        if (!body.write(frame.payload)) await new Promise((resolve) => body.once('drain', resolve).once('close', resolve));
+        if (!body.write(frame.payload)) await drainedOrClosed(body);
         if (body.destroyed) return;
       } else if (frame.type === FRAME.end) {
         channel.close();
@@ -67,6 +67,19 @@ export async function openFile(
     }
   })();
   return { info, body };
+}
+
+/** Waits until a stream wants more, or is closed (each listener removed after). */
+function drainedOrClosed(stream: PassThrough): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off('drain', done);
+      stream.off('close', done);
+      resolve();
+    };
+    stream.on('drain', done);
+    stream.on('close', done);
+  });
 }
 
 export async function statFile(endpoint: AgentEndpoint, path: string, access: FileAccess): Promise<GuestFileInfo> {
