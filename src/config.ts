@@ -14,6 +14,9 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const RUNTIME_CHOICES = ['auto', 'gvisor', 'none'] as const;
 export const SHUTDOWN_POLICIES = ['keep', 'stop'] as const;
 export type ShutdownPolicy = (typeof SHUTDOWN_POLICIES)[number];
+/** How files_changed is made: fanotify where the kernel allows (auto), always (an instance that cannot be watched fails to start), or a walk of the layer. */
+export const CHANGE_TRACKING_METHODS = ['auto', 'fanotify', 'walk'] as const;
+export type ChangeTracking = (typeof CHANGE_TRACKING_METHODS)[number];
 export type RuntimeChoice = (typeof RUNTIME_CHOICES)[number];
 
 export interface Config {
@@ -69,6 +72,19 @@ export interface Config {
    * `off`: everything goes through `runsc exec`. Applies to instances made from then on.
    */
   readonly guestAgent: 'on' | 'off';
+  /**
+   * How a command's files_changed is made: `auto` watches each instance's writable layer
+   * with fanotify where the kernel and the host allow it and walks it otherwise;
+   * `fanotify` requires the watch (an instance that cannot get one fails to start);
+   * `walk` lists the layer before and after each command.
+   */
+  readonly changeTracking: ChangeTracking;
+  /**
+   * Distinct paths (and inodes) of one instance the change watcher keeps between two
+   * questions (a command's start and end); beyond it, that command's list is made by a
+   * walk of the layer. Bounds the watcher's memory per instance (~100 bytes a path).
+   */
+  readonly changeTrackingMaxPaths: number;
   /**
    * The address clients reach the service at (e.g. behind a proxy), for the whole URLs
    * tool results give; without it, the address each request came to.
@@ -157,6 +173,8 @@ const ENV_NAMES: Record<keyof Config, string> = {
   commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
   maxHostTasksPerInstance: 'ROOMKIT_MAX_HOST_TASKS_PER_INSTANCE',
   guestAgent: 'ROOMKIT_GUEST_AGENT',
+  changeTracking: 'ROOMKIT_CHANGE_TRACKING',
+  changeTrackingMaxPaths: 'ROOMKIT_CHANGE_TRACKING_MAX_PATHS',
   publicUrl: 'ROOMKIT_PUBLIC_URL',
   quotaInstances: 'ROOMKIT_QUOTA_INSTANCES',
   quotaMemoryMb: 'ROOMKIT_QUOTA_MEMORY_MB',
@@ -316,6 +334,8 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     maxHostTasksPerInstance: int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
     guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'off'),
+    changeTracking: oneOf('changeTracking', CHANGE_TRACKING_METHODS, 'auto'),
+    changeTrackingMaxPaths: int('changeTrackingMaxPaths', 65_536, 16, 1 << 22),
     publicUrl: origin('publicUrl'),
     quotaInstances: int('quotaInstances', 20, 0, 100_000),
     quotaMemoryMb: int('quotaMemoryMb', 16 * 1024, 0, 1024 * 1024 * 1024),

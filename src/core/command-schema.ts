@@ -60,6 +60,11 @@ export const CommandResult = Type.Object(
       output_bytes: Type.Integer({ description: 'Bytes the command printed, all of them' }),
       files_changed_total: Type.Integer(),
       files_changed_truncated: Type.Boolean(),
+      files_changed_method: Type.Optional(
+        Type.Enum(['fanotify', 'walk'], {
+          description: 'How files_changed was made: from the paths the kernel reported touched, or by walking the whole writable layer (the fallback); absent when the runtime does not say',
+        }),
+      ),
       end_reason: CommandEndReason,
     }),
     command_id: Type.String({ format: 'uuid' }),

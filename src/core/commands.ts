@@ -228,6 +228,7 @@ export class Commands {
             output_bytes: outcome.outputBytes,
             files_changed_total: changes.length,
             files_changed_truncated: changes.length > limit || outcome.changesIncomplete === true,
+            ...(outcome.changesMethod ? { files_changed_method: outcome.changesMethod } : {}),
             end_reason: endReason,
           },
           command_id: commandId,

@@ -1,5 +1,5 @@
 // Small C programs roomkit compiles on the host the first time it needs them: the
-// layer walker (host side) and the guest's compatibility library. Each build is cached
+// layer walker and the change watcher (host side) and the guest's compatibility library. Each build is cached
 // under a directory named after its source's hash, so a changed source builds anew
 // and concurrent servers sharing the cache never see a half-written binary.
 import { createHash, randomUUID } from 'node:crypto';
@@ -9,17 +9,20 @@ import { run } from './run.ts';
 
 export class NativeBuildError extends Error {}
 
-/** A short hash of a source file's content: the version of what it compiles to. */
-export function sourceVersion(source: string): string {
-  return createHash('sha256').update(readFileSync(source)).digest('hex').slice(0, 12);
+/** A short hash of a source file's content (and of the files it includes): the version of what it compiles to. */
+export function sourceVersion(source: string, includes: string[] = []): string {
+  const hash = createHash('sha256');
+  for (const file of [source, ...includes]) hash.update(readFileSync(file));
+  return hash.digest('hex').slice(0, 12);
 }
 
 /**
  * The compiled `source` under `cacheDir`, compiling it first if needed. `flags` are the
- * compiler's (e.g. `-shared -fPIC` for a library); `name` is the output's file name.
+ * compiler's (e.g. `-shared -fPIC` for a library); `name` is the output's file name;
+ * `includes` are the files `source` includes, which are part of its version.
  */
-export function compiled(source: string, name: string, cacheDir: string, flags: string[] = []): Promise<string> {
-  const out = join(cacheDir, '.native', sourceVersion(source), name);
+export function compiled(source: string, name: string, cacheDir: string, flags: string[] = [], includes: string[] = []): Promise<string> {
+  const out = join(cacheDir, '.native', sourceVersion(source, includes), name);
   if (existsSync(out)) return Promise.resolve(out);
   // Callers in one process that ask at once share one build.
   let build = building.get(out);

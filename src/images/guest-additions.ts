@@ -31,7 +31,7 @@ const SCRIPTS: { source: string; target: string }[] = [
 
 /** Changes whenever an addition's source changes, so images built with an older one are rebuilt. */
 export function guestAdditionsVersion(): string {
-  return [...[STATX_SOURCE, RELAY_SOURCE, ...SCRIPTS.map((s) => s.source)].map(sourceVersion), packageVersion(AGENT_PACKAGE)].join('-');
+  return [...[STATX_SOURCE, RELAY_SOURCE, ...SCRIPTS.map((s) => s.source)].map((s) => sourceVersion(s)), packageVersion(AGENT_PACKAGE)].join('-');
 }
 
 export class GuestAdditionsError extends Error {}

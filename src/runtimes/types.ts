@@ -147,6 +147,8 @@ export interface CommandOutcome {
   changes: FileChangeEntry[] | null;
   /** Some of the instance's tree could not be listed (deeper than the runtime walks): changes there are missing. */
   changesIncomplete?: boolean;
+  /** How `changes` was made: from the paths the kernel reported touched, or by listing the whole writable layer. */
+  changesMethod?: 'fanotify' | 'walk';
   /** The runtime's memory guard killed at least one process of this command while it ran (the instance was at its memory size). */
   outOfMemory?: boolean;
   /** The instance's writable disk was full when the command ended. */

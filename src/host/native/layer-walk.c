@@ -18,6 +18,10 @@
  * while descending (a directory's names are read first, then its buffer is freed), so
  * memory and descriptors grow with the depth, up to MAX_DEPTH levels: more than any
  * path a program can name at once (PATH_MAX is 4096 bytes, two per level at the least).
+ *
+ * change-watch.c includes this file (with LAYER_WALK_LIBRARY defined, so without main)
+ * to list the parts of a layer that fanotify says were touched, record for record as
+ * this walker lists the whole.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -169,6 +173,17 @@ static int walk(int dirfd, size_t len, int depth) {
   return status;
 }
 
+/* One descriptor per level is held while descending: make room for the deepest walk. */
+static void raise_file_limit(void) {
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < MAX_DEPTH + 64) {
+    files.rlim_cur = MAX_DEPTH + 64;
+    if (files.rlim_max < files.rlim_cur) files.rlim_max = files.rlim_cur; /* raising the hard limit takes root, which the walker has */
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
+
+#ifndef LAYER_WALK_LIBRARY
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: layer-walk DIR\n");
@@ -179,16 +194,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "layer-walk: open %s: %s\n", argv[1], strerror(errno));
     return 1;
   }
-  /* One descriptor per level is held while descending: make room for the deepest walk. */
-  struct rlimit files;
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < MAX_DEPTH + 64) {
-    files.rlim_cur = MAX_DEPTH + 64;
-    if (files.rlim_max < files.rlim_cur) files.rlim_max = files.rlim_cur; /* raising the hard limit takes root, which the walker has */
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
+  raise_file_limit();
   if (reserve(0) != 0) return 1;
   path[0] = '\0';
   int status = walk(root, 0, 0);
   if (fflush(stdout) != 0) return 1;
   return status == 0 ? 0 : 1;
 }
+#endif

@@ -3,10 +3,11 @@
 // listing and diffs it with the "after" one, so that one tenant's big layer never
 // delays another tenant's requests. The thread starts on first use, does not keep the
 // process alive, and is started again if it dies (the commands it was tracking then
-// fail, the next ones work).
+// fail, the next ones work). The thread also runs the fanotify watcher of the instances
+// that use it (change-watch.ts); its helper process ends with the thread.
 import { Worker } from 'node:worker_threads';
 import type { FileChangeEntry } from '../types.ts';
-import type { ChangeReply, ChangeRequest, ChangeWorkerData } from './change-worker.ts';
+import type { ChangeMethod, ChangeReply, ChangeRequest, ChangeWorkerData } from './change-worker.ts';
 
 /** Each kind of request as the caller writes it, without the id the tracker gives it. */
 type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
@@ -23,22 +24,52 @@ export class ChangeTracker {
   private nextId = 1;
   /** Requests sent to the current thread, waiting for their answers. */
   private pending = new Map<number, Waiting>();
+  /** Instances watched with fanotify: a new thread watches them again. */
+  private readonly watched = new Map<string, { layer: string; upper: string }>();
 
-  /** `cacheDir` receives the compiled layer walker. */
-  constructor(cacheDir: string) {
+  private readonly maxPaths: number;
+
+  /** `cacheDir` receives the compiled layer walker; `maxPaths` bounds what the watcher keeps per instance (config.ts). */
+  constructor(cacheDir: string, maxPaths = 65_536) {
     this.cacheDir = cacheDir;
+    this.maxPaths = maxPaths;
   }
 
-  /** Lists the layer before a command; the token goes to diff() or discard(). */
-  async snapshot(upper: string): Promise<number> {
-    const reply = await this.call({ op: 'snapshot', upper });
+  /** Takes the layer's state before a command (a mark when watched, else a listing); the token goes to diff() or discard(). */
+  async snapshot(instanceId: string, upper: string): Promise<number> {
+    const reply = await this.call({ op: 'snapshot', instanceId, upper });
     return reply.token ?? 0;
   }
 
-  /** The regular files changed since the snapshot, and whether part of the layer could not be listed. */
-  async diff(token: number, upper: string, image: { key: string; rootfs: string }): Promise<{ changes: FileChangeEntry[]; incomplete: boolean }> {
+  /** The regular files changed since the snapshot, whether part of the layer could not be listed, and how the list was made. */
+  async diff(
+    token: number,
+    upper: string,
+    image: { key: string; rootfs: string },
+  ): Promise<{ changes: FileChangeEntry[]; incomplete: boolean; method: ChangeMethod }> {
     const reply = await this.call({ op: 'diff', token, upper, imageKey: image.key, rootfs: image.rootfs });
-    return { changes: reply.changes ?? [], incomplete: reply.incomplete ?? false };
+    return { changes: reply.changes ?? [], incomplete: reply.incomplete ?? false, method: reply.method ?? 'walk' };
+  }
+
+  /**
+   * Watches an instance's layer (mounted at `layer`, holding `upper`) with fanotify from
+   * now on, so that its commands' snapshots are marks instead of listings. Rejects when
+   * the kernel or the helper cannot: the instance's commands are then listed by walks.
+   */
+  async watch(instanceId: string, layer: string, upper: string): Promise<void> {
+    this.watched.set(instanceId, { layer, upper });
+    try {
+      await this.call({ op: 'watch', instanceId, layer, upper });
+    } catch (err) {
+      this.watched.delete(instanceId);
+      throw err;
+    }
+  }
+
+  /** Stops watching an instance; its layer is let go of once this resolves. */
+  async unwatch(instanceId: string): Promise<void> {
+    if (!this.watched.delete(instanceId) || !this.worker) return;
+    await this.call({ op: 'unwatch', instanceId });
   }
 
   /** Indexes an image now, so that its instances' first diff does not wait for it. */
@@ -68,7 +99,7 @@ export class ChangeTracker {
 
   private thread(): Worker {
     if (this.worker) return this.worker;
-    const worker = new Worker(new URL('./change-worker.ts', import.meta.url), { workerData: { cacheDir: this.cacheDir } satisfies ChangeWorkerData });
+    const worker = new Worker(new URL('./change-worker.ts', import.meta.url), { workerData: { cacheDir: this.cacheDir, maxPaths: this.maxPaths } satisfies ChangeWorkerData });
     worker.unref();
     // Each thread answers only what was sent to it; a new thread gets a new map.
     const pending = new Map<number, Waiting>();
@@ -88,6 +119,12 @@ export class ChangeTracker {
     worker.on('error', fail);
     worker.on('exit', (code) => fail(new Error(`the files_changed thread exited (${code})`)));
     this.worker = worker;
+    // A thread that replaces one that died watches the instances again (each is listed whole once).
+    for (const [instanceId, { layer, upper }] of this.watched) {
+      const id = this.nextId++;
+      pending.set(id, { resolve: () => {}, reject: () => {} });
+      worker.postMessage({ op: 'watch', instanceId, layer, upper, id } satisfies ChangeRequest);
+    }
     return worker;
   }
 }

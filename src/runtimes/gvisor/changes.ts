@@ -135,8 +135,13 @@ function hides(header: string | undefined): boolean {
 
 type Visible = { from: 'upper'; header: string; size: number } | { from: 'lower'; size: number } | null;
 
+/** Reads an upper layer's headers by path: a whole listing, or a view of one (layer-picture.ts). */
+export interface ListingView {
+  get(path: string): string | undefined;
+}
+
 /** The regular file the guest sees at `path` given an upper listing, or null. */
-function visible(upper: Listing, lower: LowerIndex, path: string): Visible {
+function visible(upper: ListingView, lower: LowerIndex, path: string): Visible {
   const header = upper.get(path);
   if (header !== undefined) {
     const h = parseHeader(header);
@@ -164,15 +169,31 @@ function lowerBelow(lower: LowerIndex, dir: string): string[] {
  * size, times or inode changed, or when it was copied up from the image.
  */
 export function diffLayers(before: Listing, after: Listing, lower: LowerIndex): FileChangeEntry[] {
+  function* differences(): Generator<[string, string | undefined, string | undefined]> {
+    for (const [path, now] of after) yield [path, before.get(path), now];
+    for (const [path, was] of before) if (!after.has(path)) yield [path, was, undefined];
+  }
+  return judgeChanges(differences(), before, after, lower);
+}
+
+/**
+ * The regular files changed between two states of an upper directory, given the paths
+ * whose header differs (path, header before, header after: every such path, and
+ * possibly more) and a view of each whole state. Sorted by path, absolute.
+ */
+export function judgeChanges(
+  differences: Iterable<[string, string | undefined, string | undefined]>,
+  before: ListingView,
+  after: ListingView,
+  lower: LowerIndex,
+): FileChangeEntry[] {
   const candidates = new Set<string>();
-  const consider = (path: string, was: string | undefined, now: string | undefined) => {
-    if (was === now) return;
+  for (const [path, was, now] of differences) {
+    if (was === now) continue;
     candidates.add(path);
     // A new whiteout or opaque directory hides the image's files below it (and the reverse).
     if (hides(was) !== hides(now) && lower.get(path)?.type === 'd') for (const p of lowerBelow(lower, path)) candidates.add(p);
-  };
-  for (const [path, now] of after) consider(path, before.get(path), now);
-  for (const [path, was] of before) if (!after.has(path)) consider(path, was, undefined);
+  }
 
   const changes: FileChangeEntry[] = [];
   for (const path of candidates) {

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, statfsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import type { ChangeTracking } from '../../config.ts';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
 import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import type { ImageStore } from '../../images/builder.ts';
@@ -80,6 +81,10 @@ export interface GvisorOptions {
   maxHostTasks: number;
   /** Boot new instances with roomkit's agent as their first process (when their image has it). */
   guestAgent: boolean;
+  /** How files_changed is made (config.ts); `auto` when not given. */
+  changeTracking?: ChangeTracking;
+  /** Paths one instance's watch keeps between a command's start and end before its list is walked instead (config.ts). */
+  changeTrackingMaxPaths?: number;
 }
 
 export class GvisorRuntime implements Runtime {
@@ -97,6 +102,7 @@ export class GvisorRuntime implements Runtime {
   private readonly agentWarned = new Map<string, number>();
   /** Connections of running commands whose stdin stays open, by command id. */
   private readonly inputs = new Map<string, AgentChannel>();
+  private readonly changeTracking: ChangeTracking;
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
@@ -123,10 +129,11 @@ export class GvisorRuntime implements Runtime {
     this.dnsServers = options.dnsServers;
     this.maxHostTasks = options.maxHostTasks;
     this.guestAgent = options.guestAgent;
+    this.changeTracking = options.changeTracking ?? 'auto';
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
-    this.changeTracker = new ChangeTracker(this.images.dir);
+    this.changeTracker = new ChangeTracker(this.images.dir, options.changeTrackingMaxPaths ?? 65_536);
     this.memoryGuard = new MemoryGuard({
       log: this.log,
       runAsRoot: async (id, script, timeoutMs) => (await this.exec(id, ['sh', '-c', script], { as: 'root', timeoutMs })).stdout,
@@ -248,6 +255,7 @@ export class GvisorRuntime implements Runtime {
 
       await checkReady(exec, spec);
       await this.watchSandbox(instanceId, h);
+      await this.watchChanges(h);
       await onStep('ready');
       // The first command's files_changed needs the image's index: build it now.
       this.indexImage(h).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
@@ -281,7 +289,7 @@ export class GvisorRuntime implements Runtime {
 
   /** Stops the instance's machine; what it held is released in the background (teardown.ts). */
   async destroy(instanceId: string): Promise<Teardown> {
-    return this.teardowns.begin(this.forget(instanceId));
+    return this.teardowns.begin(await this.forget(instanceId));
   }
 
   /** Waits until every release destroy() started has ended (for a shutdown, and for tests and benchmarks that look at the host). */
@@ -291,13 +299,15 @@ export class GvisorRuntime implements Runtime {
 
   /** Stops the instance and releases everything it holds before resolving; rejects when something is left. */
   private async destroyCompletely(instanceId: string): Promise<void> {
-    await this.teardowns.complete(this.forget(instanceId));
+    await this.teardowns.complete(await this.forget(instanceId));
   }
 
   /** Stops watching and guarding an instance that is being torn down; its handle, for the teardown. */
-  private forget(instanceId: string): InstanceHandle {
+  private async forget(instanceId: string): Promise<InstanceHandle> {
     const h = this.handle(instanceId);
     this.handles.delete(instanceId);
+    // The change watcher holds the layer open: it lets go before the teardown unmounts it.
+    await this.changeTracker.unwatch(instanceId).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not stop watching the layer'));
     this.sandboxWatch.unwatch(instanceId);
     this.memoryGuard.unwatch(instanceId);
     for (const [commandId, id] of this.memoryKilled) if (id === instanceId) this.memoryKilled.delete(commandId);
@@ -314,7 +324,7 @@ export class GvisorRuntime implements Runtime {
   async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
     const h = this.handle(instanceId);
     const image = request.trackChanges ? this.imageOf(h) : undefined;
-    const before = image ? await this.changeTracker.snapshot(h.upper) : undefined;
+    const before = image ? await this.changeTracker.snapshot(h.id, h.upper) : undefined;
     try {
       return await this.runTracked(h, request, before, image);
     } catch (err) {
@@ -362,9 +372,10 @@ export class GvisorRuntime implements Runtime {
     const instanceGone = this.sandboxWatch.hasEnded(instanceId);
     let changes: FileChangeEntry[] | null = null;
     let changesIncomplete = false;
+    let changesMethod: CommandOutcome['changesMethod'];
     // A sandbox that ended takes its file system with it soon: no changes are read.
     if (before !== undefined && image && !instanceGone) {
-      ({ changes, incomplete: changesIncomplete } = await this.changeTracker.diff(before, h.upper, image));
+      ({ changes, incomplete: changesIncomplete, method: changesMethod } = await this.changeTracker.diff(before, h.upper, image));
       await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }), this.relay(h));
     }
     return {
@@ -376,6 +387,7 @@ export class GvisorRuntime implements Runtime {
       timedOut: outcome.timedOut,
       changes,
       changesIncomplete,
+      ...(changesMethod ? { changesMethod } : {}),
       outOfMemory,
       diskFull: !instanceGone && layerFull(h.layer),
       instanceGone,
@@ -492,6 +504,21 @@ export class GvisorRuntime implements Runtime {
     return { key, rootfs: this.images.rootfsOf(key) };
   }
 
+  /**
+   * Watches the instance's writable layer with fanotify, so that its commands' changes
+   * cost what they changed (change-watch.ts); unless that is required, an instance that
+   * cannot be watched has its layer walked instead.
+   */
+  private async watchChanges(h: InstanceHandle): Promise<void> {
+    if (this.changeTracking === 'walk') return;
+    try {
+      await this.changeTracker.watch(h.id, h.layer, h.upper);
+    } catch (err) {
+      if (this.changeTracking === 'fanotify') throw new Error(`cannot watch the writable layer with fanotify: ${(err as Error).message}`);
+      this.log.warn({ instanceId: h.id, err }, 'cannot watch the writable layer with fanotify: its commands\' changes are found by walking it');
+    }
+  }
+
   /** Indexes the instance's image for files_changed, once per image and process. */
   private async indexImage(h: InstanceHandle): Promise<void> {
     await this.changeTracker.index(this.imageOf(h));
@@ -587,6 +614,7 @@ export class GvisorRuntime implements Runtime {
     if (meta?.egress === 'internet') await allowEgress(this.tag, h.hostIf);
     if (meta?.memoryMb !== undefined) this.guardMemory(instanceId, meta.memoryMb);
     await this.watchSandbox(instanceId, h);
+    await this.watchChanges(h);
     this.indexImage(h).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not index the image'));
   }
 

@@ -62,6 +62,8 @@ export const gvisorCandidate: RuntimeCandidate = {
       ...(metrics ? { onMemoryGuardKill: (_instanceId, kind) => metrics.memoryGuardKilled(kind) } : {}),
       maxHostTasks: config.maxHostTasksPerInstance,
       guestAgent: config.guestAgent === 'on',
+      changeTracking: config.changeTracking,
+      changeTrackingMaxPaths: config.changeTrackingMaxPaths,
     });
     try {
       // Instances with internet egress are routed through the host.
