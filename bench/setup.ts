@@ -11,7 +11,7 @@ import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { INITIAL_KEY_FILE } from '../src/cli/serve.ts';
-import { type Config, loadConfig, PACKAGE_ROOT } from '../src/config.ts';
+import { type Config, type ConfigOverrides, loadConfig, PACKAGE_ROOT } from '../src/config.ts';
 import { mountsUnder } from '../src/host/mounts.ts';
 import { hostTag, listNetns } from '../src/network/netns.ts';
 import { buildApp } from '../src/http/app.ts';
@@ -33,10 +33,10 @@ export interface BenchService {
   close(): Promise<void>;
 }
 
-/** The service with its instances in `networkPool` (each script its own, so they never collide). */
-export async function startBenchService(networkPool: string): Promise<BenchService> {
+/** The service with its instances in `networkPool` (each script its own, so they never collide), and `settings` over the defaults. */
+export async function startBenchService(networkPool: string, settings: ConfigOverrides = {}): Promise<BenchService> {
   const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-bench-'));
-  const config = loadConfig({ dataDir, logLevel: 'warn', runtime: 'gvisor', networkPool, onShutdown: 'stop' });
+  const config = loadConfig({ dataDir, logLevel: 'warn', runtime: 'gvisor', networkPool, onShutdown: 'stop', ...settings });
   const log = createLogger('warn');
   const services = await createServices(config, log);
   if (!('runtime' in services.runtime)) {

@@ -67,7 +67,7 @@ async function compare(command: string, method = 'fanotify'): Promise<string[]> 
 }
 
 before(async () => {
-  t = await startTestApp({ gvisorPool: '10.238.0.0/24', config: { changeTracking: 'fanotify', changeTrackingMaxPaths: MAX_PATHS, filesChangedLimit: 100_000 } });
+  t = await startTestApp({ gvisorPool: '10.238.0.0/25', config: { changeTracking: 'fanotify', changeTrackingMaxPaths: MAX_PATHS, filesChangedLimit: 100_000 } });
   assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
   org = await t.newOrg();
   profileId = await t.createProfile(org, { name: 'track', memory_mb: 512, disk_mb: 1024, network: { egress: 'none' }, command_timeout_s: 120 });

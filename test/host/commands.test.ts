@@ -127,6 +127,8 @@ describe('files_changed', () => {
     assert.equal(changes[1]?.size, undefined, 'a deleted file has no size');
     assert.equal(body.result.files_changed_total, 4);
     assert.equal(body.result.files_changed_truncated, false);
+    // The default method where the kernel allows it (change-tracking.test.ts compares it with the walk).
+    assert.equal(body.result.files_changed_method, 'fanotify');
   });
 
   it('leaves out a file created and deleted within the command, and lists a same-content rewrite as modified', async () => {

@@ -1,0 +1,122 @@
+// What files_changed costs, with fanotify (ROOMKIT_CHANGE_TRACKING=fanotify) and with
+// the walk (=walk) side by side, each on a service and instance of its own:
+// - `true` with an empty writable layer and with 50,000 files in it: the difference is
+//   what tracking costs a command that changes nothing (target: at most 2 ms more);
+// - a command that creates 10,000 files, next to the same command run by `runsc exec`
+//   without the service (its floor);
+// - the change watcher's resident memory, with the layer full.
+//
+//   npm run bench:changes      (as root; ROOMKIT_BENCH_RUNS=20 by default)
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { run } from '../src/host/run.ts';
+import { networkNames } from '../src/network/netns.ts';
+import { startBenchService } from './setup.ts';
+import { percentile, summary, timed } from './stats.ts';
+
+const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
+const BIG_RUNS = Math.max(3, Math.round(RUNS / 4));
+const LAYER_FILES = 50_000;
+const CREATED_FILES = 10_000;
+
+interface Figures {
+  empty: number[];
+  full: number[];
+  create: number[];
+  createFloor: number[];
+  methods: Set<string>;
+  watcherRssKb: number | undefined;
+}
+
+/** The change watcher's resident memory (KiB), if one runs under this process. */
+function watcherRss(): number | undefined {
+  const lines = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(process.pid)]).toString().split('\n');
+  const pid = lines.find((l) => /change-watch/.test(l))?.trim().split(/\s+/)[0];
+  if (!pid) return undefined;
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match ? Number(match[1]) : undefined;
+}
+
+async function measure(method: 'fanotify' | 'walk', pool: string): Promise<Figures> {
+  const bench = await startBenchService(pool, { changeTracking: method });
+  const { runtime, base, headers, dataDir } = bench;
+  try {
+    const profileRes = await fetch(`${base}/api/profiles`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ name: 'bench-changes', disk_mb: 4096, network: { egress: 'none' }, command_timeout_s: 600 }),
+    });
+    const profile = (await profileRes.json()) as { profile_id: string };
+    const roomUrl = `${base}/api/profile/${profile.profile_id}/room/bench`;
+    const created = await fetch(roomUrl, { method: 'POST', headers, body: '{}' });
+    const instance = (await created.json()) as { instance_id: string; state: string };
+    if (instance.state !== 'ready') throw new Error(`the instance did not start: ${JSON.stringify(instance)}`);
+    const id = instance.instance_id;
+    const netns = networkNames(runtime.tag, id).netns;
+    const methods = new Set<string>();
+    const exec = async (command: string) => {
+      const res = await fetch(`${roomUrl}/command`, { method: 'POST', headers, body: JSON.stringify({ command }) });
+      const body = (await res.json()) as { result?: { exit_code: number; files_changed_total: number; files_changed_method?: string } };
+      if (res.status !== 200 || body.result?.exit_code !== 0) throw new Error(`${command} answered ${res.status}: ${JSON.stringify(body)}`);
+      return body.result;
+    };
+    const rawExec = async (command: string) => {
+      const result = await run(
+        'nsenter',
+        [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${join(dataDir, 'runsc')}`, '--network=host', '--platform=ptrace', 'exec', '--user=1000:1000', '--cwd=/home/user', id, 'sh', '-c', command],
+        { timeoutMs: 600_000 },
+      );
+      if (result.code !== 0) throw new Error(`runsc exec ${command}: ${result.stderr}`);
+    };
+    const tracked = async (command: string) => {
+      const result = await exec(command);
+      methods.add(result.files_changed_method ?? 'none');
+      return result;
+    };
+
+    await exec('true'); // warm: the walker, the watcher and the image's index
+    const empty = await timed(RUNS, async () => void (await tracked('true')));
+    await exec(`mkdir -p many && cd many && seq 1 ${LAYER_FILES} | xargs touch`);
+    const full = await timed(RUNS, async () => void (await tracked('true')));
+    const watcherRssKb = watcherRss();
+
+    // Each run creates the files anew; removing them (by runsc exec, untracked) and the
+    // `true` after it, which takes up what the removal touched, are not timed.
+    const createCommand = `mkdir fresh && cd fresh && seq 1 ${CREATED_FILES} | xargs touch`;
+    const create: number[] = [];
+    const createFloor: number[] = [];
+    for (let i = 0; i < BIG_RUNS; i++) {
+      let started = performance.now();
+      const result = await tracked(createCommand);
+      create.push(performance.now() - started);
+      if (result.files_changed_total !== CREATED_FILES) throw new Error(`created ${CREATED_FILES} files, listed ${result.files_changed_total}`);
+      await rawExec('rm -rf fresh');
+      await exec('true');
+      started = performance.now();
+      await rawExec(createCommand);
+      createFloor.push(performance.now() - started);
+      await rawExec('rm -rf fresh');
+      await exec('true');
+    }
+    return { empty, full, create, createFloor, methods, watcherRssKb };
+  } finally {
+    await bench.close();
+  }
+}
+
+console.log(`roomkit files_changed benchmark, ${RUNS} runs (${BIG_RUNS} for the ${CREATED_FILES.toLocaleString('en')}-file command), one instance per method\n`);
+const results: Record<string, Figures> = {};
+results.fanotify = await measure('fanotify', '10.238.0.128/25');
+results.walk = await measure('walk', '10.238.0.128/25');
+
+for (const [method, f] of Object.entries(results)) {
+  console.log(`${method} (results said: ${[...f.methods].join(', ')})`);
+  console.log(`  POST .../command true, empty layer                      ${summary(f.empty)}`);
+  console.log(`  POST .../command true, ${LAYER_FILES.toLocaleString('en')} files in the layer          ${summary(f.full)}`);
+  console.log(`  cost of the ${LAYER_FILES.toLocaleString('en')} files to a command that changes nothing, p50: ${(percentile(f.full, 50) - percentile(f.empty, 50)).toFixed(1)} ms`);
+  console.log(`  POST .../command creating ${CREATED_FILES.toLocaleString('en')} files (listed)        ${summary(f.create)}`);
+  console.log(`  floor: the same by runsc exec, nothing listed             ${summary(f.createFloor)}`);
+  if (f.watcherRssKb !== undefined) console.log(`  change watcher RSS with ${LAYER_FILES.toLocaleString('en')} files in the layer: ${(f.watcherRssKb / 1024).toFixed(1)} MiB`);
+  console.log('');
+}
