@@ -6,9 +6,11 @@
 //   without the service (its floor);
 // - the change watcher's resident memory, with the layer full.
 //
-//   npm run bench:changes      (as root; ROOMKIT_BENCH_RUNS=20 by default)
+//   npm run bench:changes      (as root; ROOMKIT_BENCH_RUNS=20 by default; both services
+//                               share one image cache, ROOMKIT_IMAGES_DIR when set)
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../src/host/run.ts';
 import { networkNames } from '../src/network/netns.ts';
@@ -38,8 +40,8 @@ function watcherRss(): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
-async function measure(method: 'fanotify' | 'walk', pool: string): Promise<Figures> {
-  const bench = await startBenchService(pool, { changeTracking: method });
+async function measure(method: 'fanotify' | 'walk', pool: string, imagesDir: string): Promise<Figures> {
+  const bench = await startBenchService(pool, { changeTracking: method, imagesDir });
   const { runtime, base, headers, dataDir } = bench;
   try {
     const profileRes = await fetch(`${base}/api/profiles`, {
@@ -107,8 +109,16 @@ async function measure(method: 'fanotify' | 'walk', pool: string): Promise<Figur
 
 console.log(`roomkit files_changed benchmark, ${RUNS} runs (${BIG_RUNS} for the ${CREATED_FILES.toLocaleString('en')}-file command), one instance per method\n`);
 const results: Record<string, Figures> = {};
-results.fanotify = await measure('fanotify', '10.238.0.128/25');
-results.walk = await measure('walk', '10.238.0.128/25');
+const imagesDir = process.env.ROOMKIT_IMAGES_DIR ?? mkdtempSync(join(tmpdir(), 'roomkit-bench-images-'));
+try {
+  for (const method of ['fanotify', 'walk'] as const) {
+    console.log(`measuring with ${method}...`);
+    results[method] = await measure(method, '10.238.0.128/25', imagesDir);
+  }
+} finally {
+  if (process.env.ROOMKIT_IMAGES_DIR === undefined) rmSync(imagesDir, { recursive: true, force: true });
+}
+console.log('');
 
 for (const [method, f] of Object.entries(results)) {
   console.log(`${method} (results said: ${[...f.methods].join(', ')})`);

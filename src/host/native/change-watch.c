@@ -326,6 +326,10 @@ static int list_path(struct instance *in, const char *rel, size_t len, int subtr
     path[0] = '\0';
     return walk(fd, 0, 0);
   }
+  /* Below a directory too deep for the walker (listed as x): not listed, as by a walk. */
+  size_t slashes = 0;
+  for (size_t i = 0; i < len; i++) slashes += rel[i] == '/';
+  if (slashes > MAX_DEPTH) return 0;
   /* Down from upper one component at a time, never through a link. */
   int dirfd = dup(in->upper_fd);
   if (dirfd < 0) return -1;

@@ -13,6 +13,13 @@ import { runscVersion } from './runsc.ts';
 /** The kernel.pid_max the host gets at start (see below why). */
 export const HOST_PID_MAX = 4_194_304;
 
+/**
+ * fs.fanotify.max_user_groups the host gets at start when it is lower: files_changed
+ * watches each instance with a fanotify group of its own (change-watch.c), all of them
+ * root's, and the kernel's default of 128 would leave instances beyond it to the walk.
+ */
+export const HOST_FANOTIFY_GROUPS = 4096;
+
 /** Programs the runtime calls, with the Debian package that has each. */
 export const REQUIRED_PROGRAMS: Record<string, string> = {
   runsc: 'runsc',
@@ -75,6 +82,7 @@ export const gvisorCandidate: RuntimeCandidate = {
         writeFileSync('/proc/sys/kernel/pid_max', `${HOST_PID_MAX}\n`);
         log.info({ from: pidMax, to: HOST_PID_MAX }, 'raised kernel.pid_max');
       }
+      if (config.changeTracking !== 'walk') raiseFanotifyGroups(log);
       await runtime.start();
     } catch (err) {
       return { skipped: `cannot set up the host network: ${(err as Error).message}` };
@@ -83,3 +91,16 @@ export const gvisorCandidate: RuntimeCandidate = {
     return { runtime };
   },
 };
+
+/** Raises fs.fanotify.max_user_groups to HOST_FANOTIFY_GROUPS; a kernel without fanotify keeps the walk. */
+function raiseFanotifyGroups(log: { info: (o: object, m: string) => void; warn: (o: object, m: string) => void }): void {
+  const file = '/proc/sys/fs/fanotify/max_user_groups';
+  try {
+    const groups = Number(readFileSync(file, 'utf8'));
+    if (groups >= HOST_FANOTIFY_GROUPS) return;
+    writeFileSync(file, `${HOST_FANOTIFY_GROUPS}\n`);
+    log.info({ from: groups, to: HOST_FANOTIFY_GROUPS }, 'raised fs.fanotify.max_user_groups');
+  } catch (err) {
+    log.warn({ err }, 'cannot read or raise fs.fanotify.max_user_groups: files_changed may be made by walks');
+  }
+}
