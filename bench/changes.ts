@@ -1,7 +1,9 @@
 // What files_changed costs, with fanotify (ROOMKIT_CHANGE_TRACKING=fanotify) and with
 // the walk (=walk) side by side, each on a service and instance of its own:
-// - `true` with an empty writable layer and with 50,000 files in it: the difference is
-//   what tracking costs a command that changes nothing (target: at most 2 ms more);
+// - `true` with an empty writable layer and with 50,000 files in it, next to `runsc exec
+//   true` (which itself slows down with a bigger layer) and to the tracker's own
+//   snapshot and diff of the layer without a command between them: what tracking costs
+//   a command that changes nothing (target: at most 2 ms more with the 50,000 files);
 // - a command that creates 10,000 files, next to the same command run by `runsc exec`
 //   without the service (its floor);
 // - the change watcher's resident memory, with the layer full.
@@ -14,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../src/host/run.ts';
 import { networkNames } from '../src/network/netns.ts';
+import type { ChangeTracker } from '../src/runtimes/gvisor/change-tracker.ts';
 import { startBenchService } from './setup.ts';
 import { percentile, summary, timed } from './stats.ts';
 
@@ -25,6 +28,10 @@ const CREATED_FILES = 10_000;
 interface Figures {
   empty: number[];
   full: number[];
+  emptyFloor: number[];
+  fullFloor: number[];
+  emptyTracker: number[];
+  fullTracker: number[];
   create: number[];
   createFloor: number[];
   methods: Set<string>;
@@ -77,10 +84,21 @@ async function measure(method: 'fanotify' | 'walk', pool: string, imagesDir: str
       return result;
     };
 
+    // The runtime's tracker, called as runCommand calls it, with no command in between.
+    const tracker = (runtime as unknown as { changeTracker: ChangeTracker }).changeTracker;
+    const upper = join(dataDir, 'instances', id, 'layer', 'upper');
+    const imageKey = (JSON.parse(readFileSync(join(dataDir, 'instances', id, 'instance.json'), 'utf8')) as { imageKey: string }).imageKey;
+    const image = { key: imageKey, rootfs: join(imagesDir, imageKey, 'rootfs') };
+    const trackerAlone = () => timed(RUNS, async () => void (await tracker.diff(await tracker.snapshot(id, upper), upper, image)));
+
     await exec('true'); // warm: the walker, the watcher and the image's index
     const empty = await timed(RUNS, async () => void (await tracked('true')));
+    const emptyFloor = await timed(RUNS, () => rawExec('true'));
+    const emptyTracker = await trackerAlone();
     await exec(`mkdir -p many && cd many && seq 1 ${LAYER_FILES} | xargs touch`);
     const full = await timed(RUNS, async () => void (await tracked('true')));
+    const fullFloor = await timed(RUNS, () => rawExec('true'));
+    const fullTracker = await trackerAlone();
     const watcherRssKb = watcherRss();
 
     // Each run creates the files anew; removing them (by runsc exec, untracked) and the
@@ -101,7 +119,7 @@ async function measure(method: 'fanotify' | 'walk', pool: string, imagesDir: str
       await rawExec('rm -rf fresh');
       await exec('true');
     }
-    return { empty, full, create, createFloor, methods, watcherRssKb };
+    return { empty, full, emptyFloor, fullFloor, emptyTracker, fullTracker, create, createFloor, methods, watcherRssKb };
   } finally {
     await bench.close();
   }
@@ -122,9 +140,15 @@ console.log('');
 
 for (const [method, f] of Object.entries(results)) {
   console.log(`${method} (results said: ${[...f.methods].join(', ')})`);
+  const more = (a: number[], b: number[]) => `${(percentile(b, 50) - percentile(a, 50)).toFixed(1)} ms`;
+  const files = `${LAYER_FILES.toLocaleString('en')} files`;
   console.log(`  POST .../command true, empty layer                      ${summary(f.empty)}`);
-  console.log(`  POST .../command true, ${LAYER_FILES.toLocaleString('en')} files in the layer          ${summary(f.full)}`);
-  console.log(`  cost of the ${LAYER_FILES.toLocaleString('en')} files to a command that changes nothing, p50: ${(percentile(f.full, 50) - percentile(f.empty, 50)).toFixed(1)} ms`);
+  console.log(`  POST .../command true, ${files} in the layer          ${summary(f.full)}`);
+  console.log(`  floor: runsc exec true, empty layer                     ${summary(f.emptyFloor)}`);
+  console.log(`  floor: runsc exec true, ${files} in the layer         ${summary(f.fullFloor)}`);
+  console.log(`  tracker alone (snapshot + diff), empty layer            ${summary(f.emptyTracker)}`);
+  console.log(`  tracker alone (snapshot + diff), ${files}           ${summary(f.fullTracker)}`);
+  console.log(`  the ${files}, p50: +${more(f.empty, f.full)} to the command, +${more(f.emptyFloor, f.fullFloor)} to its floor, +${more(f.emptyTracker, f.fullTracker)} to the tracker`);
   console.log(`  POST .../command creating ${CREATED_FILES.toLocaleString('en')} files (listed)        ${summary(f.create)}`);
   console.log(`  floor: the same by runsc exec, nothing listed             ${summary(f.createFloor)}`);
   if (f.watcherRssKb !== undefined) console.log(`  change watcher RSS with ${LAYER_FILES.toLocaleString('en')} files in the layer: ${(f.watcherRssKb / 1024).toFixed(1)} MiB`);

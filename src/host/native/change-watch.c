@@ -26,7 +26,7 @@
  *                        its R comes with everything below it
  *   I INO                a file's attributes changed where no name was reported (its
  *                        link count): every path of that inode is touched
- *   O                    events were lost (the kernel's queue overflowed, or more paths
+ *   O WHY                events were lost (the kernel's queue overflowed, or more paths
  *                        than max_touched were touched, or one could not be resolved):
  *                        the answer is a listing of the whole layer instead
  * The helper exits when its stdin closes or its parent dies.
@@ -46,13 +46,25 @@
  * first argument (the service's ROOMKIT_CHANGE_TRACKING_MAX_PATHS). */
 static size_t max_touched = 65536;
 
-#define WATCH_MASK (FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_MODIFY | FAN_ATTRIB | FAN_ONDIR)
+/* FAN_CLOSE_WRITE too: a file written through a shared mapping reports no FAN_MODIFY,
+ * but its descriptor's close does. */
+#define WATCH_MASK (FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_ONDIR)
 
 struct touched {
   char *path; /* relative to upper, NUL-terminated (guest names contain no NUL) */
   size_t len;
   int subtree; /* list what is below it too (it was created, moved or deleted) */
 };
+
+struct deferred {
+  struct file_handle *handle; /* a copy */
+  char *name;                 /* the entry in that directory, or NULL: the handle is the file (is_inode) */
+  int dirent;
+  int is_inode;
+};
+
+/* At most this many events wait for a second try per instance; beyond, events are lost. */
+#define MAX_DEFERRED 4096
 
 struct instance {
   char *id;
@@ -61,7 +73,7 @@ struct instance {
   int upper_fd;  /* the overlay's upper directory */
   char *upper;   /* the upper directory's path as /proc/self/fd shows it */
   size_t upper_len;
-  int overflowed;
+  const char *overflowed; /* why events were lost, or NULL */
   /* touched paths in the order first seen, and an open-addressing index over them */
   struct touched *list;
   size_t count, cap;
@@ -69,6 +81,11 @@ struct instance {
   size_t nslots;
   unsigned long long *inodes;
   size_t ninodes, inodes_cap;
+  /* events whose handle could not be opened yet (the kernel can fail to reconnect a
+   * directory that is being removed or moved meanwhile, with ENOMEM): tried again at
+   * the next sync, when what happened to it is settled */
+  struct deferred *deferred;
+  size_t ndeferred, deferred_cap;
   struct instance *next;
 };
 
@@ -101,6 +118,13 @@ static struct touched *find_touched(struct instance *in, const char *p, size_t n
 }
 
 static void clear_touched(struct instance *in) {
+  for (size_t i = 0; i < in->ndeferred; i++) {
+    free(in->deferred[i].handle);
+    free(in->deferred[i].name);
+  }
+  free(in->deferred);
+  in->deferred = NULL;
+  in->ndeferred = in->deferred_cap = 0;
   for (size_t i = 0; i < in->count; i++) free(in->list[i].path);
   free(in->list);
   free(in->slots);
@@ -111,9 +135,9 @@ static void clear_touched(struct instance *in) {
   in->count = in->cap = in->nslots = in->ninodes = in->inodes_cap = 0;
 }
 
-static void overflow(struct instance *in) {
+static void overflow(struct instance *in, const char *why) {
   clear_touched(in);
-  in->overflowed = 1;
+  if (in->overflowed == NULL) in->overflowed = why;
 }
 
 static void add_touched(struct instance *in, const char *p, size_t n, int subtree) {
@@ -123,7 +147,7 @@ static void add_touched(struct instance *in, const char *p, size_t n, int subtre
     t->subtree |= subtree;
     return;
   }
-  if (in->count >= max_touched) return overflow(in);
+  if (in->count >= max_touched) return overflow(in, "more paths touched than kept");
   if (in->count + 1 > in->cap) {
     in->cap = in->cap ? in->cap * 2 : 64;
     in->list = xrealloc(in->list, in->cap * sizeof *in->list);
@@ -132,7 +156,7 @@ static void add_touched(struct instance *in, const char *p, size_t n, int subtre
     size_t nslots = in->nslots ? in->nslots * 2 : 128;
     free(in->slots);
     in->slots = calloc(nslots, sizeof *in->slots);
-    if (in->slots == NULL) return overflow(in);
+    if (in->slots == NULL) return overflow(in, "out of memory");
     in->nslots = nslots;
     for (size_t k = 0; k < in->count; k++) {
       size_t i = hash_bytes(in->list[k].path, in->list[k].len) & (nslots - 1);
@@ -153,7 +177,7 @@ static void add_inode(struct instance *in, unsigned long long ino) {
   if (in->overflowed) return;
   for (size_t i = in->ninodes; i > 0 && i + 8 > in->ninodes; i--)
     if (in->inodes[i - 1] == ino) return; /* the same file again, as a burst of writes does */
-  if (in->ninodes >= max_touched) return overflow(in);
+  if (in->ninodes >= max_touched) return overflow(in, "more inodes touched than kept");
   if (in->ninodes + 1 > in->inodes_cap) {
     in->inodes_cap = in->inodes_cap ? in->inodes_cap * 2 : 64;
     in->inodes = xrealloc(in->inodes, in->inodes_cap * sizeof *in->inodes);
@@ -162,11 +186,12 @@ static void add_inode(struct instance *in, unsigned long long ino) {
 }
 
 /* The directory a file handle names, as a path relative to upper in out[0..*len);
- * 1 when it is upper or below it, 0 when elsewhere or gone, -1 when it cannot be told. */
+ * 1 when it is upper or below it, 0 when elsewhere or gone, -1 when it cannot be told,
+ * -2 when the handle could not be opened now (worth another try). */
 static char link_buf[PATH_MAX + 1];
 static int resolve_dir(struct instance *in, struct file_handle *fh, size_t *start, size_t *len) {
   int fd = open_by_handle_at(in->layer_fd, fh, O_PATH | O_DIRECTORY);
-  if (fd < 0) return errno == ESTALE || errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+  if (fd < 0) return errno == ESTALE || errno == ENOENT || errno == ENOTDIR ? 0 : -2;
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_nlink == 0) {
     close(fd);
@@ -192,11 +217,11 @@ static int resolve_dir(struct instance *in, struct file_handle *fh, size_t *star
 /*
  * The inode number of a file whose link count changed, or 0 when it has no name left
  * (an unlink of its last one, reported in its directory too): what is left of it then
- * is in nobody's listing. -1 when it cannot be told.
+ * is in nobody's listing. -1 when it cannot be told, -2 when it could not be opened now.
  */
 static int handle_inode(struct instance *in, struct file_handle *fh, unsigned long long *ino) {
   int fd = open_by_handle_at(in->layer_fd, fh, O_PATH);
-  if (fd < 0) return errno == ESTALE || errno == ENOENT ? 0 : -1;
+  if (fd < 0) return errno == ESTALE || errno == ENOENT ? 0 : -2;
   struct stat st;
   int ok = fstat(fd, &st);
   close(fd);
@@ -206,10 +231,68 @@ static int handle_inode(struct instance *in, struct file_handle *fh, unsigned lo
   return 1;
 }
 
-static char event_buf[256 * 1024] __attribute__((aligned(__alignof__(struct fanotify_event_metadata))));
+static void defer(struct instance *in, struct file_handle *fh, const char *name, int dirent, int is_inode) {
+  if (in->ndeferred >= MAX_DEFERRED) return overflow(in, "too many changes could not be found by their handles");
+  if (in->ndeferred + 1 > in->deferred_cap) {
+    in->deferred_cap = in->deferred_cap ? in->deferred_cap * 2 : 16;
+    in->deferred = xrealloc(in->deferred, in->deferred_cap * sizeof *in->deferred);
+  }
+  size_t hlen = sizeof(struct file_handle) + fh->handle_bytes;
+  struct file_handle *copy = xrealloc(NULL, hlen);
+  memcpy(copy, fh, hlen);
+  in->deferred[in->ndeferred++] = (struct deferred){copy, name ? strdup(name) : NULL, dirent, is_inode};
+}
+
 static char *joined;
 static size_t joined_cap;
 
+/* Adds what an event in the directory at link_buf[start..start+len) touched. */
+static void note(struct instance *in, size_t start, size_t len, const char *name, int dirent) {
+  if (name == NULL || (name[0] == '.' && name[1] == '\0')) {
+    /* An event on the directory itself (its attributes); upper itself is not listed. */
+    if (len > 0) add_touched(in, link_buf + start, len, 0);
+    return;
+  }
+  size_t name_len = strlen(name);
+  size_t total = len + (len ? 1 : 0) + name_len;
+  if (total + 1 > joined_cap) {
+    joined_cap = total + 1 > 4096 ? (total + 1) * 2 : 4096;
+    joined = xrealloc(joined, joined_cap);
+  }
+  memcpy(joined, link_buf + start, len);
+  if (len) joined[len] = '/';
+  memcpy(joined + len + (len ? 1 : 0), name, name_len);
+  add_touched(in, joined, total, dirent);
+}
+
+/* The second try of deferred events, at a sync: what still cannot be told is lost. */
+static void retry_deferred(struct instance *in) {
+  size_t n = in->ndeferred;
+  struct deferred *list = in->deferred;
+  in->deferred = NULL;
+  in->ndeferred = in->deferred_cap = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct deferred *d = &list[i];
+    if (!in->overflowed) {
+      if (d->is_inode) {
+        unsigned long long ino = 0;
+        int known = handle_inode(in, d->handle, &ino);
+        if (known > 0) add_inode(in, ino);
+        else if (known < 0) overflow(in, "a changed file could not be found by its handle");
+      } else {
+        size_t start = 0, len = 0;
+        int found = resolve_dir(in, d->handle, &start, &len);
+        if (found < 0) overflow(in, "a directory's path could not be read");
+        else if (found > 0) note(in, start, len, d->name, d->dirent);
+      }
+    }
+    free(d->handle);
+    free(d->name);
+  }
+  free(list);
+}
+
+static char event_buf[256 * 1024] __attribute__((aligned(__alignof__(struct fanotify_event_metadata))));
 /* Reads every event queued for the instance into its touched set. */
 static void drain(struct instance *in) {
   for (;;) {
@@ -222,7 +305,7 @@ static void drain(struct instance *in) {
     struct fanotify_event_metadata *md = (struct fanotify_event_metadata *)event_buf;
     for (; FAN_EVENT_OK(md, n); md = FAN_EVENT_NEXT(md, n)) {
       if (md->mask & FAN_Q_OVERFLOW) {
-        overflow(in);
+        overflow(in, "the kernel's event queue overflowed");
         continue;
       }
       if (md->fd >= 0) close(md->fd);
@@ -249,7 +332,8 @@ static void drain(struct instance *in) {
         unsigned long long ino = 0;
         int known = object != NULL && !(md->mask & FAN_ONDIR) ? handle_inode(in, object, &ino) : -1;
         if (known > 0) add_inode(in, ino);
-        else if (known < 0) overflow(in);
+        else if (known == -2) defer(in, object, NULL, 0, 1);
+        else if (known < 0) overflow(in, "a changed file could not be found by its handle");
         continue;
       }
       size_t hlen = sizeof(struct file_handle) + dir->handle_bytes;
@@ -269,27 +353,18 @@ static void drain(struct instance *in) {
           last_len = len;
         }
       }
+      int dirent = (md->mask & (FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO)) != 0;
+      if (found == -2) {
+        defer(in, dir, name, dirent, 0);
+        last_handle_len = 0; /* tried again for each event, not from the cache */
+        continue;
+      }
       if (found < 0) {
-        overflow(in);
+        overflow(in, "a directory's path could not be read");
         continue;
       }
       if (found == 0) continue;
-      int dirent = (md->mask & (FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO)) != 0;
-      if (name == NULL || (name[0] == '.' && name[1] == '\0')) {
-        /* An event on the directory itself (its attributes); upper itself is not listed. */
-        if (len > 0) add_touched(in, link_buf + start, len, 0);
-        continue;
-      }
-      size_t name_len = strlen(name);
-      size_t total = len + (len ? 1 : 0) + name_len;
-      if (total + 1 > joined_cap) {
-        joined_cap = total + 1 > 4096 ? (total + 1) * 2 : 4096;
-        joined = xrealloc(joined, joined_cap);
-      }
-      memcpy(joined, link_buf + start, len);
-      if (len) joined[len] = '/';
-      memcpy(joined + len + (len ? 1 : 0), name, name_len);
-      add_touched(in, joined, total, dirent);
+      note(in, start, len, name, dirent);
     }
   }
 }
@@ -409,12 +484,12 @@ static int covered(struct instance *in, const struct touched *t) {
 
 static void answer_sync(struct instance *in) {
   drain(in);
+  retry_deferred(in);
   int status = 0;
   if (in->overflowed) {
-    in->overflowed = 0;
+    printf("O %s%c", in->overflowed, '\0');
+    in->overflowed = NULL;
     clear_touched(in);
-    fputs("O", stdout);
-    putchar('\0');
     status = list_path(in, "", 0, 1);
   } else {
     for (size_t i = 0; i < in->count && status == 0; i++) {
@@ -426,7 +501,7 @@ static void answer_sync(struct instance *in) {
     clear_touched(in);
   }
   if (status != 0) {
-    in->overflowed = 1; /* what was sent is partial: the next answer lists everything */
+    in->overflowed = "a listing failed"; /* what was sent is partial: the next answer lists everything */
     fail("listing the layer of %s failed", in->id, 0);
   } else {
     fputs("E", stdout);
@@ -475,7 +550,7 @@ static void add_instance(const char *id, const char *layer, const char *upper) {
   in->next = instances;
   instances = in;
   if (list_path(in, "", 0, 1) != 0) {
-    in->overflowed = 1;
+    in->overflowed = "a listing failed";
     return fail("listing the layer of %s failed", id, 0);
   }
   fputs("E", stdout);
@@ -517,7 +592,7 @@ static void answer_scan(struct instance *in, char *args) {
     free(rel);
   }
   if (status != 0) {
-    in->overflowed = 1;
+    in->overflowed = "a listing failed";
     fail("listing the layer of %s failed", in->id, 0);
   } else {
     fputs("E", stdout);

@@ -46,9 +46,14 @@ export class ChangeTracker {
     token: number,
     upper: string,
     image: { key: string; rootfs: string },
-  ): Promise<{ changes: FileChangeEntry[]; incomplete: boolean; method: ChangeMethod }> {
+  ): Promise<{ changes: FileChangeEntry[]; incomplete: boolean; method: ChangeMethod; walkedBecause?: string }> {
     const reply = await this.call({ op: 'diff', token, upper, imageKey: image.key, rootfs: image.rootfs });
-    return { changes: reply.changes ?? [], incomplete: reply.incomplete ?? false, method: reply.method ?? 'walk' };
+    return {
+      changes: reply.changes ?? [],
+      incomplete: reply.incomplete ?? false,
+      method: reply.method ?? 'walk',
+      ...(reply.walkedBecause ? { walkedBecause: reply.walkedBecause } : {}),
+    };
   }
 
   /**

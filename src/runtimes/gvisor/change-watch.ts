@@ -90,7 +90,7 @@ class Helper {
     } else if (kind === 0x49 /* I */) {
       current.records.push({ kind: 'inode', ino: data.toString('latin1', start + 2, end) });
     } else if (kind === 0x4f /* O */) {
-      current.records.push({ kind: 'overflow' });
+      current.records.push({ kind: 'overflow', why: data.toString('utf8', start + 2, end) });
     } else {
       const tab = data.indexOf(9, start);
       if (tab > start && tab < end) current.records.push({ kind: 'entry', path: decodeName(data, tab + 1, end), header: data.toString('latin1', start, tab) });
@@ -158,7 +158,7 @@ export class ChangeWatch {
   }
 
   /** The regular files changed since the mark, which is then released. */
-  changes(instanceId: string, token: number, lower: LowerIndex): Promise<{ changes: FileChangeEntry[]; incomplete: boolean; walked: boolean }> {
+  changes(instanceId: string, token: number, lower: LowerIndex): Promise<{ changes: FileChangeEntry[]; incomplete: boolean; walked: string | undefined }> {
     const w = this.get(instanceId);
     return this.serially(w, async () => {
       try {
@@ -213,7 +213,7 @@ export class ChangeWatch {
     const helper = await this.running();
     const records = await helper.request(`add ${instanceId} ${hex(w.layer)} ${hex(w.upper)}`);
     // The picture is listed anew: a command under way no longer knows what it did alone.
-    w.picture.apply([{ kind: 'overflow' }, ...records]);
+    w.picture.apply([{ kind: 'overflow', why: 'the layer was listed anew (the watch started again)' }, ...records]);
     w.added = !helper.dead;
   }
 

@@ -30,7 +30,7 @@ export type ChangeRequest =
   | { id: number; op: 'discard'; token: number };
 
 export type ChangeReply =
-  | { id: number; ok: true; token?: number; changes?: FileChangeEntry[]; incomplete?: boolean; method?: ChangeMethod }
+  | { id: number; ok: true; token?: number; changes?: FileChangeEntry[]; incomplete?: boolean; method?: ChangeMethod; walkedBecause?: string }
   | { id: number; ok: false; message: string };
 
 export interface ChangeWorkerData {
@@ -83,7 +83,7 @@ async function handle(request: ChangeRequest): Promise<ChangeReply> {
       if ('mark' in before) {
         const lower = await indexes.lowerIndex(request.imageKey);
         const { changes, incomplete, walked } = await watch.changes(before.instanceId, before.mark, lower);
-        return { id: request.id, ok: true, changes, incomplete, method: walked ? 'walk' : 'fanotify' };
+        return { id: request.id, ok: true, changes, incomplete, method: walked ? 'walk' : 'fanotify', ...(walked ? { walkedBecause: walked } : {}) };
       }
       const [after, lower] = await Promise.all([listLayer(await indexes.walker(), request.upper), indexes.lowerIndex(request.imageKey)]);
       return { id: request.id, ok: true, changes: diffLayers(before.listing, after, lower), incomplete: before.listing.incomplete || after.incomplete, method: 'walk' };

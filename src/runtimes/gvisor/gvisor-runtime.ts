@@ -375,7 +375,9 @@ export class GvisorRuntime implements Runtime {
     let changesMethod: CommandOutcome['changesMethod'];
     // A sandbox that ended takes its file system with it soon: no changes are read.
     if (before !== undefined && image && !instanceGone) {
-      ({ changes, incomplete: changesIncomplete, method: changesMethod } = await this.changeTracker.diff(before, h.upper, image));
+      const diff = await this.changeTracker.diff(before, h.upper, image);
+      ({ changes, incomplete: changesIncomplete, method: changesMethod } = diff);
+      if (diff.walkedBecause) this.log.info({ instanceId, commandId: request.commandId, reason: diff.walkedBecause }, 'files_changed made by a walk of the layer');
       await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }), this.relay(h));
     }
     return {

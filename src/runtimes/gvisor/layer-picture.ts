@@ -14,14 +14,14 @@ export type WatchRecord =
   | { kind: 'entry'; path: string; header: string }
   /** Every path of this inode was touched (a link count changed, no name reported). */
   | { kind: 'inode'; ino: string }
-  /** Events were lost: a whole listing follows. */
-  | { kind: 'overflow' };
+  /** Events were lost (why): a whole listing follows. */
+  | { kind: 'overflow'; why: string };
 
 interface Mark {
   /** Where in the log the mark's changes start. */
   at: number;
-  /** The picture was listed anew (events lost) since the mark: the diff came from a walk. */
-  walked: boolean;
+  /** Why the picture was listed anew (events lost) since the mark, if it was: the diff came from a walk. */
+  walked: string | undefined;
 }
 
 export class LayerPicture implements ListingView {
@@ -48,7 +48,7 @@ export class LayerPicture implements ListingView {
   /** Starts a command's window; the token goes to changesSince() or release(). */
   mark(): number {
     const token = this.nextMark++;
-    this.marks.set(token, { at: this.log.length, walked: false });
+    this.marks.set(token, { at: this.log.length, walked: undefined });
     return token;
   }
 
@@ -68,7 +68,7 @@ export class LayerPicture implements ListingView {
     for (const record of records) {
       switch (record.kind) {
         case 'overflow':
-          for (const mark of this.marks.values()) mark.walked = true;
+          for (const mark of this.marks.values()) mark.walked ??= record.why;
           break;
         case 'reset':
           this.forget(record.path);
@@ -93,7 +93,7 @@ export class LayerPicture implements ListingView {
   }
 
   /** The regular files changed since the mark, and whether part of the layer is unlisted. */
-  changesSince(token: number, lower: LowerIndex): { changes: FileChangeEntry[]; incomplete: boolean; walked: boolean } {
+  changesSince(token: number, lower: LowerIndex): { changes: FileChangeEntry[]; incomplete: boolean; walked: string | undefined } {
     const mark = this.marks.get(token);
     if (!mark) throw new Error(`no mark ${token} on this layer`);
     const was = new Map<string, string | undefined>();
