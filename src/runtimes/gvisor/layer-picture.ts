@@ -28,8 +28,8 @@ export class LayerPicture implements ListingView {
   private readonly entries = new Map<string, string>();
   /** The paths directly below each directory ('' for the top). */
   private readonly children = new Map<string, Set<string>>();
-  /** The paths of each regular file, by inode number (a file may have several names). */
-  private readonly inodes = new Map<string, Set<string>>();
+  /** The path of each regular file by inode number; a set for the few with several names (hard links). */
+  private readonly inodes = new Map<string, string | Set<string>>();
   /** Directories listed as too deep to enter (the walker's `x`). */
   private tooDeep = 0;
   /** Each change since the oldest open mark: the path and its header before the change. */
@@ -87,7 +87,8 @@ export class LayerPicture implements ListingView {
     }
     const again: string[] = [];
     for (const ino of touchedInodes) {
-      for (const path of this.inodes.get(ino) ?? []) if (!listed.has(path)) again.push(path);
+      const paths = this.inodes.get(ino);
+      for (const path of typeof paths === 'string' ? [paths] : (paths ?? [])) if (!listed.has(path)) again.push(path);
     }
     return again;
   }
@@ -123,9 +124,10 @@ export class LayerPicture implements ListingView {
     if (header.startsWith('x ')) this.tooDeep++;
     const ino = inodeOf(header);
     if (ino !== undefined) {
-      let paths = this.inodes.get(ino);
-      if (!paths) this.inodes.set(ino, (paths = new Set()));
-      paths.add(path);
+      const paths = this.inodes.get(ino);
+      if (paths === undefined || paths === path) this.inodes.set(ino, path);
+      else if (typeof paths === 'string') this.inodes.set(ino, new Set([paths, path]));
+      else paths.add(path);
     }
   }
 
@@ -152,8 +154,11 @@ export class LayerPicture implements ListingView {
     const ino = inodeOf(header);
     if (ino === undefined) return;
     const paths = this.inodes.get(ino);
-    paths?.delete(path);
-    if (paths?.size === 0) this.inodes.delete(ino);
+    if (paths === path) this.inodes.delete(ino);
+    else if (typeof paths === 'object') {
+      paths.delete(path);
+      if (paths.size === 1) this.inodes.set(ino, [...paths][0]!);
+    }
   }
 }
 
