@@ -157,6 +157,8 @@ export interface CommandResult {
     output_bytes: number;
     files_changed_total: number;
     files_changed_truncated: boolean;
+    /** How files_changed was made: from the paths the kernel reported touched, or by walking the whole writable layer (the fallback); absent when the runtime does not say */
+    files_changed_method?: 'fanotify' | 'walk';
     /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run) */
     end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error';
   };
