@@ -89,16 +89,30 @@ async function measure(method: 'fanotify' | 'walk', pool: string, imagesDir: str
     const upper = join(dataDir, 'instances', id, 'layer', 'upper');
     const imageKey = (JSON.parse(readFileSync(join(dataDir, 'instances', id, 'instance.json'), 'utf8')) as { imageKey: string }).imageKey;
     const image = { key: imageKey, rootfs: join(imagesDir, imageKey, 'rootfs') };
-    const trackerAlone = () => timed(RUNS, async () => void (await tracker.diff(await tracker.snapshot(id, upper), upper, image)));
+    // The three are taken in turn, run by run, so that each sees the same host (a layer
+    // just filled keeps the disk busy for a while after).
+    const inTurn = async () => {
+      const http: number[] = [];
+      const floor: number[] = [];
+      const alone: number[] = [];
+      await timed(RUNS, async () => {
+        let started = performance.now();
+        await tracked('true');
+        http.push(performance.now() - started);
+        started = performance.now();
+        await rawExec('true');
+        floor.push(performance.now() - started);
+        started = performance.now();
+        await tracker.diff(await tracker.snapshot(id, upper), upper, image);
+        alone.push(performance.now() - started);
+      });
+      return [http, floor, alone] as const;
+    };
 
     await exec('true'); // warm: the walker, the watcher and the image's index
-    const empty = await timed(RUNS, async () => void (await tracked('true')));
-    const emptyFloor = await timed(RUNS, () => rawExec('true'));
-    const emptyTracker = await trackerAlone();
+    const [empty, emptyFloor, emptyTracker] = await inTurn();
     await exec(`mkdir -p many && cd many && seq 1 ${LAYER_FILES} | xargs touch`);
-    const full = await timed(RUNS, async () => void (await tracked('true')));
-    const fullFloor = await timed(RUNS, () => rawExec('true'));
-    const fullTracker = await trackerAlone();
+    const [full, fullFloor, fullTracker] = await inTurn();
     const watcherRssKb = watcherRss();
 
     // Each run creates the files anew; removing them (by runsc exec, untracked) and the
