@@ -369,16 +369,27 @@ export class GvisorRuntime implements Runtime {
     await this.memoryGuard.settled(instanceId);
     const outOfMemory = this.memoryKilled.get(request.commandId) === instanceId;
     this.memoryKilled.delete(request.commandId);
-    const instanceGone = this.sandboxWatch.hasEnded(instanceId);
+    // Gone: its sandbox ended, or a delete began (which forgets the handle first).
+    const gone = () => this.sandboxWatch.hasEnded(instanceId) || !this.handles.has(instanceId);
+    let instanceGone = gone();
     let changes: FileChangeEntry[] | null = null;
     let changesIncomplete = false;
     let changesMethod: CommandOutcome['changesMethod'];
     // A sandbox that ended takes its file system with it soon: no changes are read.
     if (before !== undefined && image && !instanceGone) {
-      const diff = await this.changeTracker.diff(before, h.upper, image);
-      ({ changes, incomplete: changesIncomplete, method: changesMethod } = diff);
-      if (diff.walkedBecause) this.log.info({ instanceId, commandId: request.commandId, reason: diff.walkedBecause }, 'files_changed made by a walk of the layer');
-      await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }), this.relay(h));
+      try {
+        const diff = await this.changeTracker.diff(before, h.upper, image);
+        ({ changes, incomplete: changesIncomplete, method: changesMethod } = diff);
+        if (diff.walkedBecause) this.log.info({ instanceId, commandId: request.commandId, reason: diff.walkedBecause }, 'files_changed made by a walk of the layer');
+        await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }), this.relay(h));
+      } catch (err) {
+        // A delete that began while the changes were read ends the command; nothing else does.
+        if (!gone()) throw err;
+        instanceGone = true;
+        changes = null;
+      }
+    } else if (before !== undefined) {
+      this.changeTracker.discard(before);
     }
     return {
       output: outcome.output,

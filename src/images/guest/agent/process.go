@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,15 +20,6 @@ import (
 // commandMarker is the environment variable that marks every process of a command
 // (inherited by its children), so its whole tree can be found.
 const commandMarker = "ROOMKIT_COMMAND_ID"
-
-// After a command's first process exits, its output is still read until the pipes
-// close, or stay quiet this long, or at most outputDrainMax: processes it left in the
-// background may hold them open for as long as they run. What they print later is read
-// and dropped, so that they do not die of a closed pipe.
-const (
-	outputQuiet    = 30 * time.Millisecond
-	outputDrainMax = 2 * time.Second
-)
 
 type winsize struct {
 	Cols uint16 `json:"cols"`
@@ -41,61 +31,6 @@ type ended struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out"`
-}
-
-// outputStream reads one of a command's outputs and passes it to the host until the
-// result is complete, then drops what comes after.
-type outputStream struct {
-	file     *os.File
-	kind     byte
-	w        *frameWriter
-	lastRead atomic.Int64
-	done     chan struct{} // closed when the result has all of this stream
-	once     sync.Once
-	exited   atomic.Bool
-}
-
-func newOutputStream(file *os.File, kind byte, w *frameWriter) *outputStream {
-	return &outputStream{file: file, kind: kind, w: w, done: make(chan struct{})}
-}
-
-func (s *outputStream) finish() { s.once.Do(func() { close(s.done) }) }
-
-func (s *outputStream) pump() {
-	defer s.file.Close()
-	defer s.finish()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := s.file.Read(buf)
-		if n > 0 {
-			s.lastRead.Store(time.Now().UnixNano())
-			select {
-			case <-s.done:
-			default:
-				if s.w.send(s.kind, buf[:n]) != nil {
-					// The host went away: the command goes on; its output is dropped.
-					s.finish()
-				}
-			}
-			if s.exited.Load() {
-				s.file.SetReadDeadline(time.Now().Add(outputQuiet))
-			}
-		}
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				s.finish()
-				s.file.SetReadDeadline(time.Time{})
-				continue
-			}
-			return // EOF, or EIO from a terminal whose every holder closed it
-		}
-	}
-}
-
-// afterExit starts the quiet window: the result ends when the stream closes or is quiet.
-func (s *outputStream) afterExit() {
-	s.exited.Store(true)
-	s.file.SetReadDeadline(time.Now().Add(outputQuiet))
 }
 
 func runExec(r *bufio.Reader, w *frameWriter, req *request) {
@@ -114,7 +49,7 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 	}
 	var (
 		childFiles []*os.File
-		outputs    []*outputStream
+		output     commandOutput
 		stdin      *os.File
 		terminal   *os.File
 	)
@@ -133,7 +68,7 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 		childFiles = []*os.File{slave, slave, slave}
 		sys.Setctty = true
 		sys.Ctty = 0
-		outputs = []*outputStream{newOutputStream(master, frameStdout, w)}
+		output = newTerminalOutput(master, w)
 	} else {
 		var in *os.File
 		if req.Stdin {
@@ -147,21 +82,22 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 			w.fail("start_failed", err.Error())
 			return
 		}
-		outR, outW, err1 := os.Pipe()
-		errR, errW, err2 := os.Pipe()
-		if err1 != nil || err2 != nil {
-			w.fail("start_failed", "cannot make pipes")
+		pipes, outW, errW, err := newPipesOutput(w)
+		if err != nil {
+			in.Close()
+			if stdin != nil {
+				stdin.Close()
+			}
+			w.fail("start_failed", "cannot make pipes: "+err.Error())
 			return
 		}
 		childFiles = []*os.File{in, outW, errW}
-		outputs = []*outputStream{newOutputStream(outR, frameStdout, w), newOutputStream(errR, frameStderr, w)}
+		output = pipes
 	}
 	process, err := os.StartProcess(program, req.Argv, &os.ProcAttr{Dir: req.Dir, Env: req.Env, Files: childFiles, Sys: sys})
 	closeChildFiles()
 	if err != nil {
-		for _, o := range outputs {
-			o.file.Close()
-		}
+		output.abandon()
 		if stdin != nil && stdin != terminal {
 			stdin.Close()
 		}
@@ -174,9 +110,7 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 	}
 	pid := process.Pid
 	w.sendJSON(frameReply, map[string]int{"pid": pid})
-	for _, o := range outputs {
-		go o.pump()
-	}
+	go output.pump()
 
 	var timedOut atomic.Bool
 	var deadline *time.Timer
@@ -194,16 +128,11 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 		deadline.Stop()
 	}
 	close(exited)
-	for _, o := range outputs {
-		o.afterExit()
-	}
-	drainLimit := time.After(outputDrainMax)
-	for _, o := range outputs {
-		select {
-		case <-o.done:
-		case <-drainLimit:
-			o.finish()
-		}
+	output.afterExit()
+	select {
+	case <-output.complete():
+	case <-time.After(outputDrainMax):
+		output.finish()
 	}
 	result := ended{TimedOut: timedOut.Load()}
 	if waitErr != nil {
