@@ -333,7 +333,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxRawReadsPerInstance: int('maxRawReadsPerInstance', 4, 1, 64),
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
     maxHostTasksPerInstance: int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
-    guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'off'),
+    guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'on'),
     changeTracking: oneOf('changeTracking', CHANGE_TRACKING_METHODS, 'auto'),
     changeTrackingMaxPaths: int('changeTrackingMaxPaths', 65_536, 16, 1 << 22),
     publicUrl: origin('publicUrl'),

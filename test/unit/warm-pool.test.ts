@@ -134,7 +134,8 @@ describe('a warm pool', () => {
     runtime.options = {};
     const made = (await during).json();
     assert.ok(!old.includes(made.instance_id));
-    assert.equal(made.claimed_at, null);
+    // On a slow host the new pool may be ready before this create looks: a claim of the
+    // new profile's instance is right too, which the spec below tells apart from an old one.
     assert.deepEqual(JSON.parse((await t.services.db.selectFrom('instances').select('spec').where('id', '=', made.instance_id).executeTakeFirstOrThrow()).spec!).env, { VERSION: 'two' });
 
     await poolIs(t, org, profileId, 2);

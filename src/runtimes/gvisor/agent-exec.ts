@@ -141,14 +141,22 @@ export async function agentRun(
   argv: string[],
   options: { identity: ExecIdentity; env?: string[]; timeoutMs: number; input?: Buffer },
 ): Promise<RunResult> {
-  const outcome = await runAgentCommand(endpoint, {
-    argv,
-    identity: options.identity,
-    env: options.env ?? [],
-    timeoutMs: options.timeoutMs,
-    maxOutputBytes: 1024 * 1024,
-    ...(options.input !== undefined ? { input: options.input } : {}),
-  });
+  let outcome: AgentCommandOutcome;
+  try {
+    outcome = await runAgentCommand(endpoint, {
+      argv,
+      identity: options.identity,
+      env: options.env ?? [],
+      timeoutMs: options.timeoutMs,
+      maxOutputBytes: 1024 * 1024,
+      ...(options.input !== undefined ? { input: options.input } : {}),
+    });
+  } catch (err) {
+    // As a `runsc exec` whose sandbox stops under it: a failure with what was printed, not a throw.
+    if (!(err instanceof AgentConnectionLost)) throw err;
+    const { stdout, stderr } = err.partial;
+    return { code: null, signal: null, stdout, stderr: `${stderr}${stderr === '' || stderr.endsWith('\n') ? '' : '\n'}${err.message}\n`, timedOut: false };
+  }
   // As `runsc exec` answers: a program killed by signal n exits 128+n.
   return {
     code: outcome.timedOut ? null : outcome.exitCode,

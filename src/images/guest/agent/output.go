@@ -214,11 +214,32 @@ func (t *terminalOutput) pump() {
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Go refuses a read past its deadline without trying it: what the terminal
+				// holds already is read now, so that a late-scheduled loop loses nothing.
+				t.readWaiting(buf)
 				t.finish()
 				t.file.SetReadDeadline(time.Time{})
 				continue
 			}
 			return // EIO once every holder of the terminal closed it
+		}
+	}
+}
+
+// readWaiting passes on what can be read without waiting.
+func (t *terminalOutput) readWaiting(buf []byte) {
+	raw, err := t.file.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		got := 0
+		raw.Read(func(fd uintptr) bool {
+			got, _ = syscall.Read(int(fd), buf)
+			return true // one try: never wait
+		})
+		if got <= 0 || t.w.send(frameStdout, buf[:got]) != nil {
+			return
 		}
 	}
 }
