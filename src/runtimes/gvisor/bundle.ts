@@ -43,11 +43,11 @@ export interface BundleOptions {
    */
   maxHostTasks: number;
   /**
-   * With a key, roomkit's agent is the sandbox's first process (`agent init`, which
-   * reaps orphans and keeps the agent's server running) and wants this key; without,
-   * tini is, and the runtime reaches the guest through `runsc exec` alone.
+   * roomkit's agent is the sandbox's first process (`agent init`, which reaps orphans
+   * and keeps the agent's server running; its key is a file, see guest-boot.ts);
+   * without, tini is, and the runtime reaches the guest through `runsc exec` alone.
    */
-  agentKey?: string;
+  agent?: boolean;
 }
 
 export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -62,10 +62,10 @@ export function ociSpec(options: BundleOptions): object {
       // sandbox); the limits below still bind every process of the VM user.
       user: { uid: 0, gid: 0 },
       // The first process reaps orphans, so background processes that exit leave no
-      // zombies: the agent's init, or tini. The agent's key is in the environment of
-      // the init alone, which only guest root can read (/proc/1/environ).
-      args: options.agentKey ? [GUEST_AGENT, 'init'] : ['/usr/bin/tini', '-s', '--', 'sleep', 'infinity'],
-      env: [PATH_ENV, 'HOME=/root', 'LANG=C.UTF-8', ...(options.agentKey ? [`ROOMKIT_AGENT_KEY=${options.agentKey}`] : [])],
+      // zombies: the agent's init, or tini. No secret goes in this environment: this
+      // gVisor lets every guest user read /proc/1/environ.
+      args: options.agent ? [GUEST_AGENT, 'init'] : ['/usr/bin/tini', '-s', '--', 'sleep', 'infinity'],
+      env: [PATH_ENV, 'HOME=/root', 'LANG=C.UTF-8'],
       cwd: '/',
       capabilities: {
         bounding: CAPABILITIES,

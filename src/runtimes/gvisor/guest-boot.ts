@@ -1,8 +1,8 @@
 // Bringing an instance's guest up: the files it needs written into its root before any
 // of its code runs, then, once runsc has started the sandbox, waiting for its init to
 // answer, starting its root service and checking that a command runs as the VM user.
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, chownSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { RunResult } from '../../host/run.ts';
 import { type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
 import { VM_UID } from '../../images/builder.ts';
@@ -27,6 +27,25 @@ export function writeGuestConfig(rootfs: string, nameservers: string[]): void {
   const tmp = join(rootfs, 'tmp');
   mkdirSync(tmp, { recursive: true });
   chmodSync(tmp, 0o1777);
+}
+
+/** Where the agent reads its key (images/guest/agent/serve.go keyFile). */
+export const AGENT_KEY_FILE = '/run/roomkit/agent.key';
+
+/**
+ * The agent's key, in a file of root's in a directory only root may enter: this gVisor
+ * lets every guest user read any process's environment (/proc/N/environ is 0444), so
+ * the key cannot go there. Guest root can read it, and is root in that instance anyway.
+ */
+export function writeAgentKey(rootfs: string, key: string): void {
+  const dir = join(rootfs, dirname(AGENT_KEY_FILE));
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chownSync(dir, 0, 0);
+  chmodSync(dir, 0o700);
+  const file = join(rootfs, AGENT_KEY_FILE);
+  writeFileSync(file, `${key}\n`, { mode: 0o400 });
+  chownSync(file, 0, 0);
+  chmodSync(file, 0o400);
 }
 
 export async function waitForInit(exec: Exec, signal: AbortSignal): Promise<void> {

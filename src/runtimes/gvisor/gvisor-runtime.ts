@@ -48,7 +48,7 @@ import * as agentFiles from './agent-files.ts';
 import { AgentConnectionLost, type AgentCommandOptions, agentRun, runAgentCommand } from './agent-exec.ts';
 import { openAgentTerminal } from './agent-terminal.ts';
 import { FRAME } from '../agent/frames.ts';
-import { checkReady, type Exec, startRootService, waitForAgent, waitForInit, writeGuestConfig } from './guest-boot.ts';
+import { checkReady, type Exec, startRootService, waitForAgent, waitForInit, writeAgentKey, writeGuestConfig } from './guest-boot.ts';
 import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
@@ -235,9 +235,10 @@ export class GvisorRuntime implements Runtime {
       mkdirSync(h.work, { recursive: true });
       await mountOverlay({ lower: image.rootfs, upper: h.upper, work: h.work, target: h.rootfs });
       writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? this.dnsServers : []);
+      if (agentKey) writeAgentKey(h.rootfs, agentKey);
       this.log.debug({ instanceId }, 'guest configuration written');
       mkdirSync(h.bundle, { recursive: true });
-      const bundle = ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks, ...(agentKey ? { agentKey } : {}) });
+      const bundle = ociSpec({ instanceId, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks, agent: agentKey !== undefined });
       writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(bundle), { mode: 0o600 });
       await onStep('image_generated');
 

@@ -8,8 +8,8 @@
 //	             a time limit, a terminal when asked) and reads, writes, lists and deletes
 //	             files with the VM user's rights.
 //
-// The host gives the instance's key in ROOMKIT_AGENT_KEY (the init's environment, which
-// only guest root can read); every connection must present it. Standard library only.
+// The host writes the instance's key into a file only guest root can read (keyFile);
+// every connection must present it. Standard library only.
 package main
 
 import (

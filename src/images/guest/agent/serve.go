@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -16,6 +17,11 @@ import (
 // defaultPort is where the agent listens unless ROOMKIT_AGENT_PORT says otherwise. It is
 // below 1024, so a process without root cannot take it while the agent restarts.
 const defaultPort = "905"
+
+// keyFile holds the instance's key, written by the host before the sandbox starts, in a
+// directory only root can enter (this gVisor lets every user read /proc/1/environ, so
+// the environment is no place for it).
+const keyFile = "/run/roomkit/agent.key"
 
 // requestTimeout bounds how long a new connection may take to say what it wants.
 const requestTimeout = 10 * time.Second
@@ -49,16 +55,16 @@ type request struct {
 }
 
 func runServe() {
-	key := os.Getenv("ROOMKIT_AGENT_KEY")
 	port := os.Getenv("ROOMKIT_AGENT_PORT")
 	if port == "" {
 		port = defaultPort
 	}
-	// Nothing this process starts inherits the key or the port: commands get the
-	// environment the host gives them, never this one.
-	os.Unsetenv("ROOMKIT_AGENT_KEY")
-	if key == "" {
-		fmt.Fprintln(os.Stderr, "agent serve: no ROOMKIT_AGENT_KEY: refusing to serve without one")
+	// Read at each start, so that a server started again has it too. Only guest root
+	// can read the file; nothing this process starts gets the key.
+	raw, err := os.ReadFile(keyFile)
+	key := strings.TrimSpace(string(raw))
+	if err != nil || key == "" {
+		fmt.Fprintln(os.Stderr, "agent serve: no key in "+keyFile+": refusing to serve without one")
 		os.Exit(1)
 	}
 	syscall.Umask(0o022)
