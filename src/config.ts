@@ -60,6 +60,13 @@ export interface Config {
   readonly maxRawReadsPerInstance: number;
   /** Output of finished commands kept in memory, all together, for reading by command id. */
   readonly commandOutputRetainBytes: number;
+  /** Terminals open at once in one instance (each holds a shell and an agent connection). */
+  readonly maxTerminalsPerInstance: number;
+  /**
+   * A terminal with neither input nor output for this long is closed (0: never). An open
+   * terminal keeps its instance from idling out, so a forgotten one would keep it forever.
+   */
+  readonly terminalIdleTimeoutS: number;
   /**
    * Host tasks (processes and threads) one instance's sandbox may hold: the pids limit of
    * its host cgroup. The guest's own process limits bind first; this bounds what an
@@ -171,6 +178,8 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxCommandsPerInstance: 'ROOMKIT_MAX_COMMANDS_PER_INSTANCE',
   maxRawReadsPerInstance: 'ROOMKIT_MAX_RAW_READS_PER_INSTANCE',
   commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
+  maxTerminalsPerInstance: 'ROOMKIT_MAX_TERMINALS_PER_INSTANCE',
+  terminalIdleTimeoutS: 'ROOMKIT_TERMINAL_IDLE_TIMEOUT_S',
   maxHostTasksPerInstance: 'ROOMKIT_MAX_HOST_TASKS_PER_INSTANCE',
   guestAgent: 'ROOMKIT_GUEST_AGENT',
   changeTracking: 'ROOMKIT_CHANGE_TRACKING',
@@ -332,6 +341,8 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxCommandsPerInstance: int('maxCommandsPerInstance', 16, 1, 1024),
     maxRawReadsPerInstance: int('maxRawReadsPerInstance', 4, 1, 64),
     commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
+    maxTerminalsPerInstance: int('maxTerminalsPerInstance', 8, 1, 256),
+    terminalIdleTimeoutS: int('terminalIdleTimeoutS', 3600, 0, 7 * 24 * 3600),
     maxHostTasksPerInstance: int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
     guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'on'),
     changeTracking: oneOf('changeTracking', CHANGE_TRACKING_METHODS, 'auto'),

@@ -17,6 +17,7 @@ export const ERROR_STATUS = {
   missing_api_key: 401,
   invalid_api_key: 401,
   invalid_operator_token: 401,
+  invalid_terminal_ticket: 401,
   // 403
   permission_denied: 403,
   raw_file_not_served: 403,
@@ -37,6 +38,7 @@ export const ERROR_STATUS = {
   instance_not_ready: 409,
   command_not_running: 409,
   file_changed: 409,
+  terminal_unavailable: 409,
   // 413
   body_too_large: 413,
   file_too_large: 413,
@@ -46,9 +48,12 @@ export const ERROR_STATUS = {
   unsupported_media_type: 415,
   // 416
   range_not_satisfiable: 416,
+  // 426
+  upgrade_required: 426,
   // 429
   too_many_commands: 429,
   too_many_file_reads: 429,
+  too_many_terminals: 429,
   commands_rate_exceeded: 429,
   rate_limited: 429,
   // 500

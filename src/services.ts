@@ -13,6 +13,8 @@ import { Organizations } from './core/orgs.ts';
 import { Profiles } from './core/profiles.ts';
 import { ServedFiles } from './core/served-files.ts';
 import { Quotas } from './core/quotas.ts';
+import { TerminalTickets } from './core/terminal-tickets.ts';
+import { Terminals } from './core/terminals.ts';
 import { RoomTools } from './tools/room-tools.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
@@ -30,6 +32,10 @@ export interface Services {
   admission: Admission;
   commands: Commands;
   files: Files;
+  /** Open terminals of instances (GET .../terminal). */
+  terminals: Terminals;
+  /** Single-use tickets that open a terminal without the Authorization header (browsers). */
+  terminalTickets: TerminalTickets;
   /** The agent tool layer: GET .../tools, POST .../tools/call, /mcp. */
   tools: RoomTools;
   runtime: RuntimeSelection;
@@ -65,6 +71,8 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const servedFiles = new ServedFiles(db);
     const commands = new Commands({ db, instances, profiles, servedFiles, quotas, config, log, metrics });
     const files = new Files({ instances, profiles, servedFiles, config });
+    const terminals = new Terminals({ instances, config, log });
+    const terminalTickets = new TerminalTickets();
     const tools = new RoomTools({ profiles, instances, commands, files, config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
     // The store is the record; make what exists on the host agree with it.
@@ -87,6 +95,8 @@ export async function createServices(config: Config, log: Logger, options: Servi
       admission,
       commands,
       files,
+      terminals,
+      terminalTickets,
       tools,
       runtime,
       metrics,
@@ -94,6 +104,8 @@ export async function createServices(config: Config, log: Logger, options: Servi
       close() {
         closed ??= (async () => {
           servedFiles.close();
+          // Terminals first: their shells are hung up while their instances still run.
+          await terminals.close();
           await instances.close(config.onShutdown);
           await audit.close();
           if ('runtime' in runtime) await runtime.runtime.close();

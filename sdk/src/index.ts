@@ -6,4 +6,5 @@ export { RoomkitConnectionError, RoomkitError, type ConnectionErrorCode, type Er
 export { API_VERSION } from './generated/api.ts';
 export { CommandHandle, contentBytes, Room, type CreateOptions, type ExecStreamOptions, type RawFile } from './room.ts';
 export type { RequestOptions } from './http.ts';
+export { Terminal, TerminalClosedError, type TerminalClosedReason, type TerminalOptions } from './terminal.ts';
 export type * from './types.ts';

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { RoomkitConnectionError, RoomkitError } from './errors.ts';
 import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';
+import { openTerminal, type Terminal, type TerminalOptions } from './terminal.ts';
 import type {
   CommandPage,
   CommandStarted,
@@ -76,6 +77,15 @@ export class Room {
 
   async #params(options: RequestOptions): Promise<{ profile_id: string; room_id: string }> {
     return { profile_id: await this.profileId(options), room_id: this.roomId };
+  }
+
+  /**
+   * Opens an interactive terminal in the room's ready instance (its user's login shell,
+   * or `command`) over a WebSocket: write() input, onData() output, resize(), close();
+   * `exited` is the program's exit code.
+   */
+  async terminal(options: TerminalOptions = {}): Promise<Terminal> {
+    return openTerminal(this.#ctx.transport, await this.#params(options), options);
   }
 
   /**

@@ -28,12 +28,12 @@ interface ConnectionOptions {
   json?: boolean;
 }
 
-interface RoomOptions extends ConnectionOptions {
+export interface RoomOptions extends ConnectionOptions {
   profile?: string;
 }
 
 /** A failure found before asking the server, with a code like the API's. */
-class ClientError extends Error {
+export class ClientError extends Error {
   readonly code: string;
   readonly exitCode: number;
   constructor(code: string, message: string, exitCode = 2) {
@@ -159,7 +159,7 @@ export function registerClientCommands(program: Command): void {
 }
 
 /** A client command with the options every one of them takes. */
-function roomCommand(program: Command, nameAndArgs: string, description: string, extra: { json?: boolean } = {}): Command {
+export function roomCommand(program: Command, nameAndArgs: string, description: string, extra: { json?: boolean } = {}): Command {
   const command = program
     .command(nameAndArgs)
     .description(description)
@@ -182,12 +182,12 @@ function clientOf(options: ConnectionOptions): Roomkit {
   }
 }
 
-function roomOf(roomId: string, options: RoomOptions): Room {
+export function roomOf(roomId: string, options: RoomOptions): Room {
   return clientOf(options).room(options.profile ?? 'default', roomId);
 }
 
 /** Wraps an action: SDK and client failures become one line on stderr and an exit code. */
-function run<A extends unknown[]>(action: (...args: A) => Promise<void>, failureExit = 1): (...args: A) => Promise<void> {
+export function run<A extends unknown[]>(action: (...args: A) => Promise<void>, failureExit = 1): (...args: A) => Promise<void> {
   return async (...args: A) => {
     const options = args.find((a): a is ConnectionOptions => typeof a === 'object' && a !== null && !Array.isArray(a)) as ConnectionOptions | undefined;
     try {

@@ -7,6 +7,7 @@ import { API_VERSION } from '../http/app.ts';
 import { backup } from './backup.ts';
 import { doctor } from './doctor.ts';
 import { registerClientCommands } from './client.ts';
+import { registerShellCommand } from './shell.ts';
 import { CliError } from './errors.ts';
 import { imagesBuild, imagesList, imagesPrune } from './images.ts';
 import { keysCreate } from './keys.ts';
@@ -126,6 +127,7 @@ images
   });
 
 registerClientCommands(program);
+registerShellCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -14,6 +14,10 @@ export const AUDIT_ACTIONS = [
   'command.kill',
   'file.write',
   'file.delete',
+  /** A terminal opened (GET …/terminal upgraded to a WebSocket); what it carried is never recorded. */
+  'terminal.open',
+  /** A ticket to open a terminal without the Authorization header (POST …/terminal/ticket). */
+  'terminal.ticket',
   'profile.create',
   'profile.update',
   'profile.delete',

@@ -112,7 +112,7 @@ export class Commands {
     this.log = deps.log;
     this.metrics = deps.metrics;
     // An instance running a command is not idle, however long the command takes.
-    this.instances.setBusyCheck((instanceId) => this.runningIn(instanceId) > 0);
+    this.instances.addBusyCheck((instanceId) => this.runningIn(instanceId) > 0);
   }
 
   /** Runs a command and answers when it has ended (the spec's command execution). */

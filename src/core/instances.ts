@@ -46,7 +46,8 @@ export class Instances {
   private readonly ending = new Map<string, Promise<void>>();
   private closing = false;
   private expiryTimer: NodeJS.Timeout | undefined;
-  private busy: (instanceId: string) => boolean = () => false;
+  private readonly busyChecks: ((instanceId: string) => boolean)[] = [];
+  private readonly stoppingListeners: ((instanceId: string, why: EndReason) => void)[] = [];
   private readonly metrics: Metrics | undefined;
   /** The profiles' warm pools: instances booted before a room asks (warm-pool.ts). */
   readonly warmPool: WarmPool;
@@ -222,9 +223,32 @@ export class Instances {
     return row?.state === 'ready';
   }
 
-  /** Tells whether an instance is busy (running a command), which keeps it from going idle. */
-  setBusyCheck(check: (instanceId: string) => boolean): void {
-    this.busy = check;
+  /** Adds a check of whether an instance is busy (a command runs, a terminal is open), which keeps it from going idle. */
+  addBusyCheck(check: (instanceId: string) => boolean): void {
+    this.busyChecks.push(check);
+  }
+
+  private busy(instanceId: string): boolean {
+    return this.busyChecks.some((check) => check(instanceId));
+  }
+
+  /**
+   * Subscribes to instances that begin to stop (deleted, expired, the service stopping
+   * them) or whose machine ended by itself, before their machine is torn down: what
+   * holds a connection into one (a terminal) can end it with the reason.
+   */
+  onStopping(listener: (instanceId: string, why: EndReason) => void): void {
+    this.stoppingListeners.push(listener);
+  }
+
+  private notifyStopping(instanceId: string, why: EndReason): void {
+    for (const listener of this.stoppingListeners) {
+      try {
+        listener(instanceId, why);
+      } catch (err) {
+        this.log.error({ instanceId, err }, 'a listener of stopping instances failed');
+      }
+    }
   }
 
   /** Records a command or file request, which keeps the instance from going idle. */
@@ -285,6 +309,7 @@ export class Instances {
     // Cancel provisioning first, so the runtime reports no further step once stopping.
     this.provisioning.get(row.id)?.abort.abort(new Error(why.reason));
     if (stateOf(row) !== 'stopping') await this.records.transition(row.id, 'stopping', why);
+    this.notifyStopping(row.id, why);
     await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
     await this.teardown(row.id, why);
   }
@@ -313,6 +338,7 @@ export class Instances {
     if (row?.state !== 'ready') return;
     const why: EndReason = { reason: event.detail, code: event.outOfMemory ? 'out_of_memory' : 'sandbox_exited' };
     this.log.warn({ instanceId: id, reason: why.reason, reasonCode: why.code }, 'instance machine ended by itself');
+    this.notifyStopping(id, why);
     try {
       // Recorded as failed once nothing of it is left, not only once it stopped.
       await (await this.runtime().destroy(id)).released;
@@ -355,6 +381,7 @@ export class Instances {
         Array.from({ length: Math.min(STOPS_AT_ONCE, queue.length) }, async () => {
           for (let row = queue.shift(); row; row = queue.shift()) {
             if (row.state !== 'stopping') await this.records.transition(row.id, 'stopping', why);
+            this.notifyStopping(row.id, why);
             await this.teardown(row.id, why);
           }
         }),

@@ -148,6 +148,12 @@ export class Organizations {
     return { organizationId: row.organization_id, keyId: row.id, env: row.env };
   }
 
+  /** Whether a caller's key is still valid (not revoked), for credentials derived from it earlier. */
+  async keyIsActive(caller: Caller): Promise<boolean> {
+    const row = await this.db.selectFrom('api_keys').select('revoked_at').where('id', '=', caller.keyId).executeTakeFirst();
+    return row !== undefined && row.revoked_at === null;
+  }
+
   private async findByName(name: string): Promise<OrganizationRow | undefined> {
     return this.db.selectFrom('organizations').selectAll().where('name', '=', name).executeTakeFirst();
   }

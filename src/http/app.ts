@@ -4,6 +4,7 @@
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import websocket from '@fastify/websocket';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyServerOptions, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
@@ -23,6 +24,7 @@ import { metricsRoutes } from './routes/metrics.ts';
 import { profileRoutes } from './routes/profiles.ts';
 import { roomRoutes } from './routes/rooms.ts';
 import { operatorRoutes } from './routes/operator.ts';
+import { MAX_TERMINAL_MESSAGE_BYTES, terminalRoutes } from './routes/terminal.ts';
 import { toolRoutes } from './routes/tools.ts';
 import { usageRoutes } from './routes/usage.ts';
 import { checkReadiness } from '../core/readiness.ts';
@@ -101,7 +103,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // organization's rate limits; the raw file route counts against its own. Attached
   // here, as routes register, so no route can be added without them. Also keeps a
   // router of all routes to tell a wrong method (405) from an unknown path (404).
-  const auth = authenticate(services.organizations);
+  const auth = authenticate(services.organizations, services.terminalTickets);
   const limits = await installRateLimits(app, services.config, services.metrics);
   const known = FindMyWay({ ignoreTrailingSlash: true, defaultRoute: () => {} });
   const routes: RouteEntry[] = [];
@@ -189,6 +191,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
         { name: 'instances', description: 'A room\'s instance' },
         { name: 'commands', description: 'Shell commands in a room\'s instance' },
         { name: 'files', description: 'Files of a room\'s instance' },
+        { name: 'terminals', description: 'Interactive terminals in a room\'s instance, over WebSocket' },
         { name: 'agents', description: 'Tools for AI agents: tool schemas, tool calls, MCP' },
         { name: 'profiles', description: 'VM configuration templates' },
         { name: 'keys', description: 'API keys of the organization' },
@@ -212,12 +215,20 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     }),
   });
   await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
+  // Terminals (routes/terminal.ts). On close, their clients are told the server is going away.
+  await app.register(websocket, {
+    options: { maxPayload: MAX_TERMINAL_MESSAGE_BYTES },
+    preClose: async () => {
+      for (const client of app.websocketServer.clients) client.close(1001, 'shutting_down');
+    },
+  });
 
   keyRoutes(app, services);
   profileRoutes(app, services);
   roomRoutes(app, services);
   commandRoutes(app, services);
   fileRoutes(app, services);
+  terminalRoutes(app, services);
   toolRoutes(app, services);
   usageRoutes(app, services);
   mcpRoutes(app, services);

@@ -44,6 +44,7 @@ interface AuditNote {
 
 const STATE_CHANGING: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const TOOLS_CALL_ROUTE = '/api/profile/:profile_id/room/:room_id/tools/call';
+const TERMINAL_ROUTE = '/api/profile/:profile_id/room/:room_id/terminal';
 
 /** The action of each state-changing API route; a route missing here is recorded as `other`. */
 export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
@@ -58,6 +59,8 @@ export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
   'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/kill': 'command.kill',
   'PUT /api/profile/:profile_id/room/:room_id/file/*': 'file.write',
   'DELETE /api/profile/:profile_id/room/:room_id/file/*': 'file.delete',
+  [`GET ${TERMINAL_ROUTE}`]: 'terminal.open',
+  [`POST ${TERMINAL_ROUTE}/ticket`]: 'terminal.ticket',
   [`POST ${TOOLS_CALL_ROUTE}`]: 'tool.call',
 };
 
@@ -75,16 +78,19 @@ export const TOOL_ACTIONS: Readonly<Record<ToolName, AuditAction | null>> = {
   get_instance: null,
 };
 
-/** Whether a request is one the audit trail records (when its caller is authenticated). */
-export function isAuditable(method: string, url: string): boolean {
-  return STATE_CHANGING.has(method) && requiresAuth(url);
+/**
+ * Whether a request is one the audit trail records (when its caller is authenticated):
+ * the state-changing ones, and opening a terminal (a GET, but it starts a shell).
+ */
+export function isAuditable(method: string, url: string, route?: string): boolean {
+  return (STATE_CHANGING.has(method) && requiresAuth(url)) || (method === 'GET' && route === TERMINAL_ROUTE);
 }
 
 export function installAudit(app: App, trail: AuditTrail): void {
   app.decorateRequest('audit', null);
 
   app.addHook('onRequest', async (request, reply) => {
-    if (!isAuditable(request.method, request.url)) return;
+    if (!isAuditable(request.method, request.url, request.routeOptions.url)) return;
     // Work that cannot be recorded is refused rather than done unrecorded.
     if (!trail.accepting) {
       throw new AppError('audit_unavailable', 'the audit trail cannot keep up with its store right now; try again shortly', { retry_after_s: 5 });
@@ -111,6 +117,16 @@ export function installAudit(app: App, trail: AuditTrail): void {
 /** A streamed command's session, so that its record carries the outcome when the stream ends after it. */
 export function auditCommandSession(request: FastifyRequest, session: CommandSession): void {
   if (request.audit) request.audit.session = session;
+}
+
+/**
+ * A request answered by a WebSocket (a terminal): recorded as the upgrade happens, with
+ * the instance it reached, since no HTTP answer follows.
+ */
+export function auditUpgraded(request: FastifyRequest, trail: AuditTrail, answer: { instance_id: string }): void {
+  if (!request.audit) return;
+  request.audit.payload = answer;
+  settle(trail, request, undefined, 101);
 }
 
 /**
@@ -149,14 +165,14 @@ export function auditToolCalls(request: FastifyRequest, trail: AuditTrail) {
   };
 }
 
-function settle(trail: AuditTrail, request: FastifyRequest, reply: FastifyReply): void {
+function settle(trail: AuditTrail, request: FastifyRequest, reply: FastifyReply | undefined, upgradedStatus?: number): void {
   const note = request.audit;
   if (!note || note.settled) return;
   note.settled = true;
   const caller = request.caller;
   if (note.perToolCall || !caller) return;
   const route = request.routeOptions.url ?? request.url.split('?')[0] ?? request.url;
-  const status = reply.raw.statusCode;
+  const status = upgradedStatus ?? reply?.raw.statusCode ?? 500;
   const facts = describe(request, route, note, status);
   if (!facts) return;
   const errorCode = note.errorCode ?? facts.toolError ?? note.session?.error?.code;
@@ -212,6 +228,7 @@ function describe(request: FastifyRequest, route: string, note: AuditNote, statu
     if (note.session && record.instanceId === undefined) record.instanceId = note.session.instanceId;
   }
   if (action === 'command.kill') record.signal = text(body.signal) ?? 'KILL';
+  if (action === 'terminal.open') record.command = text(objectOf(request.query).command);
   if (action === 'file.write' || action === 'file.delete') record.filePath = text(payload.file_path) ?? text(params['*']);
   if (action === 'key.create') record.targetKeyId = text(payload.key_id);
   if (action === 'key.revoke') record.targetKeyId = text(params.key_id);

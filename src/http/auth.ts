@@ -1,12 +1,19 @@
 // Bearer-key authentication for every route under /api/ and for /mcp. The app attaches
 // this hook to each such route as it is registered, so a route cannot be added without it.
+// A route whose config has `ticketAuth` also takes, instead of the header, a terminal
+// ticket in its `ticket` query parameter (browsers cannot set headers on a WebSocket).
 import type { FastifyRequest, onRequestHookHandler } from 'fastify';
 import { AppError } from '../errors.ts';
 import type { Caller, Organizations } from '../core/orgs.ts';
+import type { TerminalTickets } from '../core/terminal-tickets.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
     caller: Caller | null;
+  }
+  interface FastifyContextConfig {
+    /** The route also accepts a terminal ticket (`?ticket=`) in place of the Authorization header. */
+    ticketAuth?: boolean;
   }
 }
 
@@ -15,9 +22,20 @@ export function requiresAuth(url: string): boolean {
   return url === '/api' || url.startsWith('/api/') || /^\/mcp(?:[/?]|$)/.test(url);
 }
 
-export function authenticate(organizations: Organizations): onRequestHookHandler {
+export function authenticate(organizations: Organizations, tickets: TerminalTickets): onRequestHookHandler {
   return async (request) => {
     const header = request.headers.authorization;
+    const ticket = (request.query as Record<string, unknown> | undefined)?.ticket;
+    if (request.routeOptions.config.ticketAuth === true && typeof ticket === 'string' && (header === undefined || header.trim() === '')) {
+      const params = request.params as { profile_id?: string; room_id?: string };
+      const caller = tickets.redeem(ticket, params.profile_id ?? '', params.room_id ?? '');
+      if (!(await organizations.keyIsActive(caller))) {
+        throw new AppError('invalid_api_key', 'the API key that made this terminal ticket has been revoked');
+      }
+      request.caller = caller;
+      request.log = request.log.child({ organizationId: caller.organizationId, keyId: caller.keyId });
+      return;
+    }
     if (header === undefined || header.trim() === '') {
       throw new AppError(
         'missing_api_key',

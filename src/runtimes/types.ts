@@ -212,6 +212,12 @@ export interface TerminalSession {
   onOutput(listener: (chunk: Buffer) => void): void;
   write(data: Buffer): void;
   resize(cols: number, rows: number): void;
+  /**
+   * Stops passing output on until resume(); the terminal's programs then wait as they
+   * would on a slow terminal (for a reader that cannot keep up).
+   */
+  pause(): void;
+  resume(): void;
   /** Ends the terminal and every process it started. */
   close(): void;
   /** Settles when the terminal's first process has ended (or the terminal was closed). */

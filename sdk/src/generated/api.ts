@@ -19,6 +19,7 @@ export type KnownErrorCode =
   | 'missing_api_key'
   | 'invalid_api_key'
   | 'invalid_operator_token'
+  | 'invalid_terminal_ticket'
   | 'permission_denied'
   | 'raw_file_not_served'
   | 'quota_exceeded'
@@ -35,13 +36,16 @@ export type KnownErrorCode =
   | 'instance_not_ready'
   | 'command_not_running'
   | 'file_changed'
+  | 'terminal_unavailable'
   | 'body_too_large'
   | 'file_too_large'
   | 'uri_too_long'
   | 'unsupported_media_type'
   | 'range_not_satisfiable'
+  | 'upgrade_required'
   | 'too_many_commands'
   | 'too_many_file_reads'
+  | 'too_many_terminals'
   | 'commands_rate_exceeded'
   | 'rate_limited'
   | 'instance_start_failed'
@@ -83,7 +87,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -338,6 +342,13 @@ export interface Profile {
   };
   created_at: string;
   updated_at: string;
+}
+
+export interface TerminalTicket {
+  /** Give it as ?ticket= on GET …/terminal of this room, once */
+  ticket: string;
+  /** When it can no longer be used (30 s after it was made) */
+  expires_at: string;
 }
 
 export interface ToolCallResult {
@@ -962,6 +973,59 @@ export interface Paths {
       };
     };
   };
+  '/api/profile/{profile_id}/room/{room_id}/terminal/ticket': {
+    /** Get a ticket to open a terminal */
+    post: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        201: TerminalTicket;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/terminal': {
+    /** Open a terminal (WebSocket) */
+    get: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: {
+        /** Columns, 1-1000; default 80 */
+        cols?: string;
+        /** Rows, 1-1000; default 24 */
+        rows?: string;
+        /** Run this with `sh -c` on the terminal instead of the login shell */
+        command?: string;
+        /** A ticket from POST …/terminal/ticket, in place of the Authorization header */
+        ticket?: string;
+      };
+      body: undefined;
+      responses: {
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        426: ErrorBody;
+        429: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
   '/api/profile/{profile_id}/room/{room_id}/tools': {
     /** Get the room's tool schema */
     get: {
@@ -1063,7 +1127,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;

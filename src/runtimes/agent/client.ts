@@ -101,6 +101,15 @@ export class AgentChannel {
     });
   }
 
+  /** Stops reading frames until resume(): the agent's writes then wait, and with them what it reads from. */
+  pause(): void {
+    this.socket.pause();
+  }
+
+  resume(): void {
+    this.socket.resume();
+  }
+
   close(): void {
     this.socket.destroy();
   }

@@ -56,6 +56,12 @@ export async function openAgentTerminal(endpoint: AgentEndpoint, request: Termin
     resize(cols, rows) {
       channel.send(FRAME.resize, { cols, rows });
     },
+    pause() {
+      channel.pause();
+    },
+    resume() {
+      channel.resume();
+    },
     close() {
       // Hang up: the shell and what it started end; the connection closes after its end frame.
       channel.send(FRAME.signal, { signal: 'HUP' });

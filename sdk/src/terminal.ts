@@ -1,0 +1,150 @@
+// A terminal in a room's instance over a WebSocket (the global WebSocket of browsers and
+// Node 22+). Opening takes a single-use ticket with the API key first, since a browser
+// cannot set the Authorization header on a WebSocket and a key must never travel in a
+// URL; the ticket request also hears of refusals (no ready instance, the terminal limit)
+// as ordinary API errors, which a WebSocket handshake cannot show.
+import { RoomkitConnectionError, RoomkitError } from './errors.ts';
+import type { RequestOptions, Transport } from './http.ts';
+
+const TERMINAL = '/api/profile/{profile_id}/room/{room_id}/terminal' as const;
+
+export interface TerminalOptions extends RequestOptions {
+  /** Size in character cells; default 80x24. */
+  cols?: number;
+  rows?: number;
+  /** Run this with `sh -c` on the terminal instead of the login shell. */
+  command?: string;
+}
+
+/** Why the server ended a terminal other than by its program's exit. */
+export type TerminalClosedReason = 'closed' | 'instance_stopped' | 'idle' | 'shutting_down' | 'lost';
+
+/** A terminal ended without its program's exit; `reason` says why. */
+export class TerminalClosedError extends Error {
+  readonly reason: TerminalClosedReason | 'connection_closed';
+  /** The WebSocket's close code. */
+  readonly closeCode: number;
+
+  constructor(reason: TerminalClosedReason | 'connection_closed', message: string, closeCode: number) {
+    super(message);
+    this.name = 'TerminalClosedError';
+    this.reason = reason;
+    this.closeCode = closeCode;
+  }
+}
+
+export class Terminal {
+  readonly terminalId: string;
+  readonly instanceId: string;
+  /**
+   * The exit code of the terminal's program. Rejects with TerminalClosedError when the
+   * terminal ended otherwise: close() was called, its instance stopped, it was idle too
+   * long, the server shut down or the connection broke.
+   */
+  readonly exited: Promise<number>;
+  readonly #socket: WebSocket;
+  readonly #listeners: ((data: Uint8Array) => void)[] = [];
+  readonly #early: Uint8Array[] = [];
+  readonly #encoder = new TextEncoder();
+
+  constructor(socket: WebSocket, opened: { terminal_id: string; instance_id: string }) {
+    this.#socket = socket;
+    this.terminalId = opened.terminal_id;
+    this.instanceId = opened.instance_id;
+    let exitCode: number | undefined;
+    let closedBy: { reason: TerminalClosedReason; message: string } | undefined;
+    this.exited = new Promise<number>((resolve, reject) => {
+      socket.addEventListener('message', (event) => {
+        if (typeof event.data !== 'string') {
+          const bytes = new Uint8Array(event.data as ArrayBuffer);
+          if (this.#listeners.length === 0) this.#early.push(bytes);
+          for (const listener of this.#listeners) listener(bytes);
+          return;
+        }
+        const message = parseMessage(event.data);
+        if (message.type === 'exit' && typeof message.exit_code === 'number') exitCode = message.exit_code;
+        if (message.type === 'closed') closedBy = { reason: message.reason as TerminalClosedReason, message: String(message.message ?? message.reason) };
+      });
+      socket.addEventListener('close', (event) => {
+        if (exitCode !== undefined) return resolve(exitCode);
+        if (closedBy) return reject(new TerminalClosedError(closedBy.reason, `the terminal was closed: ${closedBy.message}`, event.code));
+        reject(new TerminalClosedError('connection_closed', `the terminal's connection closed (WebSocket code ${event.code}${event.reason ? `: ${event.reason}` : ''})`, event.code));
+      });
+    });
+    // A caller that never awaits `exited` must not get an unhandled rejection.
+    this.exited.catch(() => {});
+  }
+
+  /** The terminal's output as it comes; what came before the first listener is given to it. */
+  onData(listener: (data: Uint8Array) => void): void {
+    this.#listeners.push(listener);
+    for (const chunk of this.#early.splice(0)) listener(chunk);
+  }
+
+  /** Input, as the terminal's keyboard would type it (a string is sent as UTF-8). */
+  write(data: string | Uint8Array): void {
+    if (this.#socket.readyState !== WebSocket.OPEN) return;
+    this.#socket.send(typeof data === 'string' ? this.#encoder.encode(data) : data);
+  }
+
+  resize(cols: number, rows: number): void {
+    if (this.#socket.readyState !== WebSocket.OPEN) return;
+    this.#socket.send(JSON.stringify({ type: 'resize', cols, rows }));
+  }
+
+  /** Ends the terminal and everything it started in the instance. */
+  close(): void {
+    if (this.#socket.readyState === WebSocket.OPEN || this.#socket.readyState === WebSocket.CONNECTING) this.#socket.close(1000);
+  }
+}
+
+/** Opens a terminal in a room: a ticket over HTTP, then the WebSocket. */
+export async function openTerminal(transport: Transport, params: { profile_id: string; room_id: string }, options: TerminalOptions = {}): Promise<Terminal> {
+  const { ticket } = await transport.json('post', `${TERMINAL}/ticket`, { params }, { ...(options.signal ? { signal: options.signal } : {}) });
+  const query = { cols: options.cols, rows: options.rows, command: options.command, ticket };
+  const url = transport.url(TERMINAL, params, query).replace(/^http/, 'ws');
+  const shown = url.replace(/ticket=[^&]*/, 'ticket=…');
+  const socket = new WebSocket(url);
+  socket.binaryType = 'arraybuffer';
+  return new Promise<Terminal>((resolve, reject) => {
+    let settled = false;
+    const onAbort = () => socket.close();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    socket.addEventListener('message', function first(event) {
+      if (settled || typeof event.data !== 'string') return;
+      const message = parseMessage(event.data);
+      if (message.type !== 'opened') return;
+      settled = true;
+      socket.removeEventListener('message', first);
+      options.signal?.removeEventListener('abort', onAbort);
+      resolve(new Terminal(socket, message as { terminal_id: string; instance_id: string }));
+    });
+    socket.addEventListener('close', (event) => {
+      if (settled) return;
+      settled = true;
+      options.signal?.removeEventListener('abort', onAbort);
+      if (options.signal?.aborted) return reject(options.signal.reason);
+      if (event.code === 1006) {
+        // The handshake was refused (the ticket's checks passed, so most likely the
+        // instance cannot have terminals), or the server could not be reached.
+        return reject(
+          new RoomkitError({
+            status: 0,
+            code: 'terminal_unavailable',
+            message: `the server did not open the terminal at ${shown}: the room's instance may run without roomkit's agent (see GET of the room), or the connection failed`,
+          }),
+        );
+      }
+      reject(new RoomkitConnectionError({ code: 'connection_failed', message: `the terminal closed before it opened (WebSocket code ${event.code}${event.reason ? `: ${event.reason}` : ''})`, method: 'GET', url: shown }));
+    });
+  });
+}
+
+function parseMessage(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}

@@ -1,0 +1,56 @@
+// `roomkit shell ROOM`: an interactive terminal in the room's instance, through the SDK.
+// On a terminal, the local one is put in raw mode (every key, Ctrl-C included, goes to
+// the instance), follows the window's size, and is restored however the shell ends.
+// Off a terminal (piped input) the input is passed on as it is, then an end of input.
+// The exit code is the remote program's.
+import type { Command } from 'commander';
+import { TerminalClosedError } from '@roomkit/sdk';
+import { ClientError, type RoomOptions, roomCommand, roomOf, run } from './client.ts';
+
+/** roomkit's own failure, told apart from the shell's exit codes (as `exec` does). */
+const SHELL_FAILURE_EXIT = 125;
+/** ^D: the end of input on a terminal. */
+const END_OF_INPUT = '\x04';
+
+export function registerShellCommand(program: Command): void {
+  roomCommand(program, 'shell <room>', 'open an interactive terminal (the login shell) in the room\'s instance', { json: false })
+    .option('-c, --command <command>', 'run this on the terminal instead of the login shell')
+    .addHelpText(
+      'after',
+      '\nOn a terminal, keys go to the instance as typed (Ctrl-C too); the shell\'s `exit` ends the session.\n' +
+        'With piped input, the input is typed into the shell, then an end of input (^D).\n' +
+        `Exit code: the shell's (or the command's) own; ${SHELL_FAILURE_EXIT} when roomkit itself failed or the terminal was closed.`,
+    )
+    .action(run(async (roomId: string, options: RoomOptions & { command?: string }) => {
+      const stdin = process.stdin;
+      const stdout = process.stdout;
+      const tty = stdin.isTTY === true;
+      const size = () => ({ cols: stdout.columns > 0 ? stdout.columns : 80, rows: stdout.rows > 0 ? stdout.rows : 24 });
+      const terminal = await roomOf(roomId, options).terminal({ ...(tty ? size() : {}), ...(options.command === undefined ? {} : { command: options.command }) });
+      terminal.onData((data) => stdout.write(data));
+      const onResize = () => {
+        const { cols, rows } = size();
+        terminal.resize(cols, rows);
+      };
+      if (tty) {
+        stdin.setRawMode(true);
+        stdout.on('resize', onResize);
+      }
+      stdin.on('data', (chunk: Buffer) => terminal.write(chunk));
+      if (!tty) stdin.once('end', () => terminal.write(END_OF_INPUT));
+      stdin.resume();
+      try {
+        process.exitCode = await terminal.exited;
+      } catch (err) {
+        if (!(err instanceof TerminalClosedError)) throw err;
+        throw new ClientError(err.reason, err.message, SHELL_FAILURE_EXIT);
+      } finally {
+        if (tty) {
+          stdin.setRawMode(false);
+          stdout.off('resize', onResize);
+        }
+        stdin.pause();
+        stdin.destroy();
+      }
+    }, SHELL_FAILURE_EXIT));
+}

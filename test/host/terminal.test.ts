@@ -1,0 +1,325 @@
+// Terminals over WebSocket against real gVisor instances with roomkit's agent: a real
+// client (Node's WebSocket) against the app listening on 127.0.0.1, the SDK, and the
+// `roomkit shell` command with piped input; refusals before the upgrade as HTTP Error
+// bodies; nothing of a closed terminal left in the instance.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { type AddressInfo, connect as connectTcp } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { Roomkit } from '@roomkit/sdk';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { BIN } from '../support/cli.ts';
+
+const MAX_TERMINALS = 3;
+
+let t: TestApp;
+let org: TestOrg;
+let url: string;
+let profileId: string;
+let instanceId: string;
+const ROOM = 'term';
+const path = (room = ROOM, profile = profileId) => `/api/profile/${profile}/room/${room}/terminal`;
+
+/** A terminal client: everything it received, and waits on it. */
+interface Client {
+  ws: WebSocket;
+  text(): string;
+  messages: Record<string, unknown>[];
+  closed: Promise<{ code: number; reason: string }>;
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  send(data: string): void;
+}
+
+async function connect(query: Record<string, string | number> = {}, headers: Record<string, string> = org.headers, room = ROOM): Promise<Client> {
+  const qs = new URLSearchParams(Object.entries(query).map(([k, v]): [string, string] => [k, String(v)])).toString();
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${path(room)}${qs ? `?${qs}` : ''}`, { headers } as unknown as string[]);
+  ws.binaryType = 'arraybuffer';
+  let output = '';
+  const messages: Record<string, unknown>[] = [];
+  const waiters = new Set<() => void>();
+  ws.addEventListener('message', (event) => {
+    if (typeof event.data === 'string') messages.push(JSON.parse(event.data) as Record<string, unknown>);
+    else output += Buffer.from(event.data as ArrayBuffer).toString('utf8');
+    for (const w of waiters) w();
+  });
+  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.addEventListener('close', (e) => resolve({ code: e.code, reason: e.reason })));
+  await new Promise<void>((resolve, reject) => {
+    ws.addEventListener('open', () => resolve());
+    ws.addEventListener('error', () => reject(new Error('the WebSocket did not open')));
+  });
+  return {
+    ws,
+    messages,
+    closed,
+    text: () => output,
+    send: (data) => ws.send(new TextEncoder().encode(data)),
+    waitFor(pattern, timeoutMs = 15_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const m = pattern.exec(output);
+          if (!m) return;
+          waiters.delete(check);
+          clearTimeout(timer);
+          resolve(m[0]);
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`no ${pattern} in the terminal's output within ${timeoutMs} ms; it has: ${JSON.stringify(output.slice(-500))}`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      });
+    },
+  };
+}
+
+/**
+ * What the server answers to a WebSocket handshake: 101, or the status and Error body of
+ * a refusal. Read from a raw socket until the server closes it, as it does after a refusal.
+ */
+async function handshake(target: string, headers: Record<string, string>): Promise<{ status: number; body: Record<string, unknown> }> {
+  const { port } = new URL(url);
+  const socket = connectTcp(Number(port), '127.0.0.1');
+  await once(socket, 'connect');
+  const lines = Object.entries({ ...headers, host: `127.0.0.1:${port}`, connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' })
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  socket.write(`GET ${target} HTTP/1.1\r\n${lines}\r\n`);
+  let raw = '';
+  socket.setEncoding('utf8').on('data', (d: string) => {
+    raw += d;
+    if (raw.startsWith('HTTP/1.1 101')) socket.destroy();
+  });
+  await once(socket, 'close');
+  const status = Number(/^HTTP\/1\.1 (\d+)/.exec(raw)?.[1] ?? 0);
+  const text = raw.split('\r\n\r\n').slice(1).join('\r\n\r\n');
+  return { status, body: status === 101 || text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
+}
+
+/** The processes of the VM user inside the instance, from a command through the API. */
+async function userProcesses(): Promise<string> {
+  const res = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/${ROOM}/command`, headers: org.headers, payload: { command: 'ps -eo args' } });
+  assert.equal(res.statusCode, 200, res.body);
+  return (res.json() as { result: { output: string } }).result.output;
+}
+
+before(async () => {
+  t = await startTestApp({ gvisorPool: '10.242.0.0/25', config: { guestAgent: 'on', maxTerminalsPerInstance: MAX_TERMINALS } });
+  assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
+  await t.app.listen({ host: '127.0.0.1', port: 0 });
+  url = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  org = await t.newOrg();
+  profileId = await t.createProfile(org, { name: 'term', memory_mb: 512, disk_mb: 1024, network: { egress: 'none' } });
+  const created = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/${ROOM}`, headers: org.headers, payload: {} });
+  assert.equal(created.statusCode, 201, created.body);
+  instanceId = (created.json() as { instance_id: string }).instance_id;
+});
+
+after(async () => {
+  await t.closeLeavingNothing();
+});
+
+describe('a terminal over WebSocket', () => {
+  it('starts at 80x24, follows a resize, and types into cat', async () => {
+    const c = await connect();
+    try {
+      c.send('stty size\n');
+      await c.waitFor(/^24 80\r?$/m);
+      c.ws.send(JSON.stringify({ type: 'resize', cols: 132, rows: 40 }));
+      c.send('stty size\n');
+      await c.waitFor(/^40 132\r?$/m);
+      c.send('cat\n');
+      await c.waitFor(/\$ cat\r\n/);
+      await new Promise((r) => setTimeout(r, 500));
+      c.send('typed-into-cat\n');
+      // The terminal echoes the line, then cat prints it back: twice.
+      await c.waitFor(/typed-into-cat\r\n(?:.*\r\n)?typed-into-cat/);
+      c.send('\x04');
+      const opened = c.messages.find((m) => m.type === 'opened');
+      assert.equal(typeof opened?.terminal_id, 'string');
+    } finally {
+      c.ws.close();
+    }
+  });
+
+  it('takes the size from the query and says exit 3 with the exit code, then closes with 1000', async () => {
+    const c = await connect({ cols: 100, rows: 30 });
+    c.send('stty size\n');
+    await c.waitFor(/^30 100\r?$/m);
+    c.send('exit 3\n');
+    const closed = await c.closed;
+    assert.equal(closed.code, 1000);
+    assert.deepEqual(c.messages.at(-1), { type: 'exit', exit_code: 3 });
+  });
+
+  it('runs `command` instead of the login shell', async () => {
+    const c = await connect({ command: 'echo from-command; exit 5' });
+    await c.waitFor(/from-command/);
+    await c.closed;
+    assert.deepEqual(c.messages.at(-1), { type: 'exit', exit_code: 5 });
+  });
+
+  it('closing the socket ends the shell and everything it started, hang-up ignored or not', async () => {
+    const c = await connect();
+    c.send('nohup sleep 4242 >/dev/null 2>&1 & sleep 4343 & echo started-$((6*7))\n');
+    await c.waitFor(/started-42/);
+    // Positive control: they run while the terminal is open.
+    const during = await userProcesses();
+    assert.match(during, /sleep 4242/);
+    assert.match(during, /sleep 4343/);
+    c.ws.close();
+    await c.closed;
+    let left = '';
+    for (let i = 0; i < 40; i++) {
+      left = await userProcesses();
+      if (!/sleep 4[23]4[23]/.test(left)) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    assert.doesNotMatch(left, /sleep 4242|sleep 4343/);
+    await waitFor(() => t.services.terminals.countIn(instanceId) === 0);
+  });
+
+  it('refuses before the upgrade: no key 401, another organization 404, bad size 400, a plain GET 426', async () => {
+    const missing = await handshake(path(), {});
+    assert.equal(missing.status, 401);
+    assert.equal(missing.body.error, 'missing_api_key');
+    const other = await t.newOrg();
+    const foreign = await handshake(path(), other.headers);
+    assert.equal(foreign.status, 404);
+    assert.equal(foreign.body.error, 'profile_not_found');
+    const bad = await handshake(`${path()}?cols=0`, org.headers);
+    assert.equal(bad.status, 400);
+    assert.equal(bad.body.error, 'validation_error');
+    const noRoom = await handshake(path('nowhere'), org.headers);
+    assert.equal(noRoom.status, 404);
+    assert.equal(noRoom.body.error, 'instance_not_found');
+    const plain = await fetch(`${url}${path()}`, { headers: org.headers });
+    assert.equal(plain.status, 426);
+    assert.equal(((await plain.json()) as { error: string }).error, 'upgrade_required');
+  });
+
+  it('keeps at most ROOMKIT_MAX_TERMINALS_PER_INSTANCE open at once', async () => {
+    const open = [];
+    for (let i = 0; i < MAX_TERMINALS; i++) open.push(await connect());
+    const refused = await handshake(path(), org.headers);
+    assert.equal(refused.status, 429);
+    assert.equal(refused.body.error, 'too_many_terminals');
+    for (const c of open) c.ws.close();
+    await Promise.all(open.map((c) => c.closed));
+    await waitFor(() => t.services.terminals.countIn(instanceId) === 0);
+    const again = await connect();
+    again.ws.close();
+    await again.closed;
+  });
+
+  it('opens with a single-use ticket instead of the Authorization header', async () => {
+    const res = await t.app.inject({ method: 'POST', url: `${path()}/ticket`, headers: org.headers });
+    assert.equal(res.statusCode, 201, res.body);
+    const { ticket } = res.json() as { ticket: string };
+    const c = await connect({ ticket }, {});
+    c.send('echo via-ticket\n');
+    await c.waitFor(/via-ticket\r\n/);
+    c.ws.close();
+    await c.closed;
+    const reused = await handshake(`${path()}?ticket=${ticket}`, {});
+    assert.equal(reused.status, 401);
+    assert.equal(reused.body.error, 'invalid_terminal_ticket');
+    // A ticket opens only the room it was made for.
+    const other = (await t.app.inject({ method: 'POST', url: `${path()}/ticket`, headers: org.headers })).json() as { ticket: string };
+    const elsewhere = await handshake(`${path('elsewhere')}?ticket=${other.ticket}`, {});
+    assert.equal(elsewhere.status, 401);
+  });
+
+  it('records opening a terminal in the audit trail, without what it carried', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/api/audit?action=terminal.open', headers: org.headers });
+    assert.equal(res.statusCode, 200, res.body);
+    const events = (res.json() as { events: Record<string, unknown>[] }).events;
+    assert.ok(events.length >= 3, res.body);
+    assert.ok(events.some((e) => e.status === 101 && e.decision === 'allowed' && e.instance_id === instanceId), res.body);
+    assert.ok(events.some((e) => e.command === 'echo from-command; exit 5'), res.body);
+    assert.doesNotMatch(res.body, /typed-into-cat|via-ticket/);
+  });
+
+  it('the SDK: write, onData, resize, exited', async () => {
+    const rk = new Roomkit({ baseUrl: url, apiKey: org.apiKey });
+    const terminal = await rk.room('term', ROOM).terminal({ cols: 90, rows: 20 });
+    let out = '';
+    terminal.onData((d) => (out += Buffer.from(d).toString('utf8')));
+    terminal.write('stty size\n');
+    await waitFor(() => /^20 90\r?$/m.test(out));
+    terminal.resize(70, 10);
+    terminal.write('stty size; exit 9\n');
+    assert.equal(await terminal.exited, 9);
+    assert.match(out, /^10 70\r?$/m);
+  });
+
+  it('`roomkit shell` with piped input runs it and exits with the shell\'s code', async () => {
+    const child = spawn(process.execPath, [BIN, 'shell', '--profile', 'term', ROOM], {
+      env: { ...process.env, ROOMKIT_URL: url, ROOMKIT_API_KEY: org.apiKey },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.stdin.end('echo shell-says-$((20+22))\nexit 7\n');
+    const [code] = (await once(child, 'close')) as [number | null];
+    assert.equal(code, 7, stderr);
+    assert.match(stdout, /shell-says-42/);
+  });
+
+  it('a deleted instance closes its terminal with the reason (4001)', async () => {
+    const c = await connect();
+    c.send('echo before-delete\n');
+    await c.waitFor(/before-delete\r\n/);
+    const deleted = await t.app.inject({ method: 'DELETE', url: `/api/profile/${profileId}/room/${ROOM}`, headers: org.headers });
+    assert.equal(deleted.statusCode, 200, deleted.body);
+    const closed = await c.closed;
+    assert.equal(closed.code, 4001);
+    const last = c.messages.at(-1);
+    assert.equal(last?.type, 'closed');
+    assert.equal(last?.reason, 'instance_stopped');
+    assert.match(String(last?.message), /deleted/);
+  });
+});
+
+describe('an instance without the agent', () => {
+  let plain: TestApp;
+  let plainOrg: TestOrg;
+  let plainUrl: string;
+  before(async () => {
+    plain = await startTestApp({ gvisorPool: '10.242.0.128/25', config: { guestAgent: 'off' } });
+    await plain.app.listen({ host: '127.0.0.1', port: 0 });
+    plainUrl = `http://127.0.0.1:${(plain.app.server.address() as AddressInfo).port}`;
+    plainOrg = await plain.newOrg();
+    const created = await plain.app.inject({ method: 'POST', url: `/api/profile/${plainOrg.defaultProfileId}/room/r`, headers: plainOrg.headers, payload: {} });
+    assert.equal(created.statusCode, 201, created.body);
+  });
+  after(async () => {
+    await plain.closeLeavingNothing();
+  });
+
+  it('refuses a terminal with 409 terminal_unavailable saying how to fix it; the SDK says so too', async () => {
+    const saved = url;
+    url = plainUrl;
+    try {
+      const refused = await handshake(`/api/profile/${plainOrg.defaultProfileId}/room/r/terminal`, plainOrg.headers);
+      assert.equal(refused.status, 409);
+      assert.equal(refused.body.error, 'terminal_unavailable');
+      assert.match(String(refused.body.message), /ROOMKIT_GUEST_AGENT=on/);
+    } finally {
+      url = saved;
+    }
+    const rk = new Roomkit({ baseUrl: plainUrl, apiKey: plainOrg.apiKey });
+    await assert.rejects(rk.room(plainOrg.defaultProfileId, 'r').terminal(), (err: Error & { code?: string }) => err.code === 'terminal_unavailable');
+  });
+});
+
+async function waitFor(check: () => boolean, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
