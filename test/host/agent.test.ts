@@ -85,13 +85,32 @@ describe('the agent inside an instance', () => {
     assert.match(asUser.output, /CANARY=seen-in-proc/);
     assert.ok(!asUser.output.includes(agentKey), 'the VM user read the agent key');
     assert.doesNotMatch(asUser.output, /ROOMKIT_AGENT_KEY/);
-    const file = await sh('a', 'cat /run/roomkit/agent.key; ls /run/roomkit');
+    const file = await sh('a', 'cat /run/roomkit-agent/key; ls /run/roomkit-agent');
     assert.notEqual(file.exit_code, 0);
     assert.ok(!file.output.includes(agentKey), 'the VM user read the key file');
     assert.match(file.output, /Permission denied/);
     // Positive control: guest root finds it where the agent reads it.
-    const asRoot = await runtime.exec(ids.a, ['cat', '/run/roomkit/agent.key'], { as: 'root', timeoutMs: 30_000 });
+    const asRoot = await runtime.exec(ids.a, ['cat', '/run/roomkit-agent/key'], { as: 'root', timeoutMs: 30_000 });
     assert.equal(asRoot.stdout, `${agentKey}\n`);
+  });
+
+  it('has dropped CAP_SYS_ADMIN, which its init holds for the boot alone, from every process: the init, the server, root commands, sudo', async () => {
+    const SYS_ADMIN = 1n << 21n;
+    const masks = (status: string) => [...status.matchAll(/^Cap(Eff|Prm|Bnd):\s+([0-9a-f]+)$/gm)].map((m) => BigInt(`0x${m[2]}`));
+    const look = 'for p in 1 $(pgrep -f "^/usr/local/lib/roomkit/agent serve") $(pgrep -f "^python3 /usr/local/lib/roomkit/rootd") self; do grep -E "^Cap(Eff|Prm|Bnd)" /proc/$p/status; done';
+    const asRoot = await runtime.exec(ids.a, ['sh', '-c', look], { as: 'root', timeoutMs: 30_000 });
+    const viaSudo = await sh('a', `sudo sh -c '${look}'`);
+    for (const [who, text] of [['root through the agent', asRoot.stdout], ['sudo', viaSudo.output]] as const) {
+      const found = masks(text);
+      // Positive control: four processes, three sets each, all read; CAP_KILL (bit 5) is held.
+      assert.equal(found.length, 12, `${who}: ${text}`);
+      assert.ok(found.every((m) => (m & (1n << 5n)) !== 0n), `${who}: ${text}`);
+      assert.ok(found.every((m) => (m & SYS_ADMIN) === 0n), `${who} sees CAP_SYS_ADMIN held: ${text}`);
+    }
+    // And what it was for: the root service runs in its pids group, which no one can reach.
+    const mount = await sh('a', 'sudo mount -t cgroup -o pids x /mnt 2>&1; echo "exit=$?"; sudo cat /proc/$(pgrep -f "^python3 /usr/local/lib/roomkit/rootd")/cgroup 2>&1 | grep pids');
+    assert.match(mount.output, /exit=(?!0)/, mount.output);
+    assert.match(mount.output, /pids:\/sudo/, mount.output);
   });
 
   it('refuses a connection with a wrong key, from inside the instance', async () => {

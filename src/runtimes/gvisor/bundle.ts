@@ -54,6 +54,7 @@ export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 
 export function ociSpec(options: BundleOptions): object {
   const { spec } = options;
+  const initCaps = options.agent ? [...CAPABILITIES, 'CAP_SYS_ADMIN'] : CAPABILITIES;
   return {
     ociVersion: '1.0.2',
     process: {
@@ -67,10 +68,13 @@ export function ociSpec(options: BundleOptions): object {
       args: options.agent ? [GUEST_AGENT, 'init'] : ['/usr/bin/tini', '-s', '--', 'sleep', 'infinity'],
       env: [PATH_ENV, 'HOME=/root', 'LANG=C.UTF-8'],
       cwd: '/',
+      // The agent's init alone holds CAP_SYS_ADMIN, for its boot setup, and drops it before
+      // anything else starts (images/guest/agent/boot.go); every `runsc exec` names its
+      // capabilities (guest-exec.ts), so none inherits this set.
       capabilities: {
-        bounding: CAPABILITIES,
-        effective: CAPABILITIES,
-        permitted: CAPABILITIES,
+        bounding: initCaps,
+        effective: initCaps,
+        permitted: initCaps,
         inheritable: [],
         ambient: [],
       },

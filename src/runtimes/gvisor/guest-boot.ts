@@ -30,7 +30,7 @@ export function writeGuestConfig(rootfs: string, nameservers: string[]): void {
 }
 
 /** Where the agent reads its key (images/guest/agent/serve.go keyFile). */
-export const AGENT_KEY_FILE = '/run/roomkit/agent.key';
+export const AGENT_KEY_FILE = '/run/roomkit-agent/key';
 
 /**
  * The agent's key, in a file of root's in a directory only root may enter: this gVisor
@@ -68,7 +68,11 @@ export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal)
   while (Date.now() < deadline) {
     signal.throwIfAborted();
     try {
-      await agentCall(endpoint, { op: 'hello' });
+      const hello = await agentCall(endpoint, { op: 'hello' });
+      // The agent's init sets up the root service (images/guest/agent/boot.go).
+      if (typeof hello.boot_error === 'string' && hello.boot_error !== '') {
+        throw new Error(`could not start the instance's root service: ${hello.boot_error}`);
+      }
       return;
     } catch (err) {
       if (!(err instanceof AgentUnavailable)) throw err;

@@ -2,7 +2,7 @@
 // directory, with which environment. Every exec the runtime makes, whether it waits for
 // the program or streams its input and output, gets its arguments here.
 import { VM_UID } from '../../images/builder.ts';
-import { PATH_ENV } from './bundle.ts';
+import { CAPABILITIES, PATH_ENV } from './bundle.ts';
 
 export interface ExecIdentity {
   /** `vm`: the profile's unprivileged user in its home; `root`: root in /. */
@@ -22,11 +22,14 @@ export interface ExecOptions extends ExecIdentity {
 
 /** The `runsc exec` arguments that run `argv` in the instance as `identity`, with `env` (NAME=value) besides PATH. */
 export function execArgs(instanceId: string, argv: string[], identity: ExecIdentity, env: string[] = []): string[] {
+  // Always named: without --cap, runsc exec gives the init's capabilities, and the
+  // agent's init has CAP_SYS_ADMIN (bundle.ts).
+  const caps = (identity.as === 'root' ? (identity.caps ?? CAPABILITIES) : CAPABILITIES).map((c) => `--cap=${c}`);
   const user =
     identity.as === 'vm'
       ? [`--user=${VM_UID}:${VM_UID}`, `--cwd=${identity.home ?? '/'}`, `--env=HOME=${identity.home ?? '/'}`]
-      : ['--user=0:0', '--cwd=/', '--env=HOME=/root', ...(identity.caps ?? []).map((c) => `--cap=${c}`)];
-  return ['exec', ...user, ...[PATH_ENV, ...env].map((e) => `--env=${e}`), instanceId, ...asUser(identity.as, argv)];
+      : ['--user=0:0', '--cwd=/', '--env=HOME=/root'];
+  return ['exec', ...user, ...caps, ...[PATH_ENV, ...env].map((e) => `--env=${e}`), instanceId, ...asUser(identity.as, argv)];
 }
 
 /**

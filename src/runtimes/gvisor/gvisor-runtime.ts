@@ -249,9 +249,12 @@ export class GvisorRuntime implements Runtime {
 
       const exec: Exec = (argv, options) => this.exec(instanceId, argv, options);
       const endpoint = this.agentOf(h);
+      // The agent's init starts the root service itself; without it, three execs do.
       if (endpoint) await waitForAgent(endpoint, signal);
-      else await waitForInit(exec, signal);
-      await startRootService(exec);
+      else {
+        await waitForInit(exec, signal);
+        await startRootService(exec);
+      }
       await onStep('vm_booted');
 
       await checkReady(exec, spec);

@@ -17,6 +17,12 @@ func runInit() {
 	children := make(chan os.Signal, 64)
 	signal.Notify(children, syscall.SIGCHLD)
 
+	// Set up before anything else runs; the server tells the host what failed.
+	env := os.Environ()
+	if err := bootSetup(); err != nil {
+		fmt.Fprintln(os.Stderr, "agent init: boot setup:", err)
+		env = append(env, "ROOMKIT_BOOT_ERROR="+err.Error())
+	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent init:", err)
@@ -30,7 +36,7 @@ func runInit() {
 	start := func() {
 		pid, err := syscall.ForkExec(self, []string{self, "serve"}, &syscall.ProcAttr{
 			Dir:   "/",
-			Env:   os.Environ(),
+			Env:   env,
 			Files: []uintptr{devnull.Fd(), os.Stdout.Fd(), os.Stderr.Fd()},
 		})
 		if err != nil {

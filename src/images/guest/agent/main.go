@@ -19,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: agent init|serve")
+		fmt.Fprintln(os.Stderr, "usage: agent init|serve|rootd")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -27,6 +27,8 @@ func main() {
 		runInit()
 	case "serve":
 		runServe()
+	case "rootd":
+		runRootdLauncher(os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "agent: unknown role %q (init or serve)\n", os.Args[1])
 		os.Exit(2)

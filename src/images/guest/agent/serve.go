@@ -21,12 +21,15 @@ const defaultPort = "905"
 // keyFile holds the instance's key, written by the host before the sandbox starts, in a
 // directory only root can enter (this gVisor lets every user read /proc/1/environ, so
 // the environment is no place for it).
-const keyFile = "/run/roomkit/agent.key"
+const keyFile = "/run/roomkit-agent/key"
 
 // requestTimeout bounds how long a new connection may take to say what it wants.
 const requestTimeout = 10 * time.Second
 
 var startedAt = time.Now()
+
+// bootError is what the init's boot setup could not do ("" when all went well).
+var bootError string
 
 // request is every operation's parameters; each operation reads the fields it needs.
 type request struct {
@@ -55,6 +58,8 @@ type request struct {
 }
 
 func runServe() {
+	bootError = os.Getenv("ROOMKIT_BOOT_ERROR")
+	os.Unsetenv("ROOMKIT_BOOT_ERROR")
 	port := os.Getenv("ROOMKIT_AGENT_PORT")
 	if port == "" {
 		port = defaultPort
@@ -110,7 +115,7 @@ func handle(conn net.Conn, key string) {
 	}
 	switch req.Op {
 	case "hello":
-		w.sendJSON(frameReply, map[string]any{"agent": "roomkit", "protocol": 1, "pid": os.Getpid(), "uptime_ms": time.Since(startedAt).Milliseconds()})
+		w.sendJSON(frameReply, map[string]any{"agent": "roomkit", "protocol": 1, "pid": os.Getpid(), "uptime_ms": time.Since(startedAt).Milliseconds(), "boot_error": bootError})
 	case "exec":
 		runExec(r, w, &req)
 	case "kill":
