@@ -93,10 +93,11 @@ async function withRawSandboxes(count: number, start: (name: string, use: (sandb
   });
 }
 
-/** The service process's resident memory after a full garbage collection, so that it counts what is held, not garbage. */
-function serviceRss(): number {
+/** The service process's resident memory and JS heap after a full garbage collection, so that they count what is held, not garbage. */
+function serviceMemory(): { rss: number; heap: number } {
   (runInNewContext('gc') as () => void)();
-  return process.memoryUsage().rss;
+  const { rss, heapUsed } = process.memoryUsage();
+  return { rss, heap: heapUsed };
 }
 
 /** Sandboxes running on the whole host now (runsc-sandbox processes): how many share runsc's pages, which PSS divides. */
@@ -180,13 +181,13 @@ try {
   console.log(`image ${image.key} ready (${((Date.now() - buildStarted) / 1000).toFixed(1)} s, built once before measuring)\n`);
 
   // The service's own growth: the first create also loads code, so the figure per instance comes from the others.
-  const rssNone = serviceRss();
+  const none = serviceMemory();
   const onIds = await createInstances(bench, 'mem', 1);
   await sleep(1_000);
-  const rssFirst = serviceRss();
+  const first = serviceMemory();
   onIds.push(...(await createInstances(bench, 'mem-more', INSTANCES - 1)));
   await sleep(1_000);
-  const rssAll = serviceRss();
+  const all = serviceMemory();
 
   // Agent off: a second service, its own addresses, the same image cache.
   const off = await startBenchService('10.244.0.128/25', { guestAgent: 'off', imagesDir: config.imagesDir });
@@ -219,9 +220,12 @@ try {
         console.log(`  inside the guest its two processes (init, serve) report ${mib(p50(2, agentRow)).toFixed(1)} MiB RSS together, pages they share counted twice`);
         console.log(`roomkit over the floor at p50 (agent on): host PSS +${mib(p50(2, pssRow) - p50(0, pssRow)).toFixed(1)} MiB, cgroup usage +${mib(p50(2, usageRow) - p50(0, usageRow)).toFixed(1)} MiB\n`);
 
-        const growth = INSTANCES > 1 ? (rssAll - rssFirst) / (INSTANCES - 1) : rssFirst - rssNone;
-        console.log(`service process RSS (after a full GC): ${mib(rssNone).toFixed(0)} MiB with no instance, ${mib(rssFirst).toFixed(0)} MiB with 1, ${mib(rssAll).toFixed(0)} MiB with ${INSTANCES}:`);
-        console.log(`  ${mib(growth).toFixed(2)} MiB per instance${INSTANCES > 1 ? ' after the first' : ''} (the first, which also loads code: ${mib(rssFirst - rssNone).toFixed(1)} MiB)\n`);
+        const each = (key: 'rss' | 'heap') => (INSTANCES > 1 ? (all[key] - first[key]) / (INSTANCES - 1) : first[key] - none[key]);
+        // The heap's growth is part of RSS's; at a few instances RSS's own noise can hide it.
+        const growth = Math.max(0, each('rss'), each('heap'));
+        const after = INSTANCES > 1 ? ' after the first' : '';
+        console.log(`service process after a full GC, with no instance / 1 / ${INSTANCES}: RSS ${[none, first, all].map((m) => mib(m.rss).toFixed(1)).join(' / ')} MiB, JS heap ${[none, first, all].map((m) => mib(m.heap).toFixed(1)).join(' / ')} MiB`);
+        console.log(`  per instance${after}: RSS ${mib(each('rss')).toFixed(2)} MiB, JS heap ${mib(each('heap')).toFixed(3)} MiB (the first create also loads code: RSS ${mib(first.rss - none.rss).toFixed(1)} MiB)\n`);
 
         // What one more idle instance takes: its processes' share of user pages (PSS), the
         // kernel memory of its tasks (in no PSS), and what the service keeps for it.
