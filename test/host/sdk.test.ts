@@ -423,6 +423,16 @@ describe('agreement with the server', () => {
         writeFile: () => r.writeFile('a', 'x'),
         list: () => r.list('d'),
         deleteFile: () => r.deleteFile('a'),
+        // The ticket goes through fetch (and is checked below); the WebSocket after it
+        // finds nothing listening on port 9, which is the expected end here (the SDK cannot
+        // tell a refused handshake from a failed connection, and says either).
+        terminal: () =>
+          r.terminal().then(
+            (terminal) => terminal.close(),
+            (err: unknown) => {
+              if (!(err instanceof RoomkitConnectionError || err instanceof RoomkitError)) throw err;
+            },
+          ),
       },
       CommandHandle: { status: () => handle.status({ offset: 3 }), wait: () => handle.wait(), kill: () => handle.kill('TERM') },
     };
@@ -463,6 +473,7 @@ function answerFor(method: string, url: URL, init: RequestInit | undefined): Res
   if (path === '/api/profiles' && method === 'GET') return json({ profiles: [{ profile_id: id, name: 'by-name', home: '/home/user' }] });
   if (path.startsWith('/api/profiles/')) return json({ profile_id: id, name: 'by-name', home: '/home/user' });
   if (path === '/api/instances') return json({ instances: [], next_cursor: null });
+  if (path.endsWith('/terminal/ticket')) return json({ ticket: 'rkt_test', expires_at: new Date(Date.now() + 30_000).toISOString() }, 201);
   if (path.endsWith('/command')) {
     const body = JSON.parse(String(init?.body)) as { stream?: boolean; background?: boolean };
     if (body.stream) {
