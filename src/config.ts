@@ -44,6 +44,12 @@ export interface Config {
   readonly expiryCheckIntervalMs: number;
   /** Output of one command kept in its result: the first and the last half of it. */
   readonly maxOutputBytes: number;
+  /**
+   * Input one request may give a command's stdin (the `stdin` field, or one write to a
+   * running command), decoded. The command routes accept bodies larger than
+   * bodyLimitBytes by what this takes in base64.
+   */
+  readonly maxStdinBytes: number;
   /** Entries of files_changed in one result; the total is reported beyond it. */
   readonly filesChangedLimit: number;
   /** Largest file the JSON file endpoint returns (the raw endpoint streams any size). */
@@ -172,6 +178,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   onShutdown: 'ROOMKIT_ON_SHUTDOWN',
   expiryCheckIntervalMs: 'ROOMKIT_EXPIRY_CHECK_INTERVAL_MS',
   maxOutputBytes: 'ROOMKIT_MAX_OUTPUT_BYTES',
+  maxStdinBytes: 'ROOMKIT_MAX_STDIN_BYTES',
   filesChangedLimit: 'ROOMKIT_FILES_CHANGED_LIMIT',
   maxFileReadBytes: 'ROOMKIT_MAX_FILE_READ_BYTES',
   maxUploadBytes: 'ROOMKIT_MAX_UPLOAD_BYTES',
@@ -335,6 +342,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     onShutdown: oneOf('onShutdown', SHUTDOWN_POLICIES, 'keep'),
     expiryCheckIntervalMs: int('expiryCheckIntervalMs', 5000, 100, 3_600_000),
     maxOutputBytes: int('maxOutputBytes', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    maxStdinBytes: int('maxStdinBytes', 1024 * 1024, 1024, 64 * 1024 * 1024),
     filesChangedLimit: int('filesChangedLimit', 1000, 1, 100_000),
     maxFileReadBytes: int('maxFileReadBytes', 50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
     maxUploadBytes: int('maxUploadBytes', 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),

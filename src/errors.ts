@@ -37,11 +37,14 @@ export const ERROR_STATUS = {
   profile_name_taken: 409,
   instance_not_ready: 409,
   command_not_running: 409,
+  stdin_not_open: 409,
+  feature_unavailable: 409,
   file_changed: 409,
   terminal_unavailable: 409,
   // 413
   body_too_large: 413,
   file_too_large: 413,
+  stdin_too_large: 413,
   // 414
   uri_too_long: 414,
   // 415

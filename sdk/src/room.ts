@@ -13,6 +13,8 @@ import type {
   ExecOptions,
   FileDeleted,
   KillSignal,
+  OutputStream,
+  StdinWritten,
 } from './types.ts';
 
 const ROOM = '/api/profile/{profile_id}/room/{room_id}' as const;
@@ -41,8 +43,12 @@ export interface CreateOptions extends RequestOptions {
 }
 
 export interface ExecStreamOptions extends ExecOptions, RequestOptions {
-  /** Output as the command prints it; `offset` is the byte offset of `data` in the whole output. */
-  onOutput?: (data: string, info: { offset: number }) => void;
+  /**
+   * Output as the command prints it; `offset` is the byte offset of `data` in the whole
+   * output, `stream` where it came from (`output` when the instance cannot tell stdout
+   * and stderr apart).
+   */
+  onOutput?: (data: string, info: { offset: number; stream: OutputStream }) => void;
   onStarted?: (started: CommandStarted) => void;
   /** Kill the command if this client goes away before it ends (default: it runs on). */
   killOnDisconnect?: boolean;
@@ -57,6 +63,30 @@ export interface RawFile {
   /** Bytes in `body`, when the server said. */
   length: number | undefined;
   etag: string | undefined;
+}
+
+export interface ExecBackgroundOptions extends ExecOptions, RequestOptions {
+  /**
+   * Keep the command's stdin open (after `stdin`, if given) for `sendStdin` and
+   * `closeStdin`. Needs roomkit's agent in the instance (RoomkitError
+   * `feature_unavailable` without it).
+   */
+  stdinOpen?: boolean;
+}
+
+/** The request body's stdin fields for an input given as text or bytes. */
+function stdinFields(stdin: string | Uint8Array | undefined): { stdin?: string; stdin_encoding?: 'utf8' | 'base64' } {
+  if (stdin === undefined) return {};
+  if (typeof stdin === 'string') return { stdin };
+  return { stdin: Buffer.from(stdin.buffer, stdin.byteOffset, stdin.byteLength).toString('base64'), stdin_encoding: 'base64' };
+}
+
+/** The body of a write to a command's stdin. */
+function stdinWrite(data: string | Uint8Array | undefined, close: boolean): { data?: string; encoding?: 'utf8' | 'base64'; close?: boolean } {
+  const closing = close ? { close: true } : {};
+  if (data === undefined) return closing;
+  if (typeof data === 'string') return { data, ...closing };
+  return { data: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64'), encoding: 'base64', ...closing };
 }
 
 export class Room {
@@ -131,9 +161,14 @@ export class Room {
    * run twice.
    */
   async exec(command: string, options: ExecOptions & RequestOptions = {}): Promise<CommandResult> {
-    const { signal, ...body } = options;
+    const { signal, stdin, ...body } = options;
     // Without `background` the server answers 200 with the result.
-    return (await this.#ctx.transport.json('post', `${ROOM}/command`, { params: await this.#params(options), body: { command, ...body } }, { signal, idempotent: false })) as CommandResult;
+    return (await this.#ctx.transport.json(
+      'post',
+      `${ROOM}/command`,
+      { params: await this.#params(options), body: { command, ...body, ...stdinFields(stdin) } },
+      { signal, idempotent: false },
+    )) as CommandResult;
   }
 
   /**
@@ -143,8 +178,8 @@ export class Room {
    * command runs on (unless killOnDisconnect) and `room.command(id)` follows it.
    */
   async execStream(command: string, options: ExecStreamOptions = {}): Promise<CommandResult> {
-    const { signal, onOutput, onStarted, killOnDisconnect, ...rest } = options;
-    const body = { command, ...rest, stream: true, ...(killOnDisconnect === undefined ? {} : { kill_on_disconnect: killOnDisconnect }) };
+    const { signal, onOutput, onStarted, killOnDisconnect, stdin, ...rest } = options;
+    const body = { command, ...rest, ...stdinFields(stdin), stream: true, ...(killOnDisconnect === undefined ? {} : { kill_on_disconnect: killOnDisconnect }) };
     const { response, url } = await this.#ctx.transport.send(
       'post',
       `${ROOM}/command`,
@@ -178,8 +213,8 @@ export class Room {
           commandId = started.command_id;
           onStarted?.(started);
         } else if (event === 'output') {
-          const piece = JSON.parse(data) as { data: string; offset: number };
-          onOutput?.(piece.data, { offset: piece.offset });
+          const piece = JSON.parse(data) as { data: string; offset: number; stream?: OutputStream };
+          onOutput?.(piece.data, { offset: piece.offset, stream: piece.stream ?? 'output' });
         } else if (event === 'result') {
           return JSON.parse(data) as CommandResult;
         } else if (event === 'error') {
@@ -199,15 +234,38 @@ export class Room {
    * Starts a command in the background and answers at once with a handle to follow it.
    * No time limit applies unless timeout_s is given.
    */
-  async execBackground(command: string, options: ExecOptions & RequestOptions = {}): Promise<CommandHandle> {
-    const { signal, ...rest } = options;
+  async execBackground(command: string, options: ExecBackgroundOptions = {}): Promise<CommandHandle> {
+    const { signal, stdin, stdinOpen, ...rest } = options;
     const status = (await this.#ctx.transport.json(
       'post',
       `${ROOM}/command`,
-      { params: await this.#params(options), body: { command, ...rest, background: true } },
+      { params: await this.#params(options), body: { command, ...rest, ...stdinFields(stdin), ...(stdinOpen ? { stdin_open: true } : {}), background: true } },
       { signal, idempotent: false },
     )) as CommandStatus;
     return this.#handle(status.command_id, status);
+  }
+
+  /**
+   * Writes input to a running command started with `stdinOpen`: text (sent as UTF-8) or
+   * bytes. Answers once the instance has taken it. Not retried: a repeat would write it twice.
+   */
+  async sendStdin(commandId: string, data: string | Uint8Array, options: { close?: boolean } & RequestOptions = {}): Promise<StdinWritten> {
+    return this.#ctx.transport.json(
+      'post',
+      `${ROOM}/commands/{command_id}/stdin`,
+      { params: { ...(await this.#params(options)), command_id: commandId }, body: stdinWrite(data, options.close === true) },
+      { signal: options.signal, idempotent: false },
+    );
+  }
+
+  /** Closes a running command's stdin: it reads end of input once it has read the rest. */
+  async closeStdin(commandId: string, options: RequestOptions = {}): Promise<StdinWritten> {
+    return this.#ctx.transport.json(
+      'post',
+      `${ROOM}/commands/{command_id}/stdin`,
+      { params: { ...(await this.#params(options)), command_id: commandId }, body: stdinWrite(undefined, true) },
+      { signal: options.signal, idempotent: false },
+    );
   }
 
   /** A handle on a command of this room by its id (from a result, a status or the history). */
@@ -340,6 +398,16 @@ export class CommandHandle {
       if (status.state !== 'running') return status;
       await sleep(options.pollIntervalMs ?? DEFAULT_POLL_MS, undefined, { signal: options.signal });
     }
+  }
+
+  /** Writes input to the command's stdin (it was started with `stdinOpen`); `close` ends it after. */
+  sendStdin(data: string | Uint8Array, options: { close?: boolean } & RequestOptions = {}): Promise<StdinWritten> {
+    return this.room.sendStdin(this.commandId, data, options);
+  }
+
+  /** Closes the command's stdin. */
+  closeStdin(options: RequestOptions = {}): Promise<StdinWritten> {
+    return this.room.closeStdin(this.commandId, options);
   }
 
   /** Sends a signal to every process of the command: KILL (the default) answers once it ended. */

@@ -33,8 +33,14 @@ export type DirectoryListing = Paths[`${RoomPath}/files`]['get']['responses'][20
 export type DirectoryEntry = DirectoryListing['entries'][number];
 export type FileDeleted = Paths[`${RoomPath}/file/{*}`]['delete']['responses'][200];
 export type KillSignal = NonNullable<Paths[`${RoomPath}/commands/{command_id}/kill`]['post']['body']['signal']>;
-/** How a command runs: time limit, working directory, extra environment. */
-export type ExecOptions = Omit<CommandBody, 'command' | 'stream' | 'kill_on_disconnect' | 'background'>;
+export type StdinWritten = Paths[`${RoomPath}/commands/{command_id}/stdin`]['post']['responses'][200];
+/** How a command runs: time limit, working directory, extra environment, its input. */
+export type ExecOptions = Omit<CommandBody, 'command' | 'stream' | 'kill_on_disconnect' | 'background' | 'stdin' | 'stdin_encoding' | 'stdin_open'> & {
+  /** Given to the command's stdin, which is then closed: text (sent as UTF-8) or bytes (sent as base64). */
+  stdin?: string | Uint8Array;
+};
+/** Where a piece of streamed output came from: `output` when the instance cannot tell stdout and stderr apart. */
+export type OutputStream = 'stdout' | 'stderr' | 'output';
 /** Data sent to `started` listeners of a streamed command. */
 export interface CommandStarted {
   command_id: string;

@@ -20,6 +20,8 @@ import {
 
 /** roomkit's own failure during `exec`, told apart from the command's exit codes (as `docker run` does). */
 const EXEC_FAILURE_EXIT = 125;
+/** Most of roomkit's stdin `exec` reads for the command: the largest input a server may be set to take. */
+const MAX_STDIN_READ_BYTES = 64 * 1024 * 1024;
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 interface ConnectionOptions {
@@ -68,21 +70,28 @@ export function registerClientCommands(program: Command): void {
   roomCommand(program, 'exec <room> <command...>', 'run a shell command in the room\'s instance and exit with its exit code')
     .usage('[options] <room> <command...>')
     .addHelpText('after', '\nOptions go before the room; everything after it is the command (quote it, or put it after --).\n' +
-      'Human output: the command\'s output as it is printed on stdout, then the files it changed on stderr.\n' +
+      'Human output: what the command writes to stdout and stderr as it is printed, on roomkit\'s stdout and stderr\n' +
+      '(both on stdout for an instance without roomkit\'s agent, which cannot tell them apart), then the files it changed on stderr.\n' +
+      'Input: when roomkit\'s stdin is not a terminal (a pipe or a file), all of it is read and given to the command\'s stdin\n' +
+      '(at most the server\'s ROOMKIT_MAX_STDIN_BYTES, 1 MiB by default); --no-stdin leaves it unread. On a terminal the command\'s stdin is empty.\n' +
       `Exit code: the command's own; ${EXEC_FAILURE_EXIT} when roomkit itself failed.`)
     .option('--timeout <seconds>', 'time limit (default and maximum: the profile\'s command_timeout_s)', positiveInteger)
     .option('--cwd <dir>', 'working directory, absolute or relative to the home directory')
     .option('-e, --env <NAME=VALUE>', 'an environment variable (repeatable)', collectEnv)
+    .option('--no-stdin', 'do not read roomkit\'s stdin (the command\'s is empty), e.g. in a loop that reads from a pipe')
     .passThroughOptions()
-    .action(run(async (roomId: string, words: string[], options: RoomOptions & { timeout?: number; cwd?: string; env?: Record<string, string> }) => {
+    .action(run(async (roomId: string, words: string[], options: RoomOptions & { timeout?: number; cwd?: string; env?: Record<string, string>; stdin: boolean }) => {
       const room = roomOf(roomId, options);
       // `exec ROOM -- cmd` reaches here with the `--` when options pass through.
       const command = (words[0] === '--' ? words.slice(1) : words).join(' ');
       if (command.trim() === '') throw new ClientError('validation_error', 'no command: give it after the room, e.g. roomkit exec ROOM ls -la');
+      // Piped or redirected input is the command's; a terminal's is not read (there is no end to wait for).
+      const stdin = options.stdin && !process.stdin.isTTY ? await readStdin(MAX_STDIN_READ_BYTES) : undefined;
       const execOptions = {
         ...(options.timeout === undefined ? {} : { timeout_s: options.timeout }),
         ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
         ...(options.env === undefined ? {} : { env: options.env }),
+        ...(stdin === undefined || stdin.length === 0 ? {} : { stdin: new Uint8Array(stdin) }),
       };
       let result: CommandResult;
       if (options.json) {
@@ -90,7 +99,11 @@ export function registerClientCommands(program: Command): void {
         printJson(result);
       } else {
         // Interrupting roomkit (Ctrl-C) ends the command in the instance too.
-        result = await room.execStream(command, { ...execOptions, killOnDisconnect: true, onOutput: (data) => process.stdout.write(data) });
+        result = await room.execStream(command, {
+          ...execOptions,
+          killOnDisconnect: true,
+          onOutput: (data, { stream }) => (stream === 'stderr' ? process.stderr : process.stdout).write(data),
+        });
         reportCommand(result);
       }
       process.exitCode = result.result.exit_code;
@@ -320,8 +333,16 @@ async function readLocal(path: string): Promise<Buffer> {
   }
 }
 
-async function readStdin(): Promise<Buffer> {
+/** All of stdin; with `maxBytes`, more than that is refused before it is all read. */
+async function readStdin(maxBytes = Infinity): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  let total = 0;
+  for await (const chunk of process.stdin) {
+    total += (chunk as Buffer).length;
+    if (total > maxBytes) {
+      throw new ClientError('stdin_too_large', `stdin is more than ${formatBytes(maxBytes, 'listing')}; put the input in the instance with \`roomkit put\` and redirect it in the command`, 1);
+    }
+    chunks.push(chunk as Buffer);
+  }
   return Buffer.concat(chunks);
 }

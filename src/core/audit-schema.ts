@@ -12,6 +12,8 @@ export const AUDIT_ACTIONS = [
   'instance.delete',
   'command.run',
   'command.kill',
+  /** Input written to a running command, or its stdin closed (never the input itself). */
+  'command.stdin',
   'file.write',
   'file.delete',
   /** A terminal opened (GET …/terminal upgraded to a WebSocket); what it carried is never recorded. */

@@ -46,6 +46,25 @@ export const FileChange = Type.Object(
 );
 export type FileChange = Type.Static<typeof FileChange>;
 
+/**
+ * stdout and stderr apart, each kept within the output limit like `output`; null when
+ * the instance runs without roomkit's agent, which cannot tell them apart (`output` has both).
+ */
+const streamFields = {
+  stdout: Type.Union([Type.String(), Type.Null()], {
+    description: 'What the command wrote to stdout (lossy UTF-8), the middle cut beyond the output limit like `output`; null when the instance cannot keep stdout and stderr apart (it runs without roomkit\'s agent)',
+  }),
+  stderr: Type.Union([Type.String(), Type.Null()], { description: 'What it wrote to stderr, as `stdout`' }),
+  stdout_bytes: Type.Union([Type.Integer(), Type.Null()], { description: 'Bytes written to stdout, all of them' }),
+  stderr_bytes: Type.Union([Type.Integer(), Type.Null()], { description: 'Bytes written to stderr, all of them' }),
+  stdout_truncated: Type.Union([Type.Boolean(), Type.Null()], { description: 'Whether `stdout` lost its middle to the output limit' }),
+  stderr_truncated: Type.Union([Type.Boolean(), Type.Null()], { description: 'Whether `stderr` lost its middle to the output limit' }),
+};
+export type StreamFields = { [K in keyof typeof streamFields]: Type.Static<(typeof streamFields)[K]> };
+
+/** The stream fields of a command that kept no streams apart. */
+export const NO_STREAMS: StreamFields = { stdout: null, stderr: null, stdout_bytes: null, stderr_bytes: null, stdout_truncated: null, stderr_truncated: null };
+
 export const CommandResult = Type.Object(
   {
     instance_id: Type.String({ format: 'uuid' }),
@@ -58,6 +77,7 @@ export const CommandResult = Type.Object(
       timed_out: Type.Boolean(),
       output_truncated: Type.Boolean(),
       output_bytes: Type.Integer({ description: 'Bytes the command printed, all of them' }),
+      ...streamFields,
       files_changed_total: Type.Integer(),
       files_changed_truncated: Type.Boolean(),
       files_changed_method: Type.Optional(
@@ -121,6 +141,8 @@ export const CommandStatus = Type.Object(
     next_offset: Type.Integer({ description: 'Byte offset to ask for next (`?offset=`) to get only newer output' }),
     output_bytes: Type.Integer({ description: 'Bytes printed so far' }),
     output_available: Type.Boolean({ description: 'false once the output is no longer kept (15 minutes after the end, or a server restart)' }),
+    ...streamFields,
+    stdin_open: Type.Boolean({ description: 'Whether the command takes more input now (started with `stdin_open`, not yet closed, still running)' }),
     timed_out: Type.Union([Type.Boolean(), Type.Null()]),
     files_changed: Type.Union([Type.Array(FileChange), Type.Null()], { description: 'Once ended and while kept, as in a CommandResult' }),
     files_changed_total: Type.Union([Type.Integer(), Type.Null()]),
@@ -129,3 +151,15 @@ export const CommandStatus = Type.Object(
   { title: 'CommandStatus' },
 );
 export type CommandStatus = Type.Static<typeof CommandStatus>;
+
+/** What POST …/commands/{command_id}/stdin answers: the input was handed to the command. */
+export const StdinWritten = Type.Object(
+  {
+    command_id: Type.String({ format: 'uuid' }),
+    bytes: Type.Integer({ description: 'Bytes of this request\'s data written' }),
+    total_bytes: Type.Integer({ description: 'Bytes written to the command\'s stdin so far, through every request' }),
+    closed: Type.Boolean({ description: 'Whether its stdin is closed now (the command reads end of input once it has read the rest)' }),
+  },
+  { title: 'StdinWritten' },
+);
+export type StdinWritten = Type.Static<typeof StdinWritten>;

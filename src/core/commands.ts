@@ -1,39 +1,30 @@
 // Commands: run a shell command in a room's instance and report its output, exit code
 // and the files it changed, as the spec's CommandResult. Every command is recorded in
 // the store (running, then how it ended and why: its end reason), so a room's history
-// can be listed.
+// can be listed. Longer than most files: a command session's life (start, output,
+// input, kill, status, retention) is one piece of state, and its changes stay together
+// here; what is checked before a command starts is in command-input.ts.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { CommandRecords, toRecord } from './command-records.ts';
-import type { CommandEndReason, CommandPage, CommandResult, CommandState, CommandStatus, FileChange } from './command-schema.ts';
+import { type CommandEndReason, type CommandPage, type CommandResult, type CommandState, type CommandStatus, type FileChange, NO_STREAMS, type StdinWritten } from './command-schema.ts';
+import { type CommandInput, decodeInput, OpenStdin, type StdinEncoding, validateCommandInput } from './command-input.ts';
 import type { CommandOutcome, CommandSignal, FileChangeEntry } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import type { Instances } from './instances.ts';
 import { apiPath, fromApiPath, urlSegment } from '../lib/guest-names.ts';
 import { isUuid } from '../lib/ids.ts';
-import { OutputLog } from './output-log.ts';
+import { OutputLog, StreamTexts, streamFields } from './output-log.ts';
+import { appErrorOfRuntime } from './runtime-errors.ts';
 import type { ServedFiles } from './served-files.ts';
 import type { Profiles } from './profiles.ts';
 import type { Quotas } from './quotas.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Metrics } from '../metrics.ts';
 
-/** Longest command accepted, in UTF-8 bytes (it travels as one argument to the instance). */
-export const MAX_COMMAND_BYTES = 64 * 1024;
-/** Environment variable names a request may not set: they mark the command's processes. */
-export const RESERVED_ENV_PREFIX = 'ROOMKIT_';
-
-export interface CommandInput {
-  command: string;
-  timeout_s?: number;
-  cwd?: string;
-  env?: Record<string, string>;
-  /** Start it and answer at once; follow it with GET .../commands/{id}. */
-  background?: boolean;
-}
 
 /**
  * The unauthenticated URL of a file in an instance (the spec's public_url), for a path
@@ -65,6 +56,9 @@ export function toFileChanges(instanceId: string, entries: FileChangeEntry[]): F
 const KILL_WAIT_MS = 10_000;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
+/** Longest a background command's answer waits for the command to start (it is answered either way). */
+const START_WAIT_MS = 30_000;
+
 /** How long a finished command's output stays readable by its id. */
 const RETAIN_FINISHED_MS = 15 * 60_000;
 
@@ -80,6 +74,13 @@ export interface CommandSession {
   readonly background: boolean;
   readonly startedAt: string;
   readonly output: OutputLog;
+  /**
+   * stdout and stderr apart while it runs: undefined until the command has started,
+   * null when its runtime cannot tell them apart.
+   */
+  streams?: StreamTexts | null;
+  /** Its open stdin (a command started with stdin_open). */
+  readonly stdin: OpenStdin | undefined;
   /** Settles when the command has ended and been recorded; never rejects. */
   readonly done: Promise<void>;
   result?: CommandResult;
@@ -130,10 +131,19 @@ export class Commands {
    * thrown here.
    */
   async start(organizationId: string, profileId: string, roomId: string, input: CommandInput): Promise<CommandSession> {
-    validate(input);
+    validateCommandInput(input);
+    const background = input.background === true;
+    const stdinOpen = input.stdin_open === true;
+    if (stdinOpen && !background) {
+      throw new AppError('validation_error', 'stdin_open applies only to a background command ("background": true), whose input is sent later with POST .../commands/{command_id}/stdin; give a waited-for command its input at once with "stdin"');
+    }
+    if (input.stdin_encoding !== undefined && input.stdin === undefined) throw new AppError('validation_error', 'stdin_encoding says how "stdin" is encoded, but there is no stdin');
+    const stdin = input.stdin === undefined ? undefined : decodeInput(input.stdin, input.stdin_encoding, this.config.maxStdinBytes, 'stdin');
     const { row: instance, spec } = await this.instances.requireReady(organizationId, profileId, roomId);
     const runtime = this.instances.activeRuntime();
-    const background = input.background === true;
+    if (stdinOpen && !runtime.capabilities.interactive) {
+      throw new AppError('feature_unavailable', `the ${runtime.name} runtime cannot keep a command's stdin open; give the input at once with "stdin"`);
+    }
     // A command the request waits for is bound by the profile's limit; one in the
     // background runs until it ends, is killed or the instance stops, unless it asks for a limit.
     if (!background && input.timeout_s !== undefined && input.timeout_s > spec.command_timeout_s) {
@@ -155,6 +165,8 @@ export class Commands {
     const started = performance.now();
     const output = new OutputLog(this.config.maxOutputBytes);
     let settle!: () => void;
+    let markRunning!: () => void;
+    const running = new Promise<void>((resolve) => (markRunning = resolve));
     const session: CommandSession = {
       id: commandId,
       organizationId,
@@ -165,6 +177,7 @@ export class Commands {
       background,
       startedAt,
       output,
+      stdin: stdinOpen ? new OpenStdin() : undefined,
       done: new Promise<void>((resolve) => (settle = resolve)),
       state: 'running',
     };
@@ -190,7 +203,16 @@ export class Commands {
           env: { ...spec.env, ...input.env },
           timeoutMs: timeoutS * 1000,
           maxOutputBytes: this.config.maxOutputBytes,
-          onOutput: (chunk) => output.append(chunk),
+          onOutput: (chunk, stream) => {
+            output.append(chunk, stream);
+            if (stream !== 'output') session.streams?.push(chunk, stream);
+          },
+          onStarted: ({ streamsApart }) => {
+            session.streams = streamsApart ? new StreamTexts(this.config.maxOutputBytes) : null;
+            markRunning();
+          },
+          ...(stdin === undefined ? {} : { stdin }),
+          ...(stdinOpen ? { stdinOpen: true } : {}),
           trackChanges: true,
         });
         output.flush();
@@ -226,6 +248,7 @@ export class Commands {
             timed_out: outcome.timedOut,
             output_truncated: outcome.outputTruncated,
             output_bytes: outcome.outputBytes,
+            ...(outcome.streams ? streamFields(outcome.streams) : NO_STREAMS),
             files_changed_total: changes.length,
             files_changed_truncated: changes.length > limit || outcome.changesIncomplete === true,
             ...(outcome.changesMethod ? { files_changed_method: outcome.changesMethod } : {}),
@@ -239,7 +262,7 @@ export class Commands {
         output.flush();
         log.error({ err }, 'command could not run');
         session.state = 'error';
-        session.error = new AppError('command_failed', `the command could not be run in instance ${instance.id}: ${(err as Error).message}`);
+        session.error = appErrorOfRuntime(err) ?? new AppError('command_failed', `the command could not be run in instance ${instance.id}: ${(err as Error).message}`);
         await this.records.finish(commandId, 'error', { end_reason: 'error', duration_ms: Math.round(performance.now() - started) }).catch((e: unknown) =>
           log.error({ err: e }, 'could not record the command\'s end'),
         );
@@ -248,10 +271,20 @@ export class Commands {
         await this.instances.touch(instance.id).catch(() => {});
         this.metrics?.commandEnded(session.state, (performance.now() - started) / 1000);
         session.finishedAt = Date.now();
+        session.streams = undefined;
         this.forgetOld();
         settle();
       }
     })();
+    // A background command is answered once it runs, so that its status says whether its
+    // streams come apart, and input sent at once reaches it; one that could not take its
+    // input open is refused.
+    if (background) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([running, session.done, new Promise<void>((resolve) => (timer = setTimeout(resolve, START_WAIT_MS)))]);
+      clearTimeout(timer);
+      if (session.error?.code === 'feature_unavailable') throw session.error;
+    }
     return session;
   }
 
@@ -269,6 +302,7 @@ export class Commands {
     const read = session?.output.read(options.offset ?? 0, options.maxBytes ?? this.config.maxOutputBytes);
     const result = session?.result?.result;
     const printed = session?.output.total ?? row.output_bytes ?? 0;
+    const streams = result ? pickStreams(result) : (session?.streams?.fields() ?? NO_STREAMS);
     return {
       command_id: record.command_id,
       instance_id: record.instance_id,
@@ -285,6 +319,8 @@ export class Commands {
       next_offset: read?.end ?? printed,
       output_bytes: printed,
       output_available: session !== undefined,
+      ...streams,
+      stdin_open: session?.stdin !== undefined && !session.stdin.closed && session.finishedAt === undefined,
       timed_out: result ? result.timed_out : record.state === 'running' ? null : record.state === 'timed_out',
       files_changed: result ? result.files_changed : null,
       files_changed_total: result ? result.files_changed_total : record.files_changed,
@@ -321,6 +357,40 @@ export class Commands {
     return this.status(organizationId, profileId, roomId, commandId, { offset: session.output.total });
   }
 
+  /**
+   * Writes input to a running command started with stdin_open, and/or closes its
+   * stdin; answers once the command's side has taken it (a command that does not read
+   * holds the answer until it reads or ends).
+   */
+  async writeStdin(
+    organizationId: string,
+    profileId: string,
+    roomId: string,
+    commandId: string,
+    input: { data?: string; encoding?: StdinEncoding; close?: boolean },
+  ): Promise<StdinWritten> {
+    // Another organization's command is not found, whatever the body says.
+    const row = await this.findRow(organizationId, profileId, roomId, commandId);
+    if (input.data === undefined && input.close !== true) {
+      throw new AppError('validation_error', 'nothing to do: send "data" to write input, "close": true to end it, or both');
+    }
+    const data = decodeInput(input.data ?? '', input.encoding, this.config.maxStdinBytes, 'data');
+    const session = this.sessions.get(commandId);
+    const notRunning = () =>
+      new AppError('command_not_running', `command ${commandId} is not running (it is ${session?.state ?? row.state}); it takes no more input`);
+    if (row.state !== 'running' || !session || session.finishedAt !== undefined) throw notRunning();
+    if (!session.stdin) {
+      throw new AppError(
+        'stdin_not_open',
+        `command ${commandId} was not started with "stdin_open": true, so its stdin is not open; start it with "background": true and "stdin_open": true to send it input while it runs`,
+      );
+    }
+    const runtime = this.instances.activeRuntime();
+    const taken = await session.stdin.write(data, input.close === true, (bytes) => runtime.sendInput(row.instance_id, commandId, bytes));
+    if (!taken) throw notRunning();
+    return { command_id: commandId, bytes: data.length, total_bytes: session.stdin.total, closed: session.stdin.closed };
+  }
+
   /** Commands running in an instance now. */
   runningIn(instanceId: string): number {
     let n = 0;
@@ -333,7 +403,8 @@ export class Commands {
     let kept = 0;
     const finished = [...this.sessions.values()].filter((s) => s.finishedAt !== undefined);
     for (const session of finished.reverse()) {
-      kept += session.output.size + Buffer.byteLength(session.result?.result.output ?? '');
+      const result = session.result?.result;
+      kept += session.output.size + Buffer.byteLength(result?.output ?? '') + Buffer.byteLength(result?.stdout ?? '') + Buffer.byteLength(result?.stderr ?? '');
       if (now - session.finishedAt! > RETAIN_FINISHED_MS || kept > this.config.commandOutputRetainBytes) this.sessions.delete(session.id);
     }
   }
@@ -387,6 +458,12 @@ export class Commands {
 
 }
 
+/** The stream fields of a result. */
+function pickStreams(result: CommandResult['result']) {
+  const { stdout, stderr, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated } = result;
+  return { stdout, stderr, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated };
+}
+
 /** Highest signal number; an exit code of 128+n up to it says the shell died of signal n. */
 const MAX_SIGNAL = 64;
 
@@ -403,19 +480,4 @@ export function endReasonOf(outcome: CommandOutcome, state: CommandState, killRe
   if (outcome.exitCode !== 0 && outcome.diskFull) return 'disk_full';
   if (outcome.exitCode > 128 && outcome.exitCode <= 128 + MAX_SIGNAL) return 'signal';
   return 'exited';
-}
-
-function validate(input: CommandInput): void {
-  if (input.command.trim() === '') throw new AppError('validation_error', 'command is empty; send the shell command to run, e.g. {"command": "ls -la"}');
-  if (Buffer.byteLength(input.command) > MAX_COMMAND_BYTES) {
-    throw new AppError(
-      'validation_error',
-      `command is ${Buffer.byteLength(input.command)} bytes, more than the ${MAX_COMMAND_BYTES} accepted; write long scripts to a file with PUT .../file/{path} and run that`,
-    );
-  }
-  if (input.command.includes('\0')) throw new AppError('validation_error', 'command contains a NUL character, which a shell command cannot carry');
-  for (const name of Object.keys(input.env ?? {})) {
-    if (name.startsWith(RESERVED_ENV_PREFIX)) throw new AppError('validation_error', `env ${name}: names starting with ${RESERVED_ENV_PREFIX} are reserved`);
-  }
-  if (input.cwd?.includes('\0')) throw new AppError('validation_error', 'cwd contains a NUL character');
 }

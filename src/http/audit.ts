@@ -57,6 +57,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
   'DELETE /api/profile/:profile_id/room/:room_id': 'instance.delete',
   'POST /api/profile/:profile_id/room/:room_id/command': 'command.run',
   'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/kill': 'command.kill',
+  'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/stdin': 'command.stdin',
   'PUT /api/profile/:profile_id/room/:room_id/file/*': 'file.write',
   'DELETE /api/profile/:profile_id/room/:room_id/file/*': 'file.delete',
   [`GET ${TERMINAL_ROUTE}`]: 'terminal.open',

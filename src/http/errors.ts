@@ -2,6 +2,7 @@
 // registry: validation, body parsing, unknown routes and methods, and bugs. A caller
 // never sees a stack trace or an HTML page.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { appErrorOfRuntime } from '../core/runtime-errors.ts';
 import { AppError, ERROR_STATUS, type ErrorBody, type ErrorCode } from '../errors.ts';
 
 declare module 'fastify' {
@@ -64,6 +65,8 @@ export function installErrorHandling(app: FastifyInstance, allowedMethods: (meth
 
 function toErrorBody(err: FastifyError, request: FastifyRequest): ErrorBody {
   if (err instanceof AppError) return err.toBody();
+  const fromRuntime = appErrorOfRuntime(err);
+  if (fromRuntime) return fromRuntime.toBody();
   if (err.validation) return validationBody(err.validation as ValidationIssue[], err.validationContext ?? 'body');
 
   const fromFastify = FASTIFY_CODES[err.code];

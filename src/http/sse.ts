@@ -1,6 +1,7 @@
 // Streams a running command to the client as Server-Sent Events: `started`, then
-// `output` pieces as the command prints, then `result` (the CommandResult) or `error`
-// (an Error body). A slow client never makes the server hold more than the command's
+// `output` pieces as the command prints (each of one stream: stdout, stderr, or `output`
+// where the instance cannot tell them apart), then `result` (the CommandResult) or
+// `error` (an Error body). A slow client never makes the server hold more than the command's
 // kept output: while the socket is full nothing is queued, and once it drains the
 // client gets what is kept from where it stopped (an `offset` past the previous piece's
 // end shows what was skipped).
@@ -39,19 +40,21 @@ export function streamCommand(
     if (gone) return;
     if (!raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)) paused = true;
   };
+  const send = (piece: OutputPiece): void => {
+    write('output', { data: piece.data, offset: piece.offset, stream: piece.stream });
+    sent = piece.end;
+  };
   const catchUp = (): void => {
     while (!paused && !gone) {
-      const read = session.output.read(sent, CATCH_UP_BYTES);
-      if (read.end <= sent) return;
-      write('output', { data: read.data, offset: read.offset });
-      sent = read.end;
+      const pieces = session.output.readPieces(sent, CATCH_UP_BYTES);
+      if (pieces.length === 0) return;
+      for (const piece of pieces) if (!gone) send(piece);
     }
   };
   const onPiece = (piece: OutputPiece): void => {
     if (paused || piece.end <= sent) return;
     if (piece.offset !== sent) return catchUp();
-    write('output', { data: piece.data, offset: piece.offset });
-    sent = piece.end;
+    send(piece);
   };
   raw.on('drain', () => {
     paused = false;

@@ -112,6 +112,13 @@ export interface CommandRequest {
   stdin?: Buffer;
   /** Keep stdin open for sendInput() until it is closed (runtimes with `interactive` only). */
   stdinOpen?: boolean;
+  /**
+   * Called once, when the command's first process has started and before its first
+   * output: whether its stdout and stderr come apart (`onOutput` will say `stdout` and
+   * `stderr`, and the outcome has `streams`). With stdinOpen, sendInput() reaches it
+   * from then on. Not called when the command could not be started.
+   */
+  onStarted?: (info: { streamsApart: boolean }) => void;
   /** Output beyond this is dropped from the middle, keeping its start and end. */
   maxOutputBytes: number;
   /** Whether to compute the files the command changed. */

@@ -35,6 +35,10 @@ export function commandText(result: CommandResult, url: (relative: string) => st
     lines.push(r.output.endsWith('\n') ? r.output.slice(0, -1) : r.output);
   }
   if (r.output_truncated) lines.push(`(The command printed ${r.output_bytes} bytes; the middle was cut, keeping the first and last part.)`);
+  // Where the instance keeps the streams apart, say how much of the output was stderr (the API's result has each).
+  if (r.stderr_bytes !== null && r.stderr_bytes > 0) {
+    lines.push(r.stderr_bytes === r.output_bytes ? '(All of it was written to stderr.)' : `(Of this, ${r.stderr_bytes} bytes were written to stderr, ${r.stdout_bytes ?? 0} to stdout.)`);
+  }
   if (r.files_changed_total === 0) {
     lines.push('Files changed: none');
   } else {

@@ -124,6 +124,10 @@ describe('a streamed command', () => {
     }
     const streamed = outputs.map((e) => e.data.data).join('');
     assert.equal(streamed, 'one\ntwo\ndrei\n');
+    // Each piece says its stream: stdout or stderr through the agent, `output` without it.
+    const apart = last.data.result.stderr !== null;
+    for (const piece of outputs) assert.ok(apart ? ['stdout', 'stderr'].includes(piece.data.stream) : piece.data.stream === 'output', JSON.stringify(piece.data));
+    if (apart) assert.equal(outputs.filter((e) => e.data.stream === 'stderr').map((e) => e.data.data).join(''), 'two\n');
     assert.equal(last.data.result.output, streamed);
     assert.equal(last.data.result.exit_code, 3);
     assert.equal(last.data.status, 'error');

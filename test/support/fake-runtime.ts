@@ -124,6 +124,7 @@ export class FakeRuntime implements Runtime {
   /** Answers every command with its text as output, exit code 0, and the changes the options name (none by default). */
   async runCommand(_instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
     this.commands.push(request);
+    request.onStarted?.({ streamsApart: this.options.commandOutcome?.streams !== undefined });
     if (this.options.commandDelayMs) await new Promise((resolve) => setTimeout(resolve, this.options.commandDelayMs));
     const changes = this.options.commandChanges ?? [];
     return {

@@ -1,10 +1,12 @@
 // The two output buffers a command's output goes through: the head-and-tail budget of a
 // CommandResult and the log that streams and background reads are served from. Memory
 // must stay within budget whatever a command prints, and offsets and characters must
-// come out exact.
+// come out exact; each piece is of one stream. And the input a request gives a command.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { decodeInput, OpenStdin } from '../../src/core/command-input.ts';
 import { completeUtf8Length, OutputLog } from '../../src/core/output-log.ts';
+import type { AppError } from '../../src/errors.ts';
 import { HeadTailBuffer } from '../../src/host/output.ts';
 
 /** Chunks as a pipe hands them out: fresh 64 KiB buffers of a repeating pattern. */
@@ -103,6 +105,91 @@ describe('OutputLog', () => {
     log.flush();
     assert.equal(pieces.length, 2);
     assert.match(pieces[1]!, /\uFFFD/);
+  });
+});
+
+describe('OutputLog with stdout and stderr apart', () => {
+  it('hands listeners pieces of one stream each, offsets running on across streams', () => {
+    const log = new OutputLog(1024);
+    const pieces: { data: string; offset: number; end: number; stream: string }[] = [];
+    log.subscribe((p) => pieces.push(p));
+    log.append(Buffer.from('out1\n'), 'stdout');
+    log.append(Buffer.from('err\n'), 'stderr');
+    // A character split across two chunks of the same stream stays whole.
+    log.append(Buffer.from('caf\xc3', 'latin1'), 'stdout');
+    log.append(Buffer.from('\xa9\n', 'latin1'), 'stdout');
+    log.flush();
+    assert.deepEqual(pieces, [
+      { data: 'out1\n', offset: 0, end: 5, stream: 'stdout' },
+      { data: 'err\n', offset: 5, end: 9, stream: 'stderr' },
+      { data: 'caf', offset: 9, end: 12, stream: 'stdout' },
+      { data: '\u00e9\n', offset: 12, end: 15, stream: 'stdout' },
+    ]);
+    assert.deepEqual(log.read(0, 100), { data: 'out1\nerr\ncaf\u00e9\n', offset: 0, end: 15 });
+  });
+
+  it('reads kept output back as pieces of one stream each, from an offset and within a limit', () => {
+    const log = new OutputLog(12);
+    log.append(Buffer.from('aaaa'), 'stdout');
+    log.append(Buffer.from('bbbb'), 'stderr');
+    log.append(Buffer.from('cc'), 'stderr');
+    log.append(Buffer.from('dddd'), 'stdout');
+    // 14 bytes printed, the last 12 kept: from offset 2.
+    assert.deepEqual(
+      log.readPieces(0, 100).map((p) => [p.data, p.offset, p.end, p.stream]),
+      [
+        ['aa', 2, 4, 'stdout'],
+        ['bbbbcc', 4, 10, 'stderr'],
+        ['dddd', 10, 14, 'stdout'],
+      ],
+    );
+    assert.deepEqual(
+      log.readPieces(5, 6).map((p) => [p.data, p.offset, p.end, p.stream]),
+      [
+        ['bbbcc', 5, 10, 'stderr'],
+        ['d', 10, 11, 'stdout'],
+      ],
+    );
+    assert.deepEqual(log.readPieces(14, 100), []);
+  });
+
+  it('forgets the runs of output no longer kept', () => {
+    const log = new OutputLog(1024);
+    for (let i = 0; i < 100_000; i++) log.append(Buffer.from('x'), i % 2 === 0 ? 'stdout' : 'stderr');
+    const pieces = log.readPieces(0, 1024);
+    assert.equal(pieces[0]!.offset, 100_000 - 1024);
+    assert.equal(pieces.length, 1024);
+    assert.ok((log as unknown as { runStarts: number[] }).runStarts.length < 4096);
+  });
+});
+
+describe('stdin given in a request', () => {
+  it('is decoded from text or base64 and bounded', () => {
+    assert.deepEqual(decodeInput('héllo', undefined, 100, 'stdin'), Buffer.from('héllo'));
+    assert.deepEqual(decodeInput('AAH+/w==', 'base64', 100, 'stdin'), Buffer.from([0, 1, 254, 255]));
+    assert.deepEqual(decodeInput('', 'base64', 100, 'stdin'), Buffer.alloc(0));
+    for (const bad of ['AAH', 'AA==AA==', 'AAH+/w==\n', '****']) {
+      assert.throws(() => decodeInput(bad, 'base64', 100, 'stdin'), (err: AppError) => err.code === 'validation_error', bad);
+    }
+    assert.deepEqual(decodeInput('x'.repeat(100), 'utf8', 100, 'stdin').length, 100);
+    assert.throws(() => decodeInput('x'.repeat(101), 'utf8', 100, 'data'), (err: AppError) => err.code === 'stdin_too_large' && err.status === 413 && /^data is 101 bytes/.test(err.message));
+  });
+
+  it('is written in order, and not after its close', async () => {
+    const stdin = new OpenStdin();
+    const sent: (string | null)[] = [];
+    const send = async (data: Buffer | null) => {
+      await new Promise((r) => setTimeout(r, Math.random() * 5));
+      sent.push(data === null ? null : data.toString());
+      return true;
+    };
+    await Promise.all([stdin.write(Buffer.from('a'), false, send), stdin.write(Buffer.from('b'), false, send), stdin.write(Buffer.from('c'), true, send)]);
+    assert.deepEqual(sent, ['a', 'b', 'c', null]);
+    assert.equal(stdin.total, 3);
+    assert.equal(stdin.closed, true);
+    await assert.rejects(stdin.write(Buffer.from('d'), false, send), (err: AppError) => err.code === 'stdin_not_open');
+    // A command that ended meanwhile: not taken.
+    assert.equal(await new OpenStdin().write(Buffer.from('e'), false, async () => false), false);
   });
 });
 

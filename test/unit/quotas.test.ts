@@ -66,8 +66,12 @@ describe('quota arithmetic', () => {
 class HeldCommands extends FakeRuntime {
   private releases: (() => void)[] = [];
   override async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
-    if (request.command.startsWith('hold')) await new Promise<void>((resolve) => this.releases.push(resolve));
-    return super.runCommand(instanceId, request);
+    if (!request.command.startsWith('hold')) return super.runCommand(instanceId, request);
+    // It runs (and says so) until released.
+    const { onStarted, ...rest } = request;
+    onStarted?.({ streamsApart: false });
+    await new Promise<void>((resolve) => this.releases.push(resolve));
+    return super.runCommand(instanceId, rest);
   }
   finishHeld(): void {
     for (const r of this.releases.splice(0)) r();

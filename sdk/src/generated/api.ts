@@ -35,10 +35,13 @@ export type KnownErrorCode =
   | 'profile_name_taken'
   | 'instance_not_ready'
   | 'command_not_running'
+  | 'stdin_not_open'
+  | 'feature_unavailable'
   | 'file_changed'
   | 'terminal_unavailable'
   | 'body_too_large'
   | 'file_too_large'
+  | 'stdin_too_large'
   | 'uri_too_long'
   | 'unsupported_media_type'
   | 'range_not_satisfiable'
@@ -87,7 +90,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -159,6 +162,18 @@ export interface CommandResult {
     output_truncated: boolean;
     /** Bytes the command printed, all of them */
     output_bytes: number;
+    /** What the command wrote to stdout (lossy UTF-8), the middle cut beyond the output limit like `output`; null when the instance cannot keep stdout and stderr apart (it runs without roomkit's agent) */
+    stdout: string | null;
+    /** What it wrote to stderr, as `stdout` */
+    stderr: string | null;
+    /** Bytes written to stdout, all of them */
+    stdout_bytes: number | null;
+    /** Bytes written to stderr, all of them */
+    stderr_bytes: number | null;
+    /** Whether `stdout` lost its middle to the output limit */
+    stdout_truncated: boolean | null;
+    /** Whether `stderr` lost its middle to the output limit */
+    stderr_truncated: boolean | null;
     files_changed_total: number;
     files_changed_truncated: boolean;
     /** How files_changed was made: from the paths the kernel reported touched, or by walking the whole writable layer (the fallback); absent when the runtime does not say */
@@ -195,6 +210,20 @@ export interface CommandStatus {
   output_bytes: number;
   /** false once the output is no longer kept (15 minutes after the end, or a server restart) */
   output_available: boolean;
+  /** What the command wrote to stdout (lossy UTF-8), the middle cut beyond the output limit like `output`; null when the instance cannot keep stdout and stderr apart (it runs without roomkit's agent) */
+  stdout: string | null;
+  /** What it wrote to stderr, as `stdout` */
+  stderr: string | null;
+  /** Bytes written to stdout, all of them */
+  stdout_bytes: number | null;
+  /** Bytes written to stderr, all of them */
+  stderr_bytes: number | null;
+  /** Whether `stdout` lost its middle to the output limit */
+  stdout_truncated: boolean | null;
+  /** Whether `stderr` lost its middle to the output limit */
+  stderr_truncated: boolean | null;
+  /** Whether the command takes more input now (started with `stdin_open`, not yet closed, still running) */
+  stdin_open: boolean;
   timed_out: boolean | null;
   /** Once ended and while kept, as in a CommandResult */
   files_changed: FileChange[] | null;
@@ -342,6 +371,16 @@ export interface Profile {
   };
   created_at: string;
   updated_at: string;
+}
+
+export interface StdinWritten {
+  command_id: string;
+  /** Bytes of this request's data written */
+  bytes: number;
+  /** Bytes written to the command's stdin so far, through every request */
+  total_bytes: number;
+  /** Whether its stdin is closed now (the command reads end of input once it has read the rest) */
+  closed: boolean;
 }
 
 export interface TerminalTicket {
@@ -746,6 +785,12 @@ export interface Paths {
         kill_on_disconnect?: boolean;
         /** Answer 202 at once; no time limit unless timeout_s is given (the profile's ceiling does not apply) */
         background?: boolean;
+        /** Input for the command's stdin, which is closed after it; at most 1048576 bytes once decoded (ROOMKIT_MAX_STDIN_BYTES) */
+        stdin?: string;
+        /** How `stdin` is given: `utf8` text (the default) or `base64` for any bytes */
+        stdin_encoding?: 'utf8' | 'base64';
+        /** Background commands only: keep stdin open (after `stdin`, if given) for POST .../commands/{command_id}/stdin. Needs roomkit's agent in the instance (409 feature_unavailable without it) */
+        stdin_open?: boolean;
       };
       responses: {
         200: CommandResult;
@@ -754,6 +799,7 @@ export interface Paths {
         401: ErrorBody;
         404: ErrorBody;
         409: ErrorBody;
+        413: ErrorBody;
         429: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
@@ -806,6 +852,36 @@ export interface Paths {
         401: ErrorBody;
         404: ErrorBody;
         409: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/commands/{command_id}/stdin': {
+    /** Write to a running command's stdin */
+    post: {
+      params: {
+        /** Profile id (UUID) */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** Command id, from a CommandResult, a CommandStatus or the room's command list */
+        command_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** Input to write; at most 1048576 bytes once decoded (ROOMKIT_MAX_STDIN_BYTES) */
+        data?: string;
+        /** How `data` is given: `utf8` text (the default) or `base64` for any bytes */
+        encoding?: 'utf8' | 'base64';
+        /** Close the command's stdin after `data` (it then reads end of input) */
+        close?: boolean;
+      };
+      responses: {
+        200: StdinWritten;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        413: ErrorBody;
       };
     };
   };
@@ -1127,7 +1203,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;

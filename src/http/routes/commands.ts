@@ -1,7 +1,7 @@
 // Running commands in a room's instance, and the room's command history.
 import Type from 'typebox';
-import { CommandPage, CommandResult, CommandStatus } from '../../core/command-schema.ts';
-import { MAX_COMMAND_BYTES } from '../../core/commands.ts';
+import { MAX_COMMAND_BYTES, STDIN_ENCODINGS } from '../../core/command-input.ts';
+import { CommandPage, CommandResult, CommandStatus, StdinWritten } from '../../core/command-schema.ts';
 import { AppError } from '../../errors.ts';
 import { COMMAND_SIGNALS } from '../../runtimes/types.ts';
 import type { Services } from '../../services.ts';
@@ -18,10 +18,13 @@ const CommandParams = Type.Object({
   command_id: Type.String({ format: 'uuid', description: 'Command id, from a CommandResult, a CommandStatus or the room\'s command list' }),
 });
 
-export function commandRoutes(app: App, { commands, log }: Services): void {
+export function commandRoutes(app: App, { commands, log, config }: Services): void {
+  // Input may come as base64, 4 bytes for every 3: the body limit grows by what the largest input takes.
+  const bodyLimit = config.bodyLimitBytes + Math.ceil(config.maxStdinBytes / 3) * 4;
   app.post(
     '/api/profile/:profile_id/room/:room_id/command',
     {
+      bodyLimit,
       schema: {
         summary: 'Run a command',
         description:
@@ -29,8 +32,11 @@ export function commandRoutes(app: App, { commands, log }: Services): void {
           'with its output, exit code and the files it changed. A failing command is still 200, with `status: "error"`. ' +
           'Processes left in the background keep running; their later output is not captured. ' +
           'With `"stream": true` or `Accept: text/event-stream` the answer is a stream of Server-Sent Events instead: ' +
-          '`started`, `output` (each `{data, offset}` as it is printed) and a final `result` (the CommandResult) or `error` (an Error body). ' +
-          'With `"background": true` it answers 202 at once with a CommandStatus; follow it with GET .../commands/{command_id}.',
+          '`started`, `output` (each `{data, offset, stream}` as it is printed; `stream` is `stdout`, `stderr`, or `output` where the instance cannot tell them apart) ' +
+          'and a final `result` (the CommandResult) or `error` (an Error body). ' +
+          'With `"background": true` it answers 202 with a CommandStatus as soon as the command runs; follow it with GET .../commands/{command_id}. ' +
+          '`stdin` is given to the command\'s standard input, which is then closed (without it, stdin is empty); ' +
+          'a background command started with `"stdin_open": true` takes its input later, through POST .../commands/{command_id}/stdin.',
         tags: ['commands'],
         params: RoomParams,
         body: Type.Object(
@@ -52,10 +58,19 @@ export function commandRoutes(app: App, { commands, log }: Services): void {
             background: Type.Optional(
               Type.Boolean({ description: 'Answer 202 at once; no time limit unless timeout_s is given (the profile\'s ceiling does not apply)' }),
             ),
+            stdin: Type.Optional(
+              Type.String({ description: `Input for the command's stdin, which is closed after it; at most ${config.maxStdinBytes} bytes once decoded (ROOMKIT_MAX_STDIN_BYTES)` }),
+            ),
+            stdin_encoding: Type.Optional(Type.Enum(STDIN_ENCODINGS, { description: 'How `stdin` is given: `utf8` text (the default) or `base64` for any bytes' })),
+            stdin_open: Type.Optional(
+              Type.Boolean({
+                description: 'Background commands only: keep stdin open (after `stdin`, if given) for POST .../commands/{command_id}/stdin. Needs roomkit\'s agent in the instance (409 feature_unavailable without it)',
+              }),
+            ),
           },
           { additionalProperties: false },
         ),
-        response: { 200: CommandResult, 202: CommandStatus, ...errorResponses(400, 401, 404, 409, 429, 500, 503) },
+        response: { 200: CommandResult, 202: CommandStatus, ...errorResponses(400, 401, 404, 409, 413, 429, 500, 503) },
       },
     },
     async (request, reply) => {
@@ -125,6 +140,35 @@ export function commandRoutes(app: App, { commands, log }: Services): void {
     async (request) => {
       const { profile_id, room_id, command_id } = request.params;
       return commands.kill(callerOf(request).organizationId, profile_id, room_id, command_id, request.body.signal ?? 'KILL');
+    },
+  );
+
+  app.post(
+    '/api/profile/:profile_id/room/:room_id/commands/:command_id/stdin',
+    {
+      bodyLimit,
+      schema: {
+        summary: 'Write to a running command\'s stdin',
+        description:
+          'Writes `data` to the standard input of a running background command started with `"stdin_open": true`, then closes its stdin if `close` is true. ' +
+          'Writes reach the command in the order they are answered. It answers once the instance has taken the input: a command that does not read its input ' +
+          'holds the answer until it reads or ends. The input itself is never recorded.',
+        tags: ['commands'],
+        params: CommandParams,
+        body: Type.Object(
+          {
+            data: Type.Optional(Type.String({ description: `Input to write; at most ${config.maxStdinBytes} bytes once decoded (ROOMKIT_MAX_STDIN_BYTES)` })),
+            encoding: Type.Optional(Type.Enum(STDIN_ENCODINGS, { description: 'How `data` is given: `utf8` text (the default) or `base64` for any bytes' })),
+            close: Type.Optional(Type.Boolean({ description: 'Close the command\'s stdin after `data` (it then reads end of input)' })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: StdinWritten, ...errorResponses(400, 401, 404, 409, 413) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id, command_id } = request.params;
+      return commands.writeStdin(callerOf(request).organizationId, profile_id, room_id, command_id, request.body);
     },
   );
 

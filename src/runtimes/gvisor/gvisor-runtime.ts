@@ -358,7 +358,11 @@ export class GvisorRuntime implements Runtime {
             maxOutputBytes: request.maxOutputBytes,
             ...(request.onOutput ? { onOutput: request.onOutput } : {}),
             ...(request.stdin ? { input: request.stdin } : {}),
-            ...(request.stdinOpen ? { stdinOpen: true, onStarted: (channel: AgentChannel) => this.inputs.set(request.commandId, channel) } : {}),
+            ...(request.stdinOpen ? { stdinOpen: true } : {}),
+            onStarted: (channel: AgentChannel) => {
+              if (request.stdinOpen) this.inputs.set(request.commandId, channel);
+              request.onStarted?.({ streamsApart: true });
+            },
           }).finally(() => this.inputs.delete(request.commandId)),
         )
       )?.value ?? (await this.runExecCommand(h, script, env, request));
@@ -465,6 +469,7 @@ export class GvisorRuntime implements Runtime {
     }
     // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
     const child = this.spawnExec(h, [...this.relay(h), '/bin/sh', '-c', script], { as: 'vm', home: request.home, env, combineOutput: true });
+    child.once('spawn', () => request.onStarted?.({ streamsApart: false }));
     const outcome = await superviseCommand(child, {
       timeoutMs: request.timeoutMs,
       maxOutputBytes: request.maxOutputBytes,

@@ -1,0 +1,11 @@
+// The runtime's refusals that a caller can act on, as the API's errors: the one place
+// where they get their codes (core/ services use it for what they keep, http/errors.ts
+// for what a route lets through).
+import { AppError } from '../errors.ts';
+import { RuntimeFeatureUnavailable } from '../runtimes/types.ts';
+
+/** The AppError a runtime error stands for, or undefined when it is not one a caller can act on. */
+export function appErrorOfRuntime(err: unknown): AppError | undefined {
+  if (err instanceof RuntimeFeatureUnavailable) return new AppError('feature_unavailable', err.message);
+  return undefined;
+}
