@@ -413,7 +413,9 @@ describe('agreement with the server', () => {
         delete: () => r.delete(),
         exec: () => r.exec('true'),
         execStream: () => r.execStream('true'),
-        execBackground: () => r.execBackground('true'),
+        execBackground: () => r.execBackground('true', { stdin: new Uint8Array([1]), stdinOpen: true }),
+        sendStdin: () => r.sendStdin('11111111-1111-4111-8111-111111111111', 'x'),
+        closeStdin: () => r.closeStdin('11111111-1111-4111-8111-111111111111'),
         command: async () => r.command('11111111-1111-4111-8111-111111111111'),
         commands: () => r.commands({ limit: 1 }),
         readFile: () => r.readFile('a'),
@@ -434,7 +436,13 @@ describe('agreement with the server', () => {
             },
           ),
       },
-      CommandHandle: { status: () => handle.status({ offset: 3 }), wait: () => handle.wait(), kill: () => handle.kill('TERM') },
+      CommandHandle: {
+        status: () => handle.status({ offset: 3 }),
+        wait: () => handle.wait(),
+        kill: () => handle.kill('TERM'),
+        sendStdin: () => handle.sendStdin(new Uint8Array([1, 2]), { close: true }),
+        closeStdin: () => handle.closeStdin(),
+      },
     };
     const classes = { Roomkit, Profiles, Instances, Keys, Room, CommandHandle };
     for (const [name, cls] of Object.entries(classes)) {
@@ -482,6 +490,7 @@ function answerFor(method: string, url: URL, init: RequestInit | undefined): Res
     }
     return json(body.background ? { command_id: id, state: 'running' } : { command_id: id, result: { exit_code: 0 } }, body.background ? 202 : 200);
   }
+  if (path.endsWith('/stdin')) return json({ command_id: id, bytes: 0, total_bytes: 0, closed: false });
   if (/\/commands\/[^/]+(\/kill)?$/.test(path)) return json({ command_id: id, state: 'exited', output: '', output_offset: 0, next_offset: 0 });
   if (path.includes('/file/')) return json({ file_path: '/home/user/a', content: '', encoding: 'utf-8', instance_id: id });
   return json({ instance_id: id, profile_id: id, state: 'ready', profiles: [], keys: [], commands: [], entries: [], next_cursor: null, status: 'ok' });

@@ -209,8 +209,19 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
         await assert.rejects(subject.runtime.statFile(id, 'notes/a.txt', { home: home() }), (err: GuestFileError) => err.kind === 'not_found');
       });
 
-      it('gives a command its input at once; keeps stdout and stderr apart where it can', async () => {
-        const outcome = await subject.runtime.runCommand(id, command('tr a-z A-Z; echo done >&2', { stdin: Buffer.from('shout\n') }));
+      it('gives a command its input at once; keeps stdout and stderr apart where it can, and says so when it starts', async () => {
+        const started: { streamsApart: boolean }[] = [];
+        const chunks: string[] = [];
+        const outcome = await subject.runtime.runCommand(
+          id,
+          command('tr a-z A-Z; echo done >&2', {
+            stdin: Buffer.from('shout\n'),
+            onStarted: (info) => started.push(info),
+            onOutput: () => chunks.push(`output after ${started.length} start(s)`),
+          }),
+        );
+        assert.deepEqual(started, [{ streamsApart: subject.interactive }]);
+        assert.ok(chunks.length > 0 && chunks.every((c) => c === 'output after 1 start(s)'), chunks.join(', '));
         assert.equal(outcome.output, 'SHOUT\ndone\n');
         if (subject.interactive) {
           assert.deepEqual(outcome.streams, {
