@@ -25,7 +25,6 @@ import type { Quotas } from './quotas.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Metrics } from '../metrics.ts';
 
-
 /**
  * The unauthenticated URL of a file in an instance (the spec's public_url), for a path
  * as roomkit holds it, or as the API shows it when `pathEncoding` is given.

@@ -45,7 +45,7 @@ export interface AgentCommandOptions {
   /** Keep stdin open: more input comes through the channel given to onStarted. */
   stdinOpen?: boolean;
   onOutput?: (chunk: Buffer, stream: 'stdout' | 'stderr') => void;
-  /** Called once the command runs, with its connection (to send input on). */
+  /** Called once the command runs, with its connection (with stdinOpen: once the input given at once was sent, to send more on). */
   onStarted?: (channel: AgentChannel) => void;
 }
 
@@ -78,7 +78,8 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
     timeout_ms: options.timeoutMs,
     stdin: options.input !== undefined || options.stdinOpen === true,
   });
-  options.onStarted?.(channel);
+  // Input kept open goes on after what was given at once: the channel is handed over only then.
+  if (!options.stdinOpen) options.onStarted?.(channel);
   if (options.input !== undefined) {
     for (let at = 0; at < options.input.length; at += 1 << 20) {
       channel.send(FRAME.input, options.input.subarray(at, at + (1 << 20)));
@@ -86,6 +87,7 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
     }
     if (!options.stdinOpen) channel.send(FRAME.close);
   }
+  if (options.stdinOpen) options.onStarted?.(channel);
   const output = new HeadTailBuffer(options.maxOutputBytes);
   const stdout = new HeadTailBuffer(options.maxOutputBytes);
   const stderr = new HeadTailBuffer(options.maxOutputBytes);
