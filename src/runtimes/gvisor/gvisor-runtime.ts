@@ -257,9 +257,10 @@ export class GvisorRuntime implements Runtime {
       }
       await onStep('vm_booted');
 
-      await checkReady(exec, spec);
-      await this.watchSandbox(instanceId, h);
-      await this.watchChanges(h);
+      // Independent of each other: at once (one after another they took 222 ms at p50).
+      // All are waited for before a failure is thrown, so that the cleanup finds each done.
+      const settled = await Promise.allSettled([checkReady(exec, spec), this.watchSandbox(instanceId, h), this.watchChanges(h)]);
+      for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
       await onStep('ready');
       // The first command's files_changed needs the image's index: build it now.
       this.indexImage(h).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
