@@ -143,7 +143,7 @@ export function toolDefinitions(scope: ToolScope, limits: ToolLimits): ToolDefin
         `- Time limit: ${timeout}. At the limit every process of the command is killed and the exit code is 124.`,
         '- Long work (servers, builds, test suites, downloads): pass `background: true`. The call then answers at once with a command_id; the command has no time limit, command_output shows its new output and, once it ends, its exit code, and kill_command stops it.',
         '- Standard input is empty: use non-interactive options (`-y`, `--yes`).',
-        `- Output is stdout and stderr interleaved in the order written. Beyond ${formatBytes(limits.maxOutputBytes)} the middle is cut: the first and the last ${half} are kept.`,
+        `- Output is stdout and stderr interleaved in the order written (writes to the two within a few milliseconds of each other may appear swapped). Beyond ${formatBytes(limits.maxOutputBytes)} the middle is cut: the first and the last ${half} are kept.`,
         '- A non-zero exit code is reported, not raised: read the output to see what failed.',
         `- "Files changed" lists every regular file the command created, modified or deleted anywhere on the machine while it ran (at most ${limits.filesChangedLimit}), with its size, MIME type and a URL where its content can be fetched without authentication, e.g. to show the user an image or a document you made.`,
       ].join('\n'),

@@ -237,7 +237,9 @@ describe('POST .../tools/call', () => {
   it('run_command: a failing command is a result with is_error, not an HTTP error; cwd and timeout_s apply', async () => {
     const failed = await call('run_command', { command: 'echo oops >&2; exit 3' });
     assert.equal(failed.is_error, true);
-    assert.match(text(failed), /^Exit code: 3 \(failed\)\nOutput:\noops\nFiles changed: none$/);
+    assert.match(text(failed), /^Exit code: 3 \(failed\)\nOutput:\noops\n\(All of it was written to stderr\.\)\nFiles changed: none$/);
+    const mixed = await call('run_command', { command: 'echo out; echo err >&2' });
+    assert.match(text(mixed), /\n\(Of this, 4 bytes were written to stderr, 4 to stdout\.\)\n/);
     const inDir = await call('run_command', { command: 'pwd', cwd: 'notes' });
     assert.match(text(inDir), /Output:\n\/home\/user\/notes\n/);
     const slow = await call('run_command', { command: 'echo start; sleep 20', timeout_s: 1 });
