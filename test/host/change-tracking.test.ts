@@ -51,7 +51,7 @@ async function walk(): Promise<Listing> {
 const shown = (changes: Change[]) => changes.map((c) => `${c.status} ${c.path} ${c.size ?? ''}`);
 
 /** Runs the command; its fanotify list must equal the walker's diff over the same command. */
-async function compare(command: string, method = 'fanotify'): Promise<string[]> {
+async function compare(command: string, method: string | string[] = 'fanotify'): Promise<string[]> {
   const beforeListing = await walk();
   const body = await post(command);
   const afterListing = await walk();
@@ -60,9 +60,9 @@ async function compare(command: string, method = 'fanotify'): Promise<string[]> 
     ...c,
     path: apiPath(c.path).path,
   }));
-  assert.equal(body.result.files_changed_method, method, command);
   assert.equal(body.result.files_changed_total, walked.length, command);
   assert.deepEqual(shown(body.result.files_changed), shown(walked), command);
+  assert.ok([method].flat().includes(String(body.result.files_changed_method)), `${command}: made by ${body.result.files_changed_method}, not ${method}`);
   return shown(walked);
 }
 
@@ -143,8 +143,10 @@ describe('files_changed from fanotify', () => {
     assert.equal(list.length, MAX_PATHS + 500);
     // The next command is tracked by fanotify again, from the picture the walk made.
     await compare('rm lots/f1 && echo new > lots/f2', 'fanotify');
-    // Removing them all touches more again.
-    await compare('rm -r lots', 'walk');
+    // Removing them all touches as many again, but the deletes may reach the watcher
+    // after their directory is gone and count as fewer paths: either method, the same list.
+    const removed = await compare('rm -r lots', ['walk', 'fanotify']);
+    assert.equal(removed.length, MAX_PATHS + 499); // f1 went before
   });
 
   it('falls back to a walk, and says so, when the watcher dies while a command runs', async () => {
