@@ -15,9 +15,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../src/host/run.ts';
-import { networkNames } from '../src/network/netns.ts';
 import type { ChangeTracker } from '../src/runtimes/gvisor/change-tracker.ts';
-import { startBenchService } from './setup.ts';
+import { benchInstance, startBenchService } from './setup.ts';
 import { percentile, summary, timed } from './stats.ts';
 
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
@@ -49,20 +48,9 @@ function watcherRss(): number | undefined {
 
 async function measure(method: 'fanotify' | 'walk', pool: string, imagesDir: string): Promise<Figures> {
   const bench = await startBenchService(pool, { changeTracking: method, imagesDir });
-  const { runtime, base, headers, dataDir } = bench;
+  const { runtime, headers, dataDir } = bench;
   try {
-    const profileRes = await fetch(`${base}/api/profiles`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ name: 'bench-changes', disk_mb: 4096, network: { egress: 'none' }, command_timeout_s: 600 }),
-    });
-    const profile = (await profileRes.json()) as { profile_id: string };
-    const roomUrl = `${base}/api/profile/${profile.profile_id}/room/bench`;
-    const created = await fetch(roomUrl, { method: 'POST', headers, body: '{}' });
-    const instance = (await created.json()) as { instance_id: string; state: string };
-    if (instance.state !== 'ready') throw new Error(`the instance did not start: ${JSON.stringify(instance)}`);
-    const id = instance.instance_id;
-    const netns = networkNames(runtime.tag, id).netns;
+    const { roomUrl, id, netns } = await benchInstance(bench, 'bench-changes');
     const methods = new Set<string>();
     const exec = async (command: string) => {
       const res = await fetch(`${roomUrl}/command`, { method: 'POST', headers, body: JSON.stringify({ command }) });

@@ -14,31 +14,19 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
 import { run } from '../src/host/run.ts';
-import { networkNames } from '../src/network/netns.ts';
 import { layerWalker, listLayer } from '../src/runtimes/gvisor/changes.ts';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startBenchService } from './setup.ts';
+import { benchInstance, startBenchService } from './setup.ts';
 import { percentile, summary, timed } from './stats.ts';
 
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
 
 const bench = await startBenchService('10.217.1.0/24');
-const { config, runtime, base, headers, dataDir } = bench;
+const { config, base, headers, dataDir } = bench;
 
 try {
-  const profileRes = await fetch(`${base}/api/profiles`, {
-    method: 'POST',
-    headers,
-    body: JSON.stringify({ name: 'bench-exec', disk_mb: 4096, network: { egress: 'none' }, command_timeout_s: 600 }),
-  });
-  const profile = (await profileRes.json()) as { profile_id: string };
-  const roomUrl = `${base}/api/profile/${profile.profile_id}/room/bench`;
-  const created = await fetch(roomUrl, { method: 'POST', headers, body: '{}' });
-  const instance = (await created.json()) as { instance_id: string; state: string };
-  if (instance.state !== 'ready') throw new Error(`the instance did not start: ${JSON.stringify(instance)}`);
-  const id = instance.instance_id;
-  const netns = networkNames(runtime.tag, id).netns;
+  const { roomUrl, id, netns } = await benchInstance(bench, 'bench-exec');
 
   const exec = async (command: string) => {
     const res = await fetch(`${roomUrl}/command`, { method: 'POST', headers, body: JSON.stringify({ command }) });

@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { INITIAL_KEY_FILE } from '../src/cli/serve.ts';
 import { type Config, type ConfigOverrides, loadConfig, PACKAGE_ROOT } from '../src/config.ts';
 import { mountsUnder } from '../src/host/mounts.ts';
-import { hostTag, listNetns } from '../src/network/netns.ts';
+import { hostTag, listNetns, networkNames } from '../src/network/netns.ts';
 import { buildApp } from '../src/http/app.ts';
 import { createLogger } from '../src/log.ts';
 import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
@@ -70,6 +70,26 @@ export async function startBenchService(networkPool: string, settings: ConfigOve
     await close();
     throw err;
   }
+}
+
+/**
+ * A profile `name` (4 GiB disk, no egress, 10-minute commands) and a ready instance of it
+ * in room `bench`: the room's URL, the instance's id and its network namespace (for floors
+ * by `runsc exec` on the same instance).
+ */
+export async function benchInstance(bench: BenchService, name: string): Promise<{ roomUrl: string; id: string; netns: string }> {
+  const { base, headers, runtime } = bench;
+  const profileRes = await fetch(`${base}/api/profiles`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ name, disk_mb: 4096, network: { egress: 'none' }, command_timeout_s: 600 }),
+  });
+  const profile = (await profileRes.json()) as { profile_id: string };
+  const roomUrl = `${base}/api/profile/${profile.profile_id}/room/bench`;
+  const created = await fetch(roomUrl, { method: 'POST', headers, body: '{}' });
+  const instance = (await created.json()) as { instance_id: string; state: string };
+  if (instance.state !== 'ready') throw new Error(`the instance did not start: ${JSON.stringify(instance)}`);
+  return { roomUrl, id: instance.instance_id, netns: networkNames(runtime.tag, instance.instance_id).netns };
 }
 
 export interface BenchServiceProcess {
