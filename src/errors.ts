@@ -40,7 +40,6 @@ export const ERROR_STATUS = {
   stdin_not_open: 409,
   feature_unavailable: 409,
   file_changed: 409,
-  terminal_unavailable: 409,
   // 413
   body_too_large: 413,
   file_too_large: 413,

@@ -130,7 +130,7 @@ export async function openTerminal(transport: Transport, params: { profile_id: s
         return reject(
           new RoomkitError({
             status: 0,
-            code: 'terminal_unavailable',
+            code: 'feature_unavailable',
             message: `the server did not open the terminal at ${shown}: the room's instance may run without roomkit's agent (see GET of the room), or the connection failed`,
           }),
         );

@@ -300,19 +300,19 @@ describe('an instance without the agent', () => {
     await plain.closeLeavingNothing();
   });
 
-  it('refuses a terminal with 409 terminal_unavailable saying how to fix it; the SDK says so too', async () => {
+  it('refuses a terminal with 409 feature_unavailable saying how to fix it; the SDK says so too', async () => {
     const saved = url;
     url = plainUrl;
     try {
       const refused = await handshake(`/api/profile/${plainOrg.defaultProfileId}/room/r/terminal`, plainOrg.headers);
       assert.equal(refused.status, 409);
-      assert.equal(refused.body.error, 'terminal_unavailable');
+      assert.equal(refused.body.error, 'feature_unavailable');
       assert.match(String(refused.body.message), /ROOMKIT_GUEST_AGENT=on/);
     } finally {
       url = saved;
     }
     const rk = new Roomkit({ baseUrl: plainUrl, apiKey: plainOrg.apiKey });
-    await assert.rejects(rk.room(plainOrg.defaultProfileId, 'r').terminal(), (err: Error & { code?: string }) => err.code === 'terminal_unavailable');
+    await assert.rejects(rk.room(plainOrg.defaultProfileId, 'r').terminal(), (err: Error & { code?: string }) => err.code === 'feature_unavailable');
   });
 });
 

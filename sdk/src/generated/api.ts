@@ -38,7 +38,6 @@ export type KnownErrorCode =
   | 'stdin_not_open'
   | 'feature_unavailable'
   | 'file_changed'
-  | 'terminal_unavailable'
   | 'body_too_large'
   | 'file_too_large'
   | 'stdin_too_large'
