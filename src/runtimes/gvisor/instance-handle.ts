@@ -43,6 +43,8 @@ export class InstanceHandle implements InstanceNetworkNames {
   readonly bundle: string;
   /** What the sandbox's init and runsc create print. */
   readonly consoleLog: string;
+  /** The sandbox's host process id, as `runsc create` writes it. */
+  readonly pidFile: string;
   private readonly metaFile: string;
   private meta: Partial<InstanceMeta> | undefined;
 
@@ -60,6 +62,7 @@ export class InstanceHandle implements InstanceNetworkNames {
     this.rootfs = join(this.dir, 'rootfs');
     this.bundle = join(this.dir, 'bundle');
     this.consoleLog = join(this.dir, 'console.log');
+    this.pidFile = join(this.dir, 'sandbox.pid');
     this.metaFile = join(this.dir, 'instance.json');
   }
 

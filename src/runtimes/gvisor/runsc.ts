@@ -54,11 +54,12 @@ export class Runsc {
   /**
    * `runsc create` hands its stdio to the container's first process, so it gets a log
    * file instead of pipes (a pipe would stay open as long as the container runs).
+   * `pidFile` receives the sandbox's host process id (what `runsc state` would name).
    */
-  async create(netns: string, id: string, bundle: string, consoleLog: string): Promise<void> {
+  async create(netns: string, id: string, bundle: string, consoleLog: string, pidFile: string): Promise<void> {
     const fd = openSync(consoleLog, 'a', 0o600);
     try {
-      await this.callChecked(netns, ['create', `--bundle=${bundle}`, id], { outputFd: fd });
+      await this.callChecked(netns, ['create', `--bundle=${bundle}`, `--pid-file=${pidFile}`, id], { outputFd: fd });
     } finally {
       closeSync(fd);
     }
