@@ -1,0 +1,481 @@
+"""What the API answers, as dataclasses. Field names are the API's (snake_case JSON);
+tests/test_openapi.py fails when a class lacks a field that the server's schema has.
+Fields the server adds later are kept in ``.raw``, the answer as it came."""
+import base64
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Type, TypeVar, Union, get_args, get_origin, get_type_hints
+
+T = TypeVar("T")
+
+
+class Model:
+    """Base of every answer: ``raw`` is the JSON object the class was made from."""
+
+    @property
+    def raw(self) -> Dict[str, Any]:
+        return self.__dict__.get("_raw", {})
+
+    @classmethod
+    def from_dict(cls: Type[T], data: Dict[str, Any]) -> T:
+        return _from_dict(cls, data)
+
+
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def _from_dict(cls: Any, data: Dict[str, Any]) -> Any:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = get_type_hints(cls)
+    values = {f.name: _decode(hints[f.name], data.get(f.name)) for f in dataclasses.fields(cls)}
+    obj = cls(**values)
+    obj.__dict__["_raw"] = data
+    return obj
+
+
+def _decode(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = get_origin(tp)
+    if origin is Union:
+        options = [a for a in get_args(tp) if a is not type(None)]
+        return _decode(options[0], value) if len(options) == 1 else value
+    if origin in (list, List) and isinstance(value, list):
+        (item,) = get_args(tp) or (Any,)
+        return [_decode(item, v) for v in value]
+    if origin in (dict, Dict) and isinstance(value, dict):
+        args = get_args(tp)
+        return {k: _decode(args[1] if args else Any, v) for k, v in value.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(value, dict):
+        return _from_dict(tp, value)
+    return value
+
+
+# Instances
+
+@dataclass
+class StateChange(Model):
+    """One step of an instance's life: the state it reached and when."""
+    state: str
+    at: str
+    #: Why it got to this state, in words.
+    reason: Optional[str]
+    #: Why it is stopping, stopped or failed (`deleted`, `idle`, `lifetime`, ...).
+    reason_code: Optional[str]
+    #: The API key whose request caused this step (a delete).
+    key_id: Optional[str]
+
+
+@dataclass
+class Resources(Model):
+    memory_mb: int
+    vcpus: int
+    disk_mb: int
+
+
+@dataclass
+class Instance(Model):
+    """An isolated machine in a room of a profile."""
+    instance_id: str
+    profile_id: str
+    room_id: str
+    #: active, network_allocated, ftap_created, image_generated, vm_started, vm_booted, ready, stopping, stopped, failed
+    state: str
+    state_history: List[StateChange]
+    failure_reason: Optional[str]
+    #: What provisioning is doing when a step takes long, e.g. building the image.
+    progress: Optional[str]
+    runtime: str
+    resources: Resources
+    claimed_at: Optional[str]
+    created_at: str
+    updated_at: str
+
+
+@dataclass
+class InstancePage(Model):
+    instances: List[Instance]
+    #: Pass back as ``cursor`` for the next page; None on the last.
+    next_cursor: Optional[str]
+
+
+# Profiles and keys
+
+@dataclass
+class ProfileNetwork(Model):
+    #: `internet` or `none`.
+    egress: str
+    allow: List[str]
+
+
+@dataclass
+class WarmPoolInstances(Model):
+    ready: int
+    starting: int
+
+
+@dataclass
+class Profile(Model):
+    """A template of instances: image, packages, resources, user, limits, network."""
+    profile_id: str
+    name: str
+    image: str
+    packages: List[str]
+    memory_mb: int
+    vcpus: float
+    disk_mb: int
+    user: str
+    home: str
+    env: Dict[str, str]
+    command_timeout_s: int
+    idle_timeout_s: int
+    max_lifetime_s: int
+    network: ProfileNetwork
+    settings: Dict[str, Any]
+    #: What the unauthenticated raw endpoint serves: `all`, `changed` or `off`.
+    raw_files: str
+    warm_pool: int
+    warm_pool_instances: WarmPoolInstances
+    created_at: str
+    updated_at: str
+
+
+@dataclass
+class ApiKey(Model):
+    key_id: str
+    name: Optional[str]
+    #: The first characters of the key, to recognise it.
+    prefix: str
+    #: `live` or `test`.
+    env: str
+    created_at: str
+    last_used_at: Optional[str]
+
+
+@dataclass
+class CreatedApiKey(Model):
+    key_id: str
+    name: Optional[str]
+    prefix: str
+    env: str
+    created_at: str
+    last_used_at: Optional[str]
+    #: The key itself, shown only in this answer: store it now.
+    api_key: str
+
+
+# Commands
+
+@dataclass
+class FileChange(Model):
+    """A regular file a command created, modified or deleted."""
+    #: Absolute path in the instance (percent-escaped when ``path_encoding`` says so).
+    path: str
+    #: `created`, `modified` or `deleted`.
+    status: str
+    size: Optional[int]
+    mime_type: Optional[str]
+    #: Relative URL of the file's bytes, no key needed (see ``Roomkit.read_public``).
+    public_url: Optional[str]
+    path_encoding: Optional[str]
+
+
+@dataclass
+class CommandOutcome(Model):
+    """The ``result`` of a CommandResult."""
+    #: stdout and stderr interleaved as produced; the middle is cut beyond the output limit.
+    output: str
+    #: 128+n when killed by signal n; 124 when the time limit killed it.
+    exit_code: int
+    files_changed: List[FileChange]
+    timed_out: bool
+    output_truncated: bool
+    output_bytes: int
+    #: None when the instance cannot keep stdout and stderr apart (no agent).
+    stdout: Optional[str]
+    stderr: Optional[str]
+    stdout_bytes: Optional[int]
+    stderr_bytes: Optional[int]
+    stdout_truncated: Optional[bool]
+    stderr_truncated: Optional[bool]
+    files_changed_total: int
+    files_changed_truncated: bool
+    files_changed_method: Optional[str]
+    #: exited, signal, time_limit, killed, out_of_memory, disk_full, instance_stopped, service_stopped, error
+    end_reason: str
+
+
+@dataclass
+class CommandResult(Model):
+    """What a command that was waited for did. A failing command is a result, not an exception."""
+    instance_id: str
+    command: str
+    #: `success` when exit_code is 0, else `error`.
+    status: str
+    result: CommandOutcome
+    command_id: str
+    started_at: str
+    duration_ms: int
+
+    @property
+    def exit_code(self) -> int:
+        return self.result.exit_code
+
+    @property
+    def output(self) -> str:
+        return self.result.output
+
+
+@dataclass
+class CommandStatus(Model):
+    """A command's state and its output from an offset (background commands, kill, history)."""
+    command_id: str
+    instance_id: str
+    command: str
+    #: running, exited, timed_out, killed, interrupted, error
+    state: str
+    background: bool
+    exit_code: Optional[int]
+    started_at: str
+    finished_at: Optional[str]
+    duration_ms: Optional[int]
+    end_reason: Optional[str]
+    #: Output from output_offset to next_offset (stdout and stderr interleaved).
+    output: str
+    output_offset: int
+    #: Ask for this offset next to get only newer output.
+    next_offset: int
+    output_bytes: int
+    output_available: bool
+    stdout: Optional[str]
+    stderr: Optional[str]
+    stdout_bytes: Optional[int]
+    stderr_bytes: Optional[int]
+    stdout_truncated: Optional[bool]
+    stderr_truncated: Optional[bool]
+    stdin_open: bool
+    timed_out: Optional[bool]
+    files_changed: Optional[List[FileChange]]
+    files_changed_total: Optional[int]
+    files_changed_truncated: Optional[bool]
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
+@dataclass
+class CommandRecord(Model):
+    """A command in a room's history."""
+    command_id: str
+    instance_id: str
+    command: str
+    state: str
+    exit_code: Optional[int]
+    output_bytes: Optional[int]
+    #: How many files it changed.
+    files_changed: Any
+    started_at: str
+    finished_at: Optional[str]
+    duration_ms: Optional[int]
+    end_reason: Optional[str]
+
+
+@dataclass
+class CommandPage(Model):
+    commands: List[CommandRecord]
+    next_cursor: Optional[str]
+
+
+@dataclass
+class CommandStarted(Model):
+    command_id: str
+    instance_id: str
+    started_at: str
+
+
+@dataclass
+class OutputChunk(Model):
+    """A piece of a streamed command's output."""
+    data: str
+    #: Byte offset of ``data`` in the command's whole output.
+    offset: int
+    #: `stdout`, `stderr`, or `output` when the instance cannot tell them apart.
+    stream: Optional[str]
+
+
+@dataclass
+class StdinWritten(Model):
+    command_id: str
+    #: Bytes of this request's data written.
+    bytes: int
+    #: Bytes written to the command's stdin so far.
+    total_bytes: int
+    #: Whether its stdin is closed now.
+    closed: bool
+
+
+# Files
+
+@dataclass
+class FileContent(Model):
+    file_path: str
+    #: Text when ``encoding`` is `utf-8`, else base64.
+    content: str
+    instance_id: str
+    encoding: str
+    size: int
+    mime_type: str
+    path_encoding: Optional[str]
+
+    def to_bytes(self) -> bytes:
+        """The file's bytes, whichever encoding the server chose."""
+        if self.encoding == "base64":
+            return base64.b64decode(self.content)
+        return self.content.encode("utf-8")
+
+
+@dataclass
+class FileWritten(Model):
+    file_path: str
+    instance_id: str
+    #: `created` or `modified`.
+    status: str
+    size: int
+    path_encoding: Optional[str]
+
+
+@dataclass
+class FileDeleted(Model):
+    file_path: str
+    instance_id: str
+    status: str
+    path_encoding: Optional[str]
+
+
+@dataclass
+class DirectoryEntry(Model):
+    name: str
+    #: `file`, `directory`, `symlink` or `other`.
+    type: str
+    size: int
+    #: Permission bits, octal.
+    mode: str
+    mtime: str
+    name_encoding: Optional[str]
+
+
+@dataclass
+class DirectoryListing(Model):
+    path: str
+    instance_id: str
+    entries: List[DirectoryEntry]
+    #: True when the directory had more entries than a listing holds.
+    truncated: bool
+    path_encoding: Optional[str]
+
+
+# Tools
+
+@dataclass
+class ToolEndpoint(Model):
+    method: str
+    path: str
+    query: Optional[List[str]]
+    body: Optional[List[str]]
+
+
+@dataclass
+class ToolSet(Model):
+    """A room's tools in one format, ready to hand to a model's API as ``tools``."""
+    #: `roomkit`, `openai`, `anthropic` or `mcp`.
+    format: str
+    profile_id: str
+    room_id: str
+    call: Dict[str, str]
+    tools: List[Dict[str, Any]]
+    endpoints: Dict[str, ToolEndpoint]
+
+
+@dataclass
+class ToolCallResult(Model):
+    """A tool's result worded for the model: hand ``content`` (or ``text``) and ``is_error`` back."""
+    name: str
+    #: `{"type": "text", "text"}` and `{"type": "image", "data", "mime_type"}` blocks, in order.
+    content: List[Dict[str, Any]]
+    is_error: bool
+    #: The JSON the tool's endpoint answers (the Error body when is_error comes from an error).
+    structured_content: Any
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined: what most model APIs take as a tool result's content."""
+        return "\n".join(block["text"] for block in self.content if block.get("type") == "text")
+
+
+# The organization and the service
+
+@dataclass
+class Quota(Model):
+    limit: int
+    used: int
+    #: `default` or `organization`.
+    source: str
+
+
+@dataclass
+class Usage(Model):
+    organization_id: str
+    #: instances, memory_mb, vcpus, disk_mb, concurrent_commands, commands_per_minute
+    quotas: Dict[str, Quota]
+
+
+@dataclass
+class Health(Model):
+    status: str
+    version: str
+    runtime: Dict[str, Any]
+
+
+@dataclass
+class AuditFilesChanged(Model):
+    total: int
+    created: Optional[int]
+    modified: Optional[int]
+    deleted: Optional[int]
+
+
+@dataclass
+class AuditEvent(Model):
+    event_id: str
+    at: str
+    duration_ms: int
+    request_id: str
+    key_id: str
+    client_address: str
+    #: `api`, `tools` or `mcp`.
+    via: str
+    method: str
+    route: str
+    action: str
+    tool: Optional[str]
+    profile_id: Optional[str]
+    room_id: Optional[str]
+    instance_id: Optional[str]
+    command_id: Optional[str]
+    command: Optional[str]
+    exit_code: Optional[int]
+    files_changed: Optional[AuditFilesChanged]
+    file_path: Optional[str]
+    signal: Optional[str]
+    target_key_id: Optional[str]
+    status: int
+    decision: str
+    error: Optional[str]
+
+
+@dataclass
+class AuditPage(Model):
+    events: List[AuditEvent]
+    next_cursor: Optional[str]

@@ -1,0 +1,252 @@
+"""A room of a profile and its instance: create it, run commands in it, move files in
+and out, hand its tools to a model, delete it. The room is addressed by (profile,
+room) as the API does; a profile given by name is resolved on first use."""
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Union
+
+from .commands import CommandHandle, CommandStream, stdin_fields
+from .errors import RoomkitError
+from .models import (
+    CommandPage,
+    CommandResult,
+    CommandStatus,
+    DirectoryListing,
+    FileContent,
+    FileDeleted,
+    FileWritten,
+    Instance,
+    StdinWritten,
+)
+from .tools import Tools
+
+if TYPE_CHECKING:
+    from .client import Roomkit
+
+ROOM = "/api/profile/{profile_id}/room/{room_id}"
+_ENDED = ("failed", "stopping", "stopped")
+
+
+class Room:
+    def __init__(self, client: "Roomkit", profile: str, room_id: str) -> None:
+        self._client = client
+        self._transport = client._transport
+        self.profile = profile
+        self.room_id = room_id
+        #: The room's tools for a model: ``schema(format)`` and ``call(name, arguments)``.
+        self.tools = Tools(self)
+
+    def __repr__(self) -> str:
+        return f"Room(profile={self.profile!r}, room_id={self.room_id!r})"
+
+    def profile_id(self) -> str:
+        """The profile's id, resolving a name once per client."""
+        return self._client.resolve_profile_id(self.profile)
+
+    def _params(self, **more: Any) -> Dict[str, Any]:
+        return {"profile_id": self.profile_id(), "room_id": self.room_id, **more}
+
+    # The instance
+
+    def create(
+        self,
+        *,
+        wait: bool = True,
+        on_progress: Optional[Callable[[Instance], None]] = None,
+        poll_interval_s: Optional[float] = None,
+    ) -> Instance:
+        """Creates the room's instance, or returns the live one it already has.
+
+        ``wait=False`` answers at once, still provisioning. With ``on_progress`` the SDK
+        creates without waiting and polls, calling it with the instance at the start and
+        whenever its state or progress text changes. Safe to retry (a room has one live
+        instance), so connection errors and 502-504 are retried. A start failure raises
+        RoomkitError ``instance_start_failed``.
+        """
+        params = self._params()
+
+        def send(wait_for_ready: bool) -> Instance:
+            answer = self._transport.json("POST", ROOM, params=params, body={"wait": wait_for_ready}, idempotent=True)
+            return Instance.from_dict(answer)
+
+        if on_progress is None:
+            return send(wait)
+        instance = send(False)
+        on_progress(instance)
+        interval = self._client.poll_interval_s if poll_interval_s is None else poll_interval_s
+        while wait and instance.state != "ready":
+            if instance.state in _ENDED:
+                raise _start_failure(instance)
+            time.sleep(interval)
+            following = Instance.from_dict(self._transport.json("GET", ROOM, params=params))
+            changed = (following.instance_id, following.state, following.progress) != (instance.instance_id, instance.state, instance.progress)
+            instance = following
+            if changed:
+                on_progress(instance)
+        return instance
+
+    def get(self) -> Instance:
+        """The room's instance: the live one, or the last one if it failed."""
+        return Instance.from_dict(self._transport.json("GET", ROOM, params=self._params()))
+
+    def delete(self) -> Instance:
+        """Stops and removes the instance; answers with its final state. Not retried."""
+        return Instance.from_dict(self._transport.json("DELETE", ROOM, params=self._params()))
+
+    # Commands
+
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: Optional[int] = None,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        stdin: Union[str, bytes, None] = None,
+    ) -> CommandResult:
+        """Runs a shell command and answers when it ends. A failing command is a result
+        with a non-zero exit_code, not an exception. ``stdin`` (text or bytes) is its
+        input. Never retried: a command may not be safe to run twice."""
+        body = _command_body(command, timeout_s, cwd, env, stdin)
+        return CommandResult.from_dict(self._transport.json("POST", f"{ROOM}/command", params=self._params(), body=body, idempotent=False))
+
+    def exec_stream(
+        self,
+        command: str,
+        *,
+        timeout_s: Optional[int] = None,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        kill_on_disconnect: Optional[bool] = None,
+    ) -> CommandStream:
+        """Runs a shell command and gives its output as it is printed: iterate over the
+        returned stream for OutputChunks; then ``stream.result`` is the same
+        CommandResult as ``exec`` answers (``stream.wait()`` reads to the end and returns
+        it). If the connection breaks first, RoomkitError ``stream_interrupted`` carries
+        the command's id: it runs on (unless ``kill_on_disconnect``), and
+        ``room.command(id)`` follows it."""
+        body = _command_body(command, timeout_s, cwd, env, stdin)
+        body["stream"] = True
+        if kill_on_disconnect is not None:
+            body["kill_on_disconnect"] = kill_on_disconnect
+        template = f"{ROOM}/command"
+        response = self._transport.send(
+            "POST", template, params=self._params(), body=body, idempotent=False, headers={"Accept": "text/event-stream"}
+        )
+        return CommandStream(response)
+
+    def exec_background(
+        self,
+        command: str,
+        *,
+        timeout_s: Optional[int] = None,
+        cwd: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        stdin_open: bool = False,
+    ) -> CommandHandle:
+        """Starts a command in the background and answers at once with a handle to follow
+        it. No time limit applies unless ``timeout_s`` is given. ``stdin_open`` keeps its
+        stdin open (after ``stdin``) for ``send_stdin``; it needs roomkit's agent in the
+        instance (RoomkitError ``feature_unavailable`` without it)."""
+        body = _command_body(command, timeout_s, cwd, env, stdin)
+        body["background"] = True
+        if stdin_open:
+            body["stdin_open"] = True
+        status = CommandStatus.from_dict(self._transport.json("POST", f"{ROOM}/command", params=self._params(), body=body, idempotent=False))
+        return CommandHandle(self, status.command_id, status)
+
+    def send_stdin(self, command_id: str, data: Union[str, bytes], *, close: bool = False) -> StdinWritten:
+        """Writes input (text as UTF-8, or bytes) to a running command started with
+        ``stdin_open``; ``close`` ends its input after. Not retried: a repeat would write it twice."""
+        body: Dict[str, Any] = {}
+        if isinstance(data, str):
+            body["data"] = data
+        else:
+            fields = stdin_fields(data)
+            body["data"], body["encoding"] = fields["stdin"], fields["stdin_encoding"]
+        if close:
+            body["close"] = True
+        params = self._params(command_id=command_id)
+        return StdinWritten.from_dict(self._transport.json("POST", f"{ROOM}/commands/{{command_id}}/stdin", params=params, body=body, idempotent=False))
+
+    def close_stdin(self, command_id: str) -> StdinWritten:
+        """Closes a running command's stdin: it reads end of input once it has read the rest."""
+        params = self._params(command_id=command_id)
+        return StdinWritten.from_dict(self._transport.json("POST", f"{ROOM}/commands/{{command_id}}/stdin", params=params, body={"close": True}, idempotent=False))
+
+    def command(self, command_id: str) -> CommandHandle:
+        """A handle on a command of this room by its id (from a result, a status or the history)."""
+        return CommandHandle(self, command_id, None)
+
+    def commands(self, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> CommandPage:
+        """The room's command history, newest first; pass ``next_cursor`` back as ``cursor``."""
+        query = {"limit": limit, "cursor": cursor}
+        return CommandPage.from_dict(self._transport.json("GET", f"{ROOM}/commands", params=self._params(), query=query))
+
+    # Files: paths are absolute, or relative to the profile's home directory.
+
+    def read_file(self, path: str) -> FileContent:
+        """A file as JSON: text as it is, anything else base64 (``encoding`` says which;
+        ``to_bytes()`` decodes either). At most the server's JSON read limit (50 MiB)."""
+        return FileContent.from_dict(self._transport.json("GET", f"{ROOM}/file/{{*}}", params=self._params(**{"*": path})))
+
+    def read_bytes(self, path: str, *, start: Optional[int] = None, end: Optional[int] = None) -> bytes:
+        """A file's bytes, of any size, through the authenticated raw read; ``start`` and
+        ``end`` (inclusive byte offsets) ask for a range."""
+        headers = {"Accept": "application/octet-stream"}
+        if start is not None or end is not None:
+            headers["Range"] = f"bytes={start or 0}-{'' if end is None else end}"
+        response = self._transport.send("GET", f"{ROOM}/file/{{*}}", params=self._params(**{"*": path}), query={"raw": "1"}, headers=headers)
+        with response:
+            return response.read()  # type: ignore[no-any-return]
+
+    def read_text(self, path: str, *, encoding: str = "utf-8", errors: str = "strict") -> str:
+        """A file's bytes decoded as text (UTF-8 unless told otherwise)."""
+        return self.read_bytes(path).decode(encoding, errors)
+
+    def write_file(self, path: str, data: Union[str, bytes]) -> FileWritten:
+        """Creates or replaces a file (and its parent directories). Text is written as UTF-8."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        return FileWritten.from_dict(self._transport.json("PUT", f"{ROOM}/file/{{*}}", params=self._params(**{"*": path}), raw_body=raw))
+
+    def list(self, path: Optional[str] = None) -> DirectoryListing:
+        """Lists a directory (default: the home directory)."""
+        return DirectoryListing.from_dict(self._transport.json("GET", f"{ROOM}/files", params=self._params(), query={"path": path}))
+
+    def delete_file(self, path: str) -> FileDeleted:
+        """Deletes a file or link; directories are removed with a command."""
+        return FileDeleted.from_dict(self._transport.json("DELETE", f"{ROOM}/file/{{*}}", params=self._params(**{"*": path})))
+
+
+def _command_body(
+    command: str,
+    timeout_s: Optional[int],
+    cwd: Optional[str],
+    env: Optional[Mapping[str, str]],
+    stdin: Union[str, bytes, None],
+) -> Dict[str, Any]:
+    body: Dict[str, Any] = {"command": command}
+    if timeout_s is not None:
+        body["timeout_s"] = timeout_s
+    if cwd is not None:
+        body["cwd"] = cwd
+    if env is not None:
+        body["env"] = dict(env)
+    body.update(stdin_fields(stdin))
+    return body
+
+
+def _start_failure(instance: Instance) -> RoomkitError:
+    if instance.failure_reason:
+        reason = instance.failure_reason
+    elif instance.state == "failed":
+        reason = "no reason given"
+    else:
+        reason = f"it was deleted while starting ({instance.state})"
+    return RoomkitError(
+        "instance_start_failed",
+        f"instance {instance.instance_id} failed to start: {reason}",
+        status=500,
+        details={"instance_id": instance.instance_id, "state_history": [s.raw for s in instance.state_history]},
+    )

@@ -1,0 +1,62 @@
+"""Every operation of the server's /openapi.json, mapped to the SDK method that calls
+it, or to the reason the SDK leaves it out. test_openapi.py fails when the server has
+an operation that is in neither table: a new route needs a method (and a row here).
+
+Each row's call runs against the real server with harmless arguments (ids that exist
+nowhere, a room without an instance), so an API error is an expected answer; what the
+test checks is that the method sent that very operation."""
+from typing import Callable, Dict, NamedTuple
+
+from roomkit import Roomkit
+
+NOWHERE = "00000000-0000-4000-8000-000000000000"
+
+
+class Row(NamedTuple):
+    method: str
+    call: Callable[[Roomkit], object]
+
+
+def _room(rk: Roomkit):  # type: ignore[no-untyped-def]
+    # The shared profile by name, in a room that never has an instance.
+    return rk.room("py-sdk", "no-instance-here")
+
+
+OPERATIONS: Dict[str, Row] = {
+    "GET /healthz": Row("Roomkit.health", lambda rk: rk.health()),
+    "GET /api/usage": Row("Roomkit.usage", lambda rk: rk.usage()),
+    "GET /api/audit": Row("Roomkit.audit", lambda rk: rk.audit(limit=1)),
+    "GET /vm/{instance_id}/file/{*}": Row("Roomkit.read_public", lambda rk: rk.read_public(f"/vm/{NOWHERE}/file/etc/hostname")),
+    "GET /api/keys": Row("Keys.list", lambda rk: rk.keys.list()),
+    "POST /api/keys": Row("Keys.create", lambda rk: rk.keys.create(env="no-such-env")),
+    "DELETE /api/keys/{key_id}": Row("Keys.revoke", lambda rk: rk.keys.revoke(NOWHERE)),
+    "GET /api/profiles": Row("Profiles.list", lambda rk: rk.profiles.list()),
+    "POST /api/profiles": Row("Profiles.create", lambda rk: rk.profiles.create("py-sdk")),
+    "GET /api/profiles/{profile_id}": Row("Profiles.get", lambda rk: rk.profiles.get(NOWHERE)),
+    "PATCH /api/profiles/{profile_id}": Row("Profiles.update", lambda rk: rk.profiles.update(NOWHERE, vcpus=1)),
+    "DELETE /api/profiles/{profile_id}": Row("Profiles.delete", lambda rk: rk.profiles.delete(NOWHERE)),
+    "GET /api/instances": Row("Instances.list", lambda rk: rk.instances.list(limit=1)),
+    "POST /api/profile/{profile_id}/room/{room_id}": Row("Room.create", lambda rk: rk.room(NOWHERE, "x").create()),
+    "GET /api/profile/{profile_id}/room/{room_id}": Row("Room.get", lambda rk: _room(rk).get()),
+    "DELETE /api/profile/{profile_id}/room/{room_id}": Row("Room.delete", lambda rk: _room(rk).delete()),
+    "POST /api/profile/{profile_id}/room/{room_id}/command": Row("Room.exec", lambda rk: _room(rk).exec("true")),
+    "GET /api/profile/{profile_id}/room/{room_id}/commands": Row("Room.commands", lambda rk: _room(rk).commands()),
+    "GET /api/profile/{profile_id}/room/{room_id}/commands/{command_id}": Row("CommandHandle.status", lambda rk: _room(rk).command(NOWHERE).status()),
+    "POST /api/profile/{profile_id}/room/{room_id}/commands/{command_id}/kill": Row("CommandHandle.kill", lambda rk: _room(rk).command(NOWHERE).kill()),
+    "POST /api/profile/{profile_id}/room/{room_id}/commands/{command_id}/stdin": Row("Room.send_stdin", lambda rk: _room(rk).send_stdin(NOWHERE, "x")),
+    "GET /api/profile/{profile_id}/room/{room_id}/file/{*}": Row("Room.read_file", lambda rk: _room(rk).read_file("a")),
+    "PUT /api/profile/{profile_id}/room/{room_id}/file/{*}": Row("Room.write_file", lambda rk: _room(rk).write_file("a", "x")),
+    "DELETE /api/profile/{profile_id}/room/{room_id}/file/{*}": Row("Room.delete_file", lambda rk: _room(rk).delete_file("a")),
+    "GET /api/profile/{profile_id}/room/{room_id}/files": Row("Room.list", lambda rk: _room(rk).list()),
+    "GET /api/profile/{profile_id}/room/{room_id}/tools": Row("Tools.schema", lambda rk: _room(rk).tools.schema("openai")),
+    "POST /api/profile/{profile_id}/room/{room_id}/tools/call": Row("Tools.call", lambda rk: _room(rk).tools.call("run_command", {"command": "true"})),
+}
+
+#: Operations the SDK leaves out on purpose, and why.
+LEFT_OUT: Dict[str, str] = {
+    "GET /api/profile/{profile_id}/room/{room_id}/terminal": "a WebSocket terminal for people at a keyboard; the standard library has no WebSocket client (use `roomkit shell` or the TypeScript SDK)",
+    "POST /api/profile/{profile_id}/room/{room_id}/terminal/ticket": "a ticket only opens the WebSocket terminal, which this SDK leaves out",
+    "POST /mcp": "the MCP endpoint is for MCP clients, which speak its protocol themselves",
+    "GET /metrics": "Prometheus text for the operator's scraper, not an API call",
+    "GET /readyz": "readiness for load balancers; Roomkit.health says whether the service can create instances",
+}
