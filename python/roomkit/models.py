@@ -1,6 +1,8 @@
 """What the API answers, as dataclasses. Field names are the API's (snake_case JSON);
 tests/test_openapi.py fails when a class lacks a field that the server's schema has.
-Fields the server adds later are kept in ``.raw``, the answer as it came."""
+Fields the server adds later are kept in ``.raw``, the answer as it came.
+Over 400 lines on purpose: the classes nest into one another (an instance holds its state
+history, a command result its files), and one module keeps that tree readable in one place."""
 import base64
 import dataclasses
 from dataclasses import dataclass
