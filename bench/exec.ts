@@ -1,8 +1,8 @@
 // Commands and files through the HTTP API on one real instance, next to floors
 // measured in the same run on the same instance without the service:
 // - exec round trip of `true` vs `runsc exec ... true` (same flags, same namespace);
-// - the same with 0 / 10,000 / 50,000 files in the writable layer (files_changed cost)
-//   vs the walker listing that layer once;
+// (what files_changed costs with many files in the layer is bench/changes.ts, which
+// takes its figures in turn, run by run, on a settled layer);
 // - file reads of 1 KiB and 10 MiB (JSON and raw endpoints) vs `runsc exec cat`;
 // - agent interfaces: the first output event of a streamed command vs the first byte of
 //   `runsc exec`, and `true` through POST .../tools/call and the MCP endpoint (the
@@ -14,7 +14,6 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
 import { run } from '../src/host/run.ts';
-import { layerWalker, listLayer } from '../src/runtimes/gvisor/changes.ts';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { benchInstance, startBenchService } from './setup.ts';
@@ -23,7 +22,7 @@ import { percentile, summary, timed } from './stats.ts';
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
 
 const bench = await startBenchService('10.217.1.0/24');
-const { config, base, headers, dataDir } = bench;
+const { base, headers, dataDir } = bench;
 
 try {
   const { roomUrl, id, netns } = await benchInstance(bench, 'bench-exec');
@@ -42,8 +41,6 @@ try {
     );
     if (result.code !== 0) throw new Error(`runsc exec ${args.join(' ')}: ${result.stderr}`);
   };
-  const upper = join(dataDir, 'instances', id, 'layer', 'upper');
-  const walker = await layerWalker(config.imagesDir);
 
   console.log(`roomkit commands and files benchmark, ${RUNS} runs each, one instance\n`);
   await exec('true'); // warm: the walker and the image's index
@@ -97,20 +94,6 @@ try {
     await mcp.close();
   }
 
-  console.log('files_changed cost: exec of `true` with N files already in the writable layer');
-  let made = 0;
-  for (const target of [0, 10_000, 50_000]) {
-    if (target > made) {
-      await exec(`mkdir -p many && cd many && seq ${made + 1} ${target} | xargs touch`);
-      made = target;
-    }
-    const listing = await timed(RUNS, async () => void (await listLayer(walker, upper)));
-    const withFiles = await timed(RUNS, async () => void (await exec('true')));
-    console.log(`  ${String(target).padStart(6)} files   walker listing of the layer  ${summary(listing)}`);
-    console.log(`  ${String(target).padStart(6)} files   POST .../command true        ${summary(withFiles)}`);
-  }
-  await exec('rm -rf many');
-
   console.log('\nfile reads');
   await exec('head -c 1024 /dev/urandom > one-k.bin && head -c 10485760 /dev/urandom > ten-m.bin');
   for (const [name, label] of [['one-k.bin', '1 KiB'], ['ten-m.bin', '10 MiB']] as const) {
@@ -135,7 +118,9 @@ try {
     console.log(`${label}: RSS ${mib(m.rss)}, JS heap used ${mib(m.heapUsed)}, buffers ${mib(m.arrayBuffers)}`);
   };
   console.log('');
-  memory('service process after the run');
+  // One process holds the service, its change worker's heap and this benchmark's own client
+  // (bench/load.ts measures a service process of its own over time).
+  memory('this process (service and benchmark client) after the run');
   // What the service holds, as opposed to garbage not yet collected.
   setFlagsFromString('--expose-gc');
   (runInNewContext('gc') as () => void)();
