@@ -168,6 +168,18 @@ export class Profiles {
     });
   }
 
+  /** The id of the organization's profile with this name, if there is one. */
+  async idOfName(organizationId: string, name: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('profiles')
+      .select('id')
+      .where('organization_id', '=', organizationId)
+      .where('name', '=', name)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return row?.id;
+  }
+
   private async getRow(organizationId: string, profileId: string): Promise<ProfileRow> {
     const row = await this.findRow(organizationId, profileId);
     if (!row) throw profileNotFound(profileId);

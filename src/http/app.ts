@@ -14,6 +14,7 @@ import { requestLogContext } from '../log.ts';
 import type { Services } from '../services.ts';
 import { installAudit } from './audit.ts';
 import { authenticate, requiresAuth } from './auth.ts';
+import { resolveProfileNames } from './profile-names.ts';
 import { installErrorHandling, sendError } from './errors.ts';
 import { auditRoutes } from './routes/audit.ts';
 import { commandRoutes } from './routes/commands.ts';
@@ -134,6 +135,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && request.routeOptions.schema?.body) request.body = {};
   });
+  resolveProfileNames(app, services.profiles);
 
   let closing = false;
   // Node's server.close() ends idle keep-alive connections but waits for ones on which

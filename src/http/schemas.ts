@@ -3,6 +3,7 @@
 import Type from 'typebox';
 import { ERROR_STATUS } from '../errors.ts';
 import { ROOM_ID_PATTERN } from '../lib/ids.ts';
+import { NAME_PATTERN } from '../core/profile-schema.ts';
 
 export { ROOM_ID_PATTERN };
 
@@ -18,12 +19,13 @@ export const ErrorBody = Type.Object(
   { $id: 'Error', title: 'Error' },
 );
 
-export const ProfileParams = Type.Object({
-  profile_id: Type.String({ format: 'uuid', description: 'Profile id (UUID)' }),
-});
+/** A profile id in a path; its name is accepted too (http/profile-names.ts). */
+const ProfileIdParam = Type.String({ pattern: NAME_PATTERN, description: "Profile id (UUID), or the profile's name" });
+
+export const ProfileParams = Type.Object({ profile_id: ProfileIdParam });
 
 export const RoomParams = Type.Object({
-  profile_id: Type.String({ format: 'uuid', description: 'Profile id (UUID)' }),
+  profile_id: ProfileIdParam,
   room_id: Type.String({
     pattern: ROOM_ID_PATTERN,
     description: 'Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`)',

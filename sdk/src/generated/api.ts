@@ -595,7 +595,7 @@ export interface Paths {
     /** Get a profile */
     get: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
       };
       query: Record<string, never>;
@@ -610,7 +610,7 @@ export interface Paths {
     /** Delete a profile */
     delete: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
       };
       query: Record<string, never>;
@@ -626,7 +626,7 @@ export interface Paths {
     /** Change a profile */
     patch: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
       };
       query: Record<string, never>;
@@ -681,7 +681,7 @@ export interface Paths {
     /** Get the room's instance */
     get: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -698,7 +698,7 @@ export interface Paths {
     /** Create the room's instance */
     post: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -722,7 +722,7 @@ export interface Paths {
     /** Delete the room's instance */
     delete: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -763,7 +763,7 @@ export interface Paths {
     /** Run a command */
     post: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -809,7 +809,7 @@ export interface Paths {
     /** A command's state and output */
     get: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -833,7 +833,7 @@ export interface Paths {
     /** Signal a running command */
     post: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -858,7 +858,7 @@ export interface Paths {
     /** Write to a running command's stdin */
     post: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -888,7 +888,7 @@ export interface Paths {
     /** List the room's commands */
     get: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -914,7 +914,7 @@ export interface Paths {
     /** Read a file */
     get: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -940,7 +940,7 @@ export interface Paths {
     /** Write a file */
     put: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -964,7 +964,7 @@ export interface Paths {
     /** Delete a file */
     delete: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -993,7 +993,7 @@ export interface Paths {
     /** List a directory */
     get: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -1052,7 +1052,7 @@ export interface Paths {
     /** Get a ticket to open a terminal */
     post: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -1074,7 +1074,7 @@ export interface Paths {
     /** Open a terminal (WebSocket) */
     get: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -1105,7 +1105,7 @@ export interface Paths {
     /** Get the room's tool schema */
     get: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -1127,7 +1127,7 @@ export interface Paths {
     /** Run one of the room's tools */
     post: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
