@@ -161,15 +161,14 @@ describe('reading profiles', () => {
     assert.equal((await getProfile(theirs.profile_id, other)).json().memory_mb, 1024, 'left unchanged');
   });
 
-  it('answers 400 validation_error for a profile id that is not a UUID', async () => {
+  it('answers 400 validation_error for a profile id that is neither a UUID nor a name, and 404 for a name no profile has', async () => {
     for (const method of ['GET', 'PATCH', 'DELETE'] as const) {
-      const res = await t.app.inject({
-        method,
-        url: '/api/profiles/not-a-uuid',
-        headers: org.headers,
-        ...(method === 'PATCH' ? { payload: {} } : {}),
-      });
+      const payload = method === 'PATCH' ? { payload: {} } : {};
+      const res = await t.app.inject({ method, url: '/api/profiles/not%20a%20name', headers: org.headers, ...payload });
       assertValidation(res, 'profile_id');
+      const unknown = await t.app.inject({ method, url: '/api/profiles/not-a-uuid', headers: org.headers, ...payload });
+      assert.equal(unknown.statusCode, 404);
+      assert.equal(unknown.json().error, 'profile_not_found');
     }
   });
 });
