@@ -159,13 +159,22 @@ export function registerClientCommands(program: Command): void {
       const page = await client.instances.list({ ...(options.profile === undefined ? {} : { profile: options.profile }), limit: 20 });
       if (options.json) return printJson(page);
       if (page.instances.length === 0) return void process.stdout.write('no instances\n');
-      const rows = page.instances.map((i) => [i.room_id, i.state, i.instance_id, i.profile_id, i.created_at]);
+      const names = new Map((await client.profiles.list()).map((p) => [p.profile_id, p.name]));
+      const rows = page.instances.map((i) => [i.room_id, i.state, i.instance_id, names.get(i.profile_id) ?? i.profile_id, i.created_at]);
       printTable(['ROOM', 'STATE', 'INSTANCE', 'PROFILE', 'CREATED'], rows);
     }));
 
   roomCommand(program, 'destroy <room>', 'stop the room\'s instance and remove it with everything it holds')
     .action(run(async (roomId: string, options: RoomOptions) => {
-      const instance = await roomOf(roomId, options).delete();
+      let instance: Instance;
+      try {
+        instance = await roomOf(roomId, options).delete();
+      } catch (err) {
+        // Destroying what is already gone succeeds, so that scripts can run it twice.
+        if (!(err instanceof RoomkitError && err.code === 'instance_not_found')) throw err;
+        if (options.json) return printJson({ room_id: roomId, state: 'absent' });
+        return void process.stderr.write(`room ${roomId} has no instance: nothing to destroy\n`);
+      }
       if (options.json) return printJson(instance);
       process.stdout.write(`${instance.state}: room ${roomId}, instance ${instance.instance_id}${instance.failure_reason ? ` (${instance.failure_reason})` : ''}\n`);
     }));
@@ -207,7 +216,8 @@ export function run<A extends unknown[]>(action: (...args: A) => Promise<void>, 
       await action(...args);
     } catch (err) {
       if (!(err instanceof RoomkitError || err instanceof RoomkitConnectionError || err instanceof ClientError)) throw err;
-      process.stderr.write(`roomkit: error ${err.code}: ${err.message}\n`);
+      const roomId = typeof args[0] === 'string' ? args[0] : undefined;
+      process.stderr.write(`roomkit: error ${err.code}: ${cliMessage(err.code, err.message, roomId, (options as RoomOptions | undefined)?.profile)}\n`);
       if (options?.json) {
         const details = err instanceof RoomkitError ? err.details : undefined;
         const requestId = err instanceof RoomkitError ? err.requestId : undefined;
@@ -216,6 +226,27 @@ export function run<A extends unknown[]>(action: (...args: A) => Promise<void>, 
       process.exitCode = err instanceof ClientError && failureExit === 1 ? err.exitCode : failureExit;
     }
   };
+}
+
+/**
+ * The server's messages advise REST calls with UUIDs; on the command line the same
+ * advice is a roomkit command with names. Codes without a CLI form keep the message.
+ */
+function cliMessage(code: string, message: string, roomId: string | undefined, profile: string | undefined): string {
+  const of = profile === undefined ? '' : ` --profile ${profile}`;
+  switch (code) {
+    case 'instance_not_found':
+      return roomId === undefined ? message : `no instance in room "${roomId}"; create one with \`roomkit create${of} ${roomId}\``;
+    case 'instance_not_ready':
+      if (roomId === undefined) return message;
+      return /failed/.test(message)
+        ? `${message.split(';')[0]}; \`roomkit destroy${of} ${roomId}\`, then \`roomkit create${of} ${roomId}\``
+        : `${message.split(';')[0]}; \`roomkit status${of} ${roomId}\` shows its state, or wait with \`roomkit create${of} ${roomId}\``;
+    case 'profile_not_found':
+      return profile === undefined ? message : `${message}; leave out --profile to use "default"`;
+    default:
+      return message;
+  }
 }
 
 /** Instance progress on stderr: a spinner on a terminal, otherwise one line per change. */

@@ -137,8 +137,9 @@ try {
 
 function exitCodeFor(err: unknown): number {
   if (err instanceof CommanderError) {
-    // Commander has printed its message (or the help) already.
-    return err.exitCode;
+    // Commander has printed its message (or the help) already. A usage error exits 2,
+    // as the README says and as shells' own tools do; help and --version exit 0.
+    return err.exitCode === 0 ? 0 : 2;
   }
   if (err instanceof CliError || err instanceof ConfigError) {
     process.stderr.write(`roomkit: error: ${err.message}\n`);

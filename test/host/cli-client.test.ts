@@ -254,15 +254,27 @@ describe('roomkit status and destroy', () => {
     assert.equal(all.code, 0, all.stderr);
     assert.deepEqual(JSON.parse(text(all)).instances.map((i: { instance_id: string }) => i.instance_id), [instanceId]);
     const table = await roomkit(['status']);
-    assert.match(text(table), new RegExp(`^ROOM +STATE +INSTANCE +PROFILE +CREATED\\nmain +ready +${instanceId} `));
+    // Profiles by name, as the other commands take them.
+    assert.match(text(table), new RegExp(`^ROOM +STATE +INSTANCE +PROFILE +CREATED\\nmain +ready +${instanceId} +cli `));
   });
 
-  it('destroy stops the instance; afterwards status says instance_not_found', async () => {
+  it('destroy stops the instance; a second destroy succeeds saying there was nothing; status then says how to create one', async () => {
     const res = await roomkit(['destroy', '--profile', 'cli', 'main']);
     assert.equal(res.code, 0, res.stderr);
     assert.equal(text(res), `stopped: room main, instance ${instanceId}\n`);
+    const again = await roomkit(['destroy', '--profile', 'cli', 'main']);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stdout.length, 0);
+    assert.equal(again.stderr, 'room main has no instance: nothing to destroy\n');
     const after = await roomkit(['status', '--profile', 'cli', 'main']);
     assert.equal(after.code, 1);
-    assert.match(after.stderr, /^roomkit: error instance_not_found: /);
+    // The advice is a roomkit command with names, not a REST call with UUIDs.
+    assert.equal(after.stderr, 'roomkit: error instance_not_found: no instance in room "main"; create one with `roomkit create --profile cli main`\n');
+  });
+
+  it('a usage error exits 2', async () => {
+    const res = await roomkit(['exec', '--profile', 'cli']);
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /missing required argument/);
   });
 });
