@@ -84,7 +84,8 @@ export function createMcpServer(options: McpServerOptions): Server {
       // An unknown tool is a protocol error; arguments that do not fit are the model's to
       // correct, so it reads why.
       if (err instanceof AppError && err.code === 'invalid_arguments') {
-        return { answer: { content: [{ type: 'text', text: `Error invalid_arguments: ${err.message}` }], isError: true }, structured: err.toBody() };
+        const body = err.toBody();
+        return { answer: { content: [{ type: 'text', text: `Error invalid_arguments: ${err.message}` }], isError: true, structuredContent: { ...body } }, structured: body };
       }
       throw new McpError(ErrorCode.InvalidParams, (err as Error).message, err instanceof AppError ? err.toBody() : undefined);
     }
@@ -106,7 +107,10 @@ export function createMcpServer(options: McpServerOptions): Server {
         ...(options.publicBaseUrl === undefined ? {} : { publicBaseUrl: options.publicBaseUrl }),
         reportAsResult: () => true,
       });
-      return { answer: { content: result.content, isError: result.isError }, structured: result.structured };
+      // structuredContent: the same JSON the REST tools/call answers, for clients that read
+      // fields instead of text (MCP wants an object there; every tool's result is one).
+      const structuredContent = isObject(result.structured) ? { structuredContent: result.structured } : {};
+      return { answer: { content: result.content, isError: result.isError, ...structuredContent }, structured: result.structured };
     } catch (err) {
       return { answer: { content: [{ type: 'text', text: options.describeFailure(err) }], isError: true }, structured: { error: 'internal_error' } };
     } finally {
@@ -115,4 +119,8 @@ export function createMcpServer(options: McpServerOptions): Server {
   }
 
   return server;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -153,9 +153,16 @@ describe('/mcp over Streamable HTTP', () => {
     assert.equal(fetched.status, 200);
     assert.equal(await fetched.text(), 'hello\n');
 
+    // The same result as fields, as the REST tools/call gives it in `structured`.
+    const structured = result.structuredContent as { result: { exit_code: number; files_changed: { path: string }[] }; instance_id: string };
+    assert.equal(structured.instance_id, instanceId);
+    assert.equal(structured.result.exit_code, 0);
+    assert.deepEqual(structured.result.files_changed.map((f) => f.path), ['/home/user/greeting.txt']);
+
     const failed = await call('run_command', { room: ROOM, command: 'ls /nonexistent' });
     assert.equal(failed.isError, true);
     assert.match(textOf(failed), /^Exit code: 2 \(failed\)\nOutput:\nls: cannot access '\/nonexistent': No such file or directory/);
+    assert.equal((failed.structuredContent as { result: { exit_code: number } }).result.exit_code, 2);
   });
 
   it('write_file, read_file (text and image), list_files and delete_file', async () => {
@@ -173,6 +180,13 @@ describe('/mcp over Streamable HTTP', () => {
 
     const listing = await call('list_files', { room: ROOM, path: 'work' });
     assert.match(textOf(listing), /^\/home\/user\/work \(2 entries\):\nfile +8 0?644 \S+ data\.csv\nfile +\d+ 0?644 \S+ dot\.png$/);
+    const rest = await t.app.inject({
+      method: 'POST',
+      url: `/api/profile/${a.defaultProfileId}/room/${ROOM}/tools/call`,
+      headers: a.headers,
+      payload: { name: 'list_files', arguments: { path: 'work' } },
+    });
+    assert.deepEqual(listing.structuredContent, rest.json().structured_content, 'the same fields as the REST tools/call');
 
     assert.equal(textOf(await call('delete_file', { room: ROOM, path: 'work/dot.png' })), 'Deleted /home/user/work/dot.png.');
     const gone = await call('read_file', { room: ROOM, path: 'work/dot.png' });
@@ -192,6 +206,8 @@ describe('/mcp over Streamable HTTP', () => {
     const bad = await call('run_command', { room: '../etc', command: 42 });
     assert.equal(bad.isError, true);
     assert.match(textOf(bad), /^Error invalid_arguments: run_command: .*\(and 1 more problem/);
+    assert.equal((bad.structuredContent as { error: string }).error, 'invalid_arguments');
+    assert.equal((empty.structuredContent as { error: string }).error, 'instance_not_found');
   });
 
   it('tells a client that asked for progress that a long command is still running', async () => {
