@@ -276,8 +276,8 @@ class CommandRecord(Model):
     state: str
     exit_code: Optional[int]
     output_bytes: Optional[int]
-    #: How many files it changed.
-    files_changed: Any
+    #: How many files it changed (None while it runs).
+    files_changed_total: Optional[int]
     started_at: str
     finished_at: Optional[str]
     duration_ms: Optional[int]

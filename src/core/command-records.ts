@@ -117,7 +117,7 @@ export function toRecord(row: CommandRow): CommandRecord {
     state: (COMMAND_STATES as readonly string[]).includes(row.state) ? (row.state as CommandState) : 'error',
     exit_code: row.exit_code,
     output_bytes: row.output_bytes,
-    files_changed: row.files_changed,
+    files_changed_total: row.files_changed,
     started_at: row.started_at,
     finished_at: row.finished_at,
     duration_ms: row.duration_ms,

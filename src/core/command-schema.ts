@@ -116,7 +116,9 @@ export const CommandRecord = Type.Object(
     state: Type.Enum(COMMAND_STATES, { description: '`interrupted`: the service stopped while it ran; `error`: it could not be run' }),
     exit_code: Type.Union([Type.Integer(), Type.Null()]),
     output_bytes: Type.Union([Type.Integer(), Type.Null()]),
-    files_changed: Type.Union([Type.Integer(), Type.Null()]),
+    files_changed_total: Type.Union([Type.Integer(), Type.Null()], {
+      description: 'How many files it changed (a CommandResult\'s files_changed_total); null while it runs. The list itself is in GET .../commands/{id} while kept',
+    }),
     ...timing,
     end_reason: Type.Union([CommandEndReason, Type.Null()], { description: `${END_REASON_DESCRIPTION}. Null while it runs, and for commands recorded before end reasons were kept` }),
   },

@@ -322,7 +322,7 @@ export class Commands {
       stdin_open: session?.stdin !== undefined && !session.stdin.closed && session.finishedAt === undefined,
       timed_out: result ? result.timed_out : record.state === 'running' ? null : record.state === 'timed_out',
       files_changed: result ? result.files_changed : null,
-      files_changed_total: result ? result.files_changed_total : record.files_changed,
+      files_changed_total: result ? result.files_changed_total : record.files_changed_total,
       files_changed_truncated: result ? result.files_changed_truncated : null,
     };
   }

@@ -283,13 +283,16 @@ describe('bad requests', () => {
 
 describe('the command history', () => {
   it('records every command with its exit code and lists them newest first, page by page', async () => {
-    await run('echo first-of-history');
+    await run('echo first-of-history > history-a.txt; echo more > history-b.txt');
     await run('exit 7');
     const res = await t.app.inject({ method: 'GET', url: `${room()}/commands?limit=2`, headers: org.headers });
     assert.equal(res.statusCode, 200, res.body);
     const page = res.json();
-    assert.deepEqual(page.commands.map((c: { command: string }) => c.command), ['exit 7', 'echo first-of-history']);
+    assert.deepEqual(page.commands.map((c: { command: string }) => c.command), ['exit 7', 'echo first-of-history > history-a.txt; echo more > history-b.txt']);
     assert.equal(page.commands[0].exit_code, 7);
+    // A count, under the name a CommandResult gives its count (files_changed is a list there).
+    assert.deepEqual(page.commands.map((c: { files_changed_total: number }) => c.files_changed_total), [0, 2]);
+    assert.equal('files_changed' in page.commands[0], false);
     assert.equal(page.commands[0].state, 'exited');
     assert.equal(page.commands[0].instance_id, instanceId);
     assert.ok(page.next_cursor);

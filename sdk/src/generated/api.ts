@@ -137,7 +137,8 @@ export interface CommandRecord {
   state: 'running' | 'exited' | 'timed_out' | 'killed' | 'interrupted' | 'error';
   exit_code: number | null;
   output_bytes: number | null;
-  files_changed: number | null;
+  /** How many files it changed (a CommandResult's files_changed_total); null while it runs. The list itself is in GET .../commands/{id} while kept */
+  files_changed_total: number | null;
   started_at: string;
   finished_at: string | null;
   duration_ms: number | null;
