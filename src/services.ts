@@ -77,7 +77,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const files = new Files({ instances, profiles, servedFiles, config });
     const terminals = new Terminals({ instances, config, log });
     const terminalTickets = new TerminalTickets();
-    const tools = new RoomTools({ profiles, instances, commands, files, config });
+    const tools = new RoomTools({ profiles, instances, commands, reverts, files, config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();

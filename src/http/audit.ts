@@ -70,6 +70,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
 export const TOOL_ACTIONS: Readonly<Record<ToolName, AuditAction | null>> = {
   run_command: 'command.run',
   kill_command: 'command.kill',
+  revert_command: 'command.revert',
   write_file: 'file.write',
   delete_file: 'file.delete',
   create_instance: 'instance.create',

@@ -67,12 +67,15 @@ describe('revert of one command', () => {
     const changed = await run('printf new > work/c && printf new-content > work/m && chmod 755 work/m && rm work/d');
     const statuses = Object.fromEntries(changed.result.files_changed.map((f: any) => [f.path.replace(/^.*\//, ''), f.status]));
     assert.deepEqual(statuses, { c: 'created', m: 'modified', d: 'deleted' });
+    // The fanotify watch works on a btrfs layer as on ext4.
+    assert.equal(changed.result.files_changed_method, 'fanotify');
     assert.notEqual(await fileState('work/m'), before.m);
 
     const res = await revert(changed.command_id);
     assert.equal(res.statusCode, 200, res.body);
     const reverted = Object.fromEntries(res.json().files_changed.map((f: any) => [f.path.replace(/^.*\//, ''), f.status]));
     assert.deepEqual(reverted, { c: 'deleted', m: 'modified', d: 'created' });
+    assert.equal(res.json().files_changed_method, 'fanotify');
     assert.equal(res.json().forced, false);
     assert.deepEqual({ c: await fileState('work/c'), m: await fileState('work/m'), d: await fileState('work/d') }, before);
 
