@@ -15,6 +15,9 @@ import { shellArg, shellDecode } from '../../lib/guest-names.ts';
 import type { RunResult } from '../../host/run.ts';
 import { listLayer, type ListingView, visible } from './changes.ts';
 
+/** Files written back at once through the agent. */
+const WRITES_AT_ONCE = 8;
+
 /** A file as it was before the command: absent, or a regular file with its bytes and attributes. */
 type Prior = { path: string; absent: true } | { path: string; absent: false; data: Buffer; uid: number; gid: number; mode: number };
 
@@ -75,7 +78,13 @@ export async function applyRevert(options: { walker: string; point: string; root
     after.push('own', shellArg(prior.path), `${prior.uid}:${prior.gid}`, (prior.mode & 0o7777).toString(8));
   }
   if (before.length > 0) await runScript(options.guest, before);
-  for (const prior of priors) if (!prior.absent) await options.guest.writeAsRoot(prior.path, prior.data);
+  // A few at a time: each write is a connection of its own to the agent.
+  const writes = priors.filter((p) => !p.absent);
+  await Promise.all(
+    Array.from({ length: Math.min(WRITES_AT_ONCE, writes.length) }, async () => {
+      for (let prior = writes.shift(); prior !== undefined; prior = writes.shift()) await options.guest.writeAsRoot(prior.path, prior.data);
+    }),
+  );
   if (after.length > 0) await runScript(options.guest, after);
 }
 
