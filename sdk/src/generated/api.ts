@@ -884,7 +884,7 @@ export interface Paths {
     /** Revert the file changes of one command */
     post: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
