@@ -21,7 +21,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 # fetches Node.js 24 (Debian's own Node is older).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates npm \
-      runsc mmdebstrap nftables iproute2 e2fsprogs util-linux mount gcc libc6-dev tini golang-go \
+      runsc mmdebstrap nftables iproute2 e2fsprogs btrfs-progs util-linux mount gcc libc6-dev tini golang-go \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/roomkit

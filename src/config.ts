@@ -98,6 +98,10 @@ export interface Config {
    * walk of the layer. Bounds the watcher's memory per instance (~100 bytes a path).
    */
   readonly changeTrackingMaxPaths: number;
+  /** Undo points (keep_undo) one instance keeps at most; the oldest is dropped for a new one. */
+  readonly undoMaxPoints: number;
+  /** Disk, MiB, one instance's undo points may hold beyond what its current files share with them; the oldest are dropped first. */
+  readonly undoMaxMb: number;
   /**
    * The address clients reach the service at (e.g. behind a proxy), for the whole URLs
    * tool results give; without it, the address each request came to.
@@ -191,6 +195,8 @@ const ENV_NAMES: Record<keyof Config, string> = {
   guestAgent: 'ROOMKIT_GUEST_AGENT',
   changeTracking: 'ROOMKIT_CHANGE_TRACKING',
   changeTrackingMaxPaths: 'ROOMKIT_CHANGE_TRACKING_MAX_PATHS',
+  undoMaxPoints: 'ROOMKIT_UNDO_MAX_POINTS',
+  undoMaxMb: 'ROOMKIT_UNDO_MAX_MB',
   publicUrl: 'ROOMKIT_PUBLIC_URL',
   quotaInstances: 'ROOMKIT_QUOTA_INSTANCES',
   quotaMemoryMb: 'ROOMKIT_QUOTA_MEMORY_MB',
@@ -355,6 +361,8 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'on'),
     changeTracking: oneOf('changeTracking', CHANGE_TRACKING_METHODS, 'auto'),
     changeTrackingMaxPaths: int('changeTrackingMaxPaths', 65_536, 16, 1 << 22),
+    undoMaxPoints: int('undoMaxPoints', 20, 1, 1000),
+    undoMaxMb: int('undoMaxMb', 512, 1, 1024 * 1024),
     publicUrl: origin('publicUrl'),
     quotaInstances: int('quotaInstances', 20, 0, 100_000),
     quotaMemoryMb: int('quotaMemoryMb', 16 * 1024, 0, 1024 * 1024 * 1024),

@@ -13,6 +13,7 @@ export const ERROR_STATUS = {
   not_a_directory: 400,
   unknown_tool: 400,
   invalid_arguments: 400,
+  undo_unavailable: 400,
   // 401
   missing_api_key: 401,
   invalid_api_key: 401,
@@ -40,6 +41,8 @@ export const ERROR_STATUS = {
   stdin_not_open: 409,
   feature_unavailable: 409,
   file_changed: 409,
+  no_undo_point: 409,
+  revert_conflict: 409,
   // 413
   body_too_large: 413,
   file_too_large: 413,

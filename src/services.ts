@@ -5,6 +5,7 @@ import type { Config } from './config.ts';
 import { Admission } from './core/admission.ts';
 import { AuditTrail } from './core/audit.ts';
 import { Commands } from './core/commands.ts';
+import { Reverts } from './core/reverts.ts';
 import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
 import { liveInstanceFigures } from './core/instance-figures.ts';
@@ -31,6 +32,8 @@ export interface Services {
   quotas: Quotas;
   admission: Admission;
   commands: Commands;
+  /** Reverts of one command's file changes (keep_undo). */
+  reverts: Reverts;
   files: Files;
   /** Open terminals of instances (GET .../terminal). */
   terminals: Terminals;
@@ -70,10 +73,11 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const instances = new Instances({ db, profiles, runtime, quotas, admission, log, metrics, warmPoolMaxInstances: config.warmPoolMaxInstances });
     const servedFiles = new ServedFiles(db);
     const commands = new Commands({ db, instances, profiles, servedFiles, quotas, config, log, metrics });
+    const reverts = new Reverts({ db, instances, profiles, servedFiles, config });
     const files = new Files({ instances, profiles, servedFiles, config });
     const terminals = new Terminals({ instances, config, log });
     const terminalTickets = new TerminalTickets();
-    const tools = new RoomTools({ profiles, instances, commands, files, config });
+    const tools = new RoomTools({ profiles, instances, commands, reverts, files, config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
@@ -94,6 +98,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       quotas,
       admission,
       commands,
+      reverts,
       files,
       terminals,
       terminalTickets,

@@ -3,7 +3,7 @@
 // profile given by name is resolved on first use.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RoomkitConnectionError, RoomkitError } from './errors.ts';
-import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance } from './generated/api.ts';
+import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance, RevertResult } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';
 import { openTerminal, type Terminal, type TerminalOptions } from './terminal.ts';
 import type {
@@ -281,6 +281,8 @@ export class Room {
         transport.json('get', `${ROOM}/commands/{command_id}`, { params: await params(options), query: { offset: String(offset) } }, options),
       kill: async (signalName, options) =>
         transport.json('post', `${ROOM}/commands/{command_id}/kill`, { params: await params(options), body: { signal: signalName } }, { ...options, idempotent: false }),
+      revert: async (force, options) =>
+        transport.json('post', `${ROOM}/commands/{command_id}/revert`, { params: await params(options), body: force ? { force: true } : {} }, { ...options, idempotent: false }),
     });
   }
 
@@ -360,6 +362,7 @@ export class Room {
 interface CommandCalls {
   status(offset: number, options: RequestOptions): Promise<CommandStatus>;
   kill(signal: KillSignal, options: RequestOptions): Promise<CommandStatus>;
+  revert(force: boolean, options: RequestOptions): Promise<RevertResult>;
 }
 
 /** A command started in the background (or any command of the room, by id). */
@@ -414,6 +417,15 @@ export class CommandHandle {
   async kill(signal: KillSignal = 'KILL', options: RequestOptions = {}): Promise<CommandStatus> {
     this.last = await this.#calls.kill(signal, options);
     return this.last;
+  }
+
+  /**
+   * Puts back every file the command created, modified or deleted as it was before it
+   * (a command run with keep_undo); the files the revert changed. `force` reverts even
+   * when later commands changed some of the same files (409 revert_conflict otherwise).
+   */
+  revert(options: { force?: boolean } & RequestOptions = {}): Promise<RevertResult> {
+    return this.#calls.revert(options.force === true, options);
   }
 }
 

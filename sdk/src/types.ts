@@ -16,6 +16,7 @@ export type {
   KnownErrorCode,
   Paths,
   Profile,
+  RevertResult,
   Usage,
 } from './generated/api.ts';
 

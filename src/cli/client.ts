@@ -1,4 +1,4 @@
-// The client commands of `roomkit` (create, exec, cat, put, ls, rm, status, destroy):
+// The client commands of `roomkit` (create, exec, cat, put, ls, rm, revert, status, destroy):
 // a room's instance from a shell, through the SDK against a running server. Results
 // go to stdout (as JSON with --json), progress and notes to stderr; a failure is one
 // line `roomkit: error <code>: <message>` on stderr and a non-zero exit.
@@ -146,6 +146,15 @@ export function registerClientCommands(program: Command): void {
       const deleted = await roomOf(roomId, options).deleteFile(path);
       if (options.json) return printJson(deleted);
       process.stdout.write(`deleted ${deleted.file_path}\n`);
+    }));
+
+  roomCommand(program, 'revert <room> <command_id>', 'put back the files one command (run with keep_undo) created, modified or deleted as they were before it')
+    .option('--force', 'revert even when later commands changed some of the same files')
+    .action(run(async (roomId: string, commandId: string, options: RoomOptions & { force?: boolean }) => {
+      const reverted = await roomOf(roomId, options).command(commandId).revert({ force: options.force === true });
+      if (options.json) return printJson(reverted);
+      for (const f of reverted.files_changed) process.stdout.write(`${f.status}\t${f.path}\n`);
+      process.stdout.write(`reverted command ${reverted.command_id}: ${reverted.files_changed_total} file(s) put back in ${reverted.duration_ms} ms\n`);
     }));
 
   roomCommand(program, 'status [room]', 'show the room\'s instance, or without a room the organization\'s newest instances')

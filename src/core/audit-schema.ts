@@ -12,6 +12,7 @@ export const AUDIT_ACTIONS = [
   'instance.delete',
   'command.run',
   'command.kill',
+  'command.revert',
   /** Input written to a running command, or its stdin closed (never the input itself). */
   'command.stdin',
   'file.write',

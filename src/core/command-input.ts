@@ -24,6 +24,8 @@ export interface CommandInput {
   stdin_encoding?: StdinEncoding;
   /** Keep stdin open for writes while it runs (background commands only). */
   stdin_open?: boolean;
+  /** Keep the undo point of this command (default: the profile's keep_undo). */
+  keep_undo?: boolean;
 }
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;

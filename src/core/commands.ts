@@ -139,6 +139,13 @@ export class Commands {
     if (input.stdin_encoding !== undefined && input.stdin === undefined) throw new AppError('validation_error', 'stdin_encoding says how "stdin" is encoded, but there is no stdin');
     const stdin = input.stdin === undefined ? undefined : decodeInput(input.stdin, input.stdin_encoding, this.config.maxStdinBytes, 'stdin');
     const { row: instance, spec } = await this.instances.requireReady(organizationId, profileId, roomId);
+    if (input.keep_undo === true && spec.keep_undo !== true) {
+      throw new AppError(
+        'undo_unavailable',
+        'this instance cannot keep undo points: its profile was created without keep_undo. Set "keep_undo": true on the profile (PATCH /api/profiles/{profile_id}), then delete the instance and create it again',
+      );
+    }
+    const keepUndo = input.keep_undo ?? spec.keep_undo === true;
     const runtime = this.instances.activeRuntime();
     if (stdinOpen && !runtime.capabilities.interactive) {
       throw new AppError('feature_unavailable', `the ${runtime.name} runtime cannot keep a command's stdin open; give the input at once with "stdin"`);
@@ -213,6 +220,7 @@ export class Commands {
           ...(stdin === undefined ? {} : { stdin }),
           ...(stdinOpen ? { stdinOpen: true } : {}),
           trackChanges: true,
+          ...(keepUndo ? { keepUndo: true } : {}),
         });
         output.flush();
         const durationMs = Math.round(performance.now() - started);

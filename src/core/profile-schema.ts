@@ -39,6 +39,7 @@ export const PROFILE_DEFAULTS = {
   settings: {} as Record<string, unknown>,
   raw_files: 'all' as RawFilesPolicy,
   warm_pool: 0,
+  keep_undo: false,
 };
 
 /**
@@ -157,6 +158,14 @@ export function profileFieldSchemas(limits: HostLimits) {
         'organization\'s quotas like any other; a change to any other field of the profile replaces them. 0: no pool.',
       default: PROFILE_DEFAULTS.warm_pool,
     }),
+    keep_undo: Type.Boolean({
+      description:
+        'Keep each command\'s undo point, so that POST .../commands/{command_id}/revert can put back the files it changed. ' +
+        'Instances get a btrfs writable layer (about 0.2 s more to create) that can keep undo points; a command may then also opt out ' +
+        '(`"keep_undo": false`). Undo points are bounded per instance (ROOMKIT_UNDO_MAX_POINTS, ROOMKIT_UNDO_MAX_MB; the oldest dropped first). ' +
+        'Takes effect for instances created after the change.',
+      default: PROFILE_DEFAULTS.keep_undo,
+    }),
   };
 }
 
@@ -192,6 +201,7 @@ export function profileSchemas(limits: HostLimits) {
     settings: Type.Optional(fields.settings),
     raw_files: Type.Optional(fields.raw_files),
     warm_pool: Type.Optional(fields.warm_pool),
+    keep_undo: Type.Optional(fields.keep_undo),
   };
   return {
     create: Type.Object({ name, ...optionalFields }, { additionalProperties: false }),

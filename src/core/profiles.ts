@@ -262,6 +262,7 @@ function toProfile(row: ProfileRow): Omit<Profile, 'warm_pool_instances'> {
   const spec = {
     raw_files: PROFILE_DEFAULTS.raw_files,
     warm_pool: PROFILE_DEFAULTS.warm_pool,
+    keep_undo: PROFILE_DEFAULTS.keep_undo,
     ...(JSON.parse(row.spec) as Partial<ProfileSpec>),
   } as ProfileSpec;
   return {
@@ -309,5 +310,6 @@ export function machineSpecOf(spec: ProfileSpec): MachineSpec {
     vcpus: spec.vcpus,
     disk_mb: spec.disk_mb,
     network: { egress: spec.network.egress },
+    ...(spec.keep_undo ? { keep_undo: true } : {}),
   };
 }

@@ -5,6 +5,7 @@
 import { existsSync, readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { run } from './run.ts';
 import { which } from './which.ts';
+import { btrfsAvailable } from './btrfs.ts';
 
 export interface Check {
   name: string;
@@ -49,6 +50,10 @@ export async function kernelChecks(): Promise<Check[]> {
   }
 
   checks.push(cgroupCheck());
+
+  // Only profiles with keep_undo need it: their instances' layers are btrfs.
+  const btrfs = btrfsAvailable();
+  checks.push({ name: 'btrfs (undo)', ok: btrfs.ok, optional: true, detail: btrfs.detail, fix: 'apt-get install btrfs-progs; the kernel needs btrfs (modprobe btrfs); without it, profiles with keep_undo cannot start instances' });
 
   const forward = readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim() === '1';
   checks.push({ name: 'ip forwarding', ok: forward, optional: true, detail: forward ? 'on' : 'off (roomkit turns it on at start, for instances with internet egress)' });

@@ -57,6 +57,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
   'DELETE /api/profile/:profile_id/room/:room_id': 'instance.delete',
   'POST /api/profile/:profile_id/room/:room_id/command': 'command.run',
   'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/kill': 'command.kill',
+  'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/revert': 'command.revert',
   'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/stdin': 'command.stdin',
   'PUT /api/profile/:profile_id/room/:room_id/file/*': 'file.write',
   'DELETE /api/profile/:profile_id/room/:room_id/file/*': 'file.delete',
@@ -69,6 +70,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
 export const TOOL_ACTIONS: Readonly<Record<ToolName, AuditAction | null>> = {
   run_command: 'command.run',
   kill_command: 'command.kill',
+  revert_command: 'command.revert',
   write_file: 'file.write',
   delete_file: 'file.delete',
   create_instance: 'instance.create',
@@ -229,6 +231,7 @@ function describe(request: FastifyRequest, route: string, note: AuditNote, statu
     if (note.session && record.instanceId === undefined) record.instanceId = note.session.instanceId;
   }
   if (action === 'command.kill') record.signal = text(body.signal) ?? 'KILL';
+  if (action === 'command.revert') Object.assign(record, commandOutcome(note.payload));
   if (action === 'terminal.open') record.command = text(objectOf(request.query).command);
   if (action === 'file.write' || action === 'file.delete') record.filePath = text(payload.file_path) ?? text(params['*']);
   if (action === 'key.create') record.targetKeyId = text(payload.key_id);

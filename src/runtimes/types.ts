@@ -46,6 +46,8 @@ export interface MachineSpec {
     /** `internet`: outbound traffic to public addresses; `none`: no route out. */
     egress: 'none' | 'internet';
   };
+  /** The writable layer can keep commands' undo points (revertCommand); only runtimes with revertCommand honour it. */
+  keep_undo?: boolean;
 }
 
 /** What an instance asks of the host for as long as it lives. */
@@ -123,6 +125,8 @@ export interface CommandRequest {
   maxOutputBytes: number;
   /** Whether to compute the files the command changed. */
   trackChanges: boolean;
+  /** Keep the layer as it was before the command, for revertCommand (an instance made with keep_undo only). */
+  keepUndo?: boolean;
 }
 
 /** Where a chunk of output came from: `output` when the runtime cannot tell stdout and stderr apart. */
@@ -316,6 +320,30 @@ export interface Runtime {
   writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }>;
   listDirectory(instanceId: string, path: string, options: FileAccess & { limit: number }): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }>;
   deleteFile(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }>;
+  /**
+   * Puts every file a command run with keepUndo changed back as it was before it; the
+   * files the revert changed. Rejects with UndoRefused when it cannot or should not.
+   * Absent in runtimes that cannot keep undo points.
+   */
+  revertCommand?(instanceId: string, commandId: string, options: { force: boolean }): Promise<RevertOutcome>;
+}
+
+export interface RevertOutcome {
+  changes: FileChangeEntry[];
+  changesMethod?: CommandOutcome['changesMethod'];
+}
+
+/** Why a runtime does not revert a command: it kept no undo point, one was already used, or later commands changed its files (`files`). */
+export class UndoRefused extends Error {
+  readonly kind: 'no_undo_point' | 'already_reverted' | 'conflict';
+  readonly files: string[];
+
+  constructor(kind: UndoRefused['kind'], message: string, files: string[] = []) {
+    super(message);
+    this.name = 'UndoRefused';
+    this.kind = kind;
+    this.files = files;
+  }
 }
 
 /** Why no runtime can run instances on this host, for the 503 the API answers with. */

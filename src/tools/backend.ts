@@ -5,6 +5,7 @@
 import type { CommandResult, CommandStatus } from '../core/command-schema.ts';
 import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../core/file-schema.ts';
 import type { Instance } from '../core/instance-schema.ts';
+import type { RevertResult } from '../core/revert-schema.ts';
 import type { CommandSignal } from '../runtimes/types.ts';
 import type { MachineFacts } from './definitions.ts';
 
@@ -39,6 +40,7 @@ export interface ToolBackend {
   startCommand(ref: RoomRef, input: { command: string; cwd?: string; timeout_s?: number }): Promise<CommandStatus>;
   commandStatus(ref: RoomRef, commandId: string, offset: number): Promise<CommandStatus>;
   killCommand(ref: RoomRef, commandId: string, signal: CommandSignal): Promise<CommandStatus>;
+  revertCommand(ref: RoomRef, commandId: string, force: boolean): Promise<RevertResult>;
   readFile(ref: RoomRef, path: string): Promise<FileContent>;
   writeFile(ref: RoomRef, path: string, data: Buffer): Promise<FileWritten>;
   listFiles(ref: RoomRef, path: string): Promise<DirectoryListing>;

@@ -9,7 +9,7 @@ import { ROOM_ID_PATTERN, UUID_PATTERN } from '../lib/ids.ts';
 import { COMMAND_SIGNALS } from '../runtimes/types.ts';
 
 /** Tools that act on a room's instance. */
-export const ROOM_TOOLS = ['run_command', 'command_output', 'kill_command', 'read_file', 'write_file', 'list_files', 'delete_file'] as const;
+export const ROOM_TOOLS = ['run_command', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'] as const;
 /** Tools that create, show and delete a room's instance (MCP only: there the model picks rooms). */
 export const INSTANCE_TOOLS = ['create_instance', 'get_instance', 'delete_instance'] as const;
 export type ToolName = (typeof ROOM_TOOLS)[number] | (typeof INSTANCE_TOOLS)[number];
@@ -199,6 +199,26 @@ export function toolDefinitions(scope: ToolScope, limits: ToolLimits): ToolDefin
       ),
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
       endpoint: { method: 'POST', path: `${base}/commands/{command_id}/kill`, body: ['signal'] },
+    },
+    {
+      name: 'revert_command',
+      title: 'Undo the file changes of a command',
+      description: [
+        `Puts every file an earlier command of ${where} created, modified or deleted back as it was before that command: use it when a command broke something (a bad edit, a deleted file, a failed upgrade) instead of repairing it by hand.`,
+        '- Only for commands run with undo kept: the profile sets keep_undo (otherwise the call says there is no undo point). Each command can be reverted once.',
+        '- Only files are put back: running processes, memory and directories the command made stay as they are.',
+        '- If later commands changed some of the same files, it refuses and names them; pass force: true to revert anyway (their changes to those files are lost).',
+        '- Answers with the files the revert changed.',
+      ].join('\n'),
+      input_schema: object(
+        {
+          command_id: { type: 'string', pattern: UUID_PATTERN, description: 'The command_id of the command whose changes to undo (run_command answered with it).' },
+          force: { type: 'boolean', description: 'Revert even when later commands changed some of the same files (default false).' },
+        },
+        ['command_id'],
+      ),
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+      endpoint: { method: 'POST', path: `${base}/commands/{command_id}/revert`, body: ['force'] },
     },
     {
       name: 'read_file',

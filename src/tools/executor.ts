@@ -158,6 +158,16 @@ export async function executeCall(
             : `Command ${status.command_id} is ${status.state}${status.exit_code === null ? '' : ` (exit code ${status.exit_code})`}.`;
         return { content: [{ type: 'text', text }], isError: false, structured: status };
       }
+      case 'revert_command': {
+        const reverted = await backend.revertCommand(ref, String(args.command_id), args.force === true);
+        const lines = reverted.files_changed.map((f) => `  ${f.status} ${f.path}`);
+        const text = [
+          `Reverted command ${reverted.command_id}${reverted.forced ? ' (forced)' : ''}: ${reverted.files_changed_total} file(s) put back as they were before it.`,
+          ...lines,
+          ...(reverted.files_changed_truncated ? ['  (more not listed)'] : []),
+        ].join('\n');
+        return { content: [{ type: 'text', text }], isError: false, structured: reverted };
+      }
       case 'read_file': {
         const file = await backend.readFile(ref, String(args.path));
         return fileResult(file, args, limits, url);

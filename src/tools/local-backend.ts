@@ -3,6 +3,7 @@
 // organization cannot see is not found, as over HTTP.
 import type { Config } from '../config.ts';
 import type { Commands } from '../core/commands.ts';
+import type { Reverts } from '../core/reverts.ts';
 import { type Files, MAX_LIST_ENTRIES } from '../core/files.ts';
 import type { Instances } from '../core/instances.ts';
 import type { Profile, ProfileSpec } from '../core/profile-schema.ts';
@@ -37,6 +38,7 @@ export interface ToolDeps {
   profiles: Profiles;
   instances: Instances;
   commands: Commands;
+  reverts: Reverts;
   files: Files;
   config: Config;
 }
@@ -101,6 +103,11 @@ export class LocalToolBackend implements ToolBackend {
   async commandStatus(ref: RoomRef, commandId: string, offset: number) {
     const profile = await this.profile(ref.profile);
     return this.deps.commands.status(this.organizationId, profile.profile_id, ref.room, commandId, { offset });
+  }
+
+  async revertCommand(ref: RoomRef, commandId: string, force: boolean) {
+    const profile = await this.profile(ref.profile);
+    return this.deps.reverts.revert(this.organizationId, profile.profile_id, ref.room, commandId, { force });
   }
 
   async killCommand(ref: RoomRef, commandId: string, signal: CommandSignal) {

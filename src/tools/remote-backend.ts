@@ -3,6 +3,7 @@
 // elsewhere. Failures arrive as the SDK's RoomkitError, whose `code` is the API's.
 import { Roomkit, type RoomkitOptions } from '@roomkit/sdk';
 import type { CommandResult, CommandStatus } from '../core/command-schema.ts';
+import type { RevertResult } from '../core/revert-schema.ts';
 import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../core/file-schema.ts';
 import type { CommandSignal } from '../runtimes/types.ts';
 import type { InstanceInfo, ProfileFacts, RoomRef, ToolBackend } from './backend.ts';
@@ -64,6 +65,10 @@ export class RemoteToolBackend implements ToolBackend {
 
   async killCommand(ref: RoomRef, commandId: string, signal: CommandSignal): Promise<CommandStatus> {
     return this.room(ref).command(commandId).kill(signal);
+  }
+
+  async revertCommand(ref: RoomRef, commandId: string, force: boolean): Promise<RevertResult> {
+    return this.room(ref).command(commandId).revert({ force });
   }
 
   async readFile(ref: RoomRef, path: string): Promise<FileContent> {

@@ -16,6 +16,7 @@ export type KnownErrorCode =
   | 'not_a_directory'
   | 'unknown_tool'
   | 'invalid_arguments'
+  | 'undo_unavailable'
   | 'missing_api_key'
   | 'invalid_api_key'
   | 'invalid_operator_token'
@@ -38,6 +39,8 @@ export type KnownErrorCode =
   | 'stdin_not_open'
   | 'feature_unavailable'
   | 'file_changed'
+  | 'no_undo_point'
+  | 'revert_conflict'
   | 'body_too_large'
   | 'file_too_large'
   | 'stdin_too_large'
@@ -89,7 +92,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -362,6 +365,8 @@ export interface Profile {
   raw_files: 'all' | 'changed' | 'off';
   /** Instances of this profile kept booted and unassigned, so that a create in a new room takes one at once instead of starting a machine (refilled in the background after each one is taken). Pooled instances count against the organization's quotas like any other; a change to any other field of the profile replaces them. 0: no pool. */
   warm_pool: number;
+  /** Keep each command's undo point, so that POST .../commands/{command_id}/revert can put back the files it changed. Instances get a btrfs writable layer (about 0.2 s more to create) that can keep undo points; a command may then also opt out (`"keep_undo": false`). Undo points are bounded per instance (ROOMKIT_UNDO_MAX_POINTS, ROOMKIT_UNDO_MAX_MB; the oldest dropped first). Takes effect for instances created after the change. */
+  keep_undo: boolean;
   /** The instances the profile's warm pool holds now (made from its current fields) */
   warm_pool_instances: {
     /** Pooled instances booted and waiting for a room */
@@ -371,6 +376,21 @@ export interface Profile {
   };
   created_at: string;
   updated_at: string;
+}
+
+export interface RevertResult {
+  /** The command whose changes were put back */
+  command_id: string;
+  instance_id: string;
+  /** Regular files the revert created, modified or deleted, sorted by path (as a command's files_changed) */
+  files_changed: FileChange[];
+  files_changed_total: number;
+  files_changed_truncated: boolean;
+  /** How files_changed was made, as for a command */
+  files_changed_method?: 'fanotify' | 'walk';
+  /** Whether it was forced over later commands that changed the same files */
+  forced: boolean;
+  duration_ms: number;
 }
 
 export interface StdinWritten {
@@ -583,6 +603,8 @@ export interface Paths {
         raw_files?: 'all' | 'changed' | 'off';
         /** Instances of this profile kept booted and unassigned, so that a create in a new room takes one at once instead of starting a machine (refilled in the background after each one is taken). Pooled instances count against the organization's quotas like any other; a change to any other field of the profile replaces them. 0: no pool. */
         warm_pool?: number;
+        /** Keep each command's undo point, so that POST .../commands/{command_id}/revert can put back the files it changed. Instances get a btrfs writable layer (about 0.2 s more to create) that can keep undo points; a command may then also opt out (`"keep_undo": false`). Undo points are bounded per instance (ROOMKIT_UNDO_MAX_POINTS, ROOMKIT_UNDO_MAX_MB; the oldest dropped first). Takes effect for instances created after the change. */
+        keep_undo?: boolean;
       };
       responses: {
         201: Profile;
@@ -668,6 +690,8 @@ export interface Paths {
         raw_files?: 'all' | 'changed' | 'off';
         /** Instances of this profile kept booted and unassigned, so that a create in a new room takes one at once instead of starting a machine (refilled in the background after each one is taken). Pooled instances count against the organization's quotas like any other; a change to any other field of the profile replaces them. 0: no pool. */
         warm_pool?: number;
+        /** Keep each command's undo point, so that POST .../commands/{command_id}/revert can put back the files it changed. Instances get a btrfs writable layer (about 0.2 s more to create) that can keep undo points; a command may then also opt out (`"keep_undo": false`). Undo points are bounded per instance (ROOMKIT_UNDO_MAX_POINTS, ROOMKIT_UNDO_MAX_MB; the oldest dropped first). Takes effect for instances created after the change. */
+        keep_undo?: boolean;
       };
       responses: {
         200: Profile;
@@ -789,6 +813,8 @@ export interface Paths {
         stdin?: string;
         /** How `stdin` is given: `utf8` text (the default) or `base64` for any bytes */
         stdin_encoding?: 'utf8' | 'base64';
+        /** Keep this command's undo point, so that POST .../commands/{command_id}/revert can put back the files it changes (default: the profile's keep_undo). true needs an instance of a profile with keep_undo (400 undo_unavailable otherwise); false skips it on such a profile */
+        keep_undo?: boolean;
         /** Background commands only: keep stdin open (after `stdin`, if given) for POST .../commands/{command_id}/stdin. Needs roomkit's agent in the instance (409 feature_unavailable without it) */
         stdin_open?: boolean;
       };
@@ -848,6 +874,31 @@ export interface Paths {
       };
       responses: {
         200: CommandStatus;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/commands/{command_id}/revert': {
+    /** Revert the file changes of one command */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** Command id, from a CommandResult, a CommandStatus or the room's command list */
+        command_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** Revert even when later commands changed some of the same files (their changes to those files are undone too) */
+        force?: boolean;
+      };
+      responses: {
+        200: RevertResult;
         400: ErrorBody;
         401: ErrorBody;
         404: ErrorBody;
@@ -1203,7 +1254,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;

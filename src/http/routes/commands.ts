@@ -2,6 +2,7 @@
 import Type from 'typebox';
 import { MAX_COMMAND_BYTES, STDIN_ENCODINGS } from '../../core/command-input.ts';
 import { CommandPage, CommandResult, CommandStatus, StdinWritten } from '../../core/command-schema.ts';
+import { RevertResult } from '../../core/revert-schema.ts';
 import { AppError } from '../../errors.ts';
 import { COMMAND_SIGNALS } from '../../runtimes/types.ts';
 import type { Services } from '../../services.ts';
@@ -18,7 +19,7 @@ const CommandParams = Type.Object({
   command_id: Type.String({ format: 'uuid', description: 'Command id, from a CommandResult, a CommandStatus or the room\'s command list' }),
 });
 
-export function commandRoutes(app: App, { commands, log, config }: Services): void {
+export function commandRoutes(app: App, { commands, reverts, log, config }: Services): void {
   // Input may come as base64, 4 bytes for every 3: the body limit grows by what the largest input takes.
   const bodyLimit = config.bodyLimitBytes + Math.ceil(config.maxStdinBytes / 3) * 4;
   app.post(
@@ -62,6 +63,13 @@ export function commandRoutes(app: App, { commands, log, config }: Services): vo
               Type.String({ description: `Input for the command's stdin, which is closed after it; at most ${config.maxStdinBytes} bytes once decoded (ROOMKIT_MAX_STDIN_BYTES)` }),
             ),
             stdin_encoding: Type.Optional(Type.Enum(STDIN_ENCODINGS, { description: 'How `stdin` is given: `utf8` text (the default) or `base64` for any bytes' })),
+            keep_undo: Type.Optional(
+              Type.Boolean({
+                description:
+                  'Keep this command\'s undo point, so that POST .../commands/{command_id}/revert can put back the files it changes (default: the profile\'s keep_undo). ' +
+                  'true needs an instance of a profile with keep_undo (400 undo_unavailable otherwise); false skips it on such a profile',
+              }),
+            ),
             stdin_open: Type.Optional(
               Type.Boolean({
                 description: 'Background commands only: keep stdin open (after `stdin`, if given) for POST .../commands/{command_id}/stdin. Needs roomkit\'s agent in the instance (409 feature_unavailable without it)',
@@ -140,6 +148,34 @@ export function commandRoutes(app: App, { commands, log, config }: Services): vo
     async (request) => {
       const { profile_id, room_id, command_id } = request.params;
       return commands.kill(callerOf(request).organizationId, profile_id, room_id, command_id, request.body.signal ?? 'KILL');
+    },
+  );
+
+  app.post(
+    '/api/profile/:profile_id/room/:room_id/commands/:command_id/revert',
+    {
+      schema: {
+        summary: 'Revert the file changes of one command',
+        description:
+          'Puts every file the command created, modified or deleted back as it was before the command (created files are removed, modified ' +
+          'ones get their old content, deleted ones come back; each with its old owner and mode), and answers with the files the revert changed. ' +
+          'Only for a command run with keep_undo (on the command or its profile) in the room\'s current instance, once, while its undo point is kept ' +
+          '(409 no_undo_point otherwise). When later commands changed some of the same files, it is refused (409 revert_conflict, details.files) ' +
+          'unless `force` is true. Processes, memory and directories the command made are not reverted.',
+        tags: ['commands'],
+        params: CommandParams,
+        body: Type.Optional(
+          Type.Object(
+            { force: Type.Optional(Type.Boolean({ description: 'Revert even when later commands changed some of the same files (their changes to those files are undone too)' })) },
+            { additionalProperties: false },
+          ),
+        ),
+        response: { 200: RevertResult, ...errorResponses(400, 401, 404, 409) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id, command_id } = request.params;
+      return reverts.revert(callerOf(request).organizationId, profile_id, room_id, command_id, { force: request.body?.force === true });
     },
   );
 

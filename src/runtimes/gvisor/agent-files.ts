@@ -11,6 +11,8 @@ import { absoluteGuestPath, guestFileError } from './guest-files.ts';
 
 const KINDS = new Set<GuestFileError['kind']>(['not_found', 'permission_denied', 'is_a_directory', 'not_a_directory', 'too_large', 'invalid_path', 'no_space', 'changed']);
 const AS_VM = { uid: VM_UID, gid: VM_UID };
+/** Root in the guest, for a revert's writes (undo-apply.ts): the VM user may become root anyway (sudo). */
+export const AS_ROOT = { uid: 0, gid: 0 };
 
 /** An agent's failure as the caller's GuestFileError, when it is one the caller can act on. */
 function asFileError(err: unknown, path: string): unknown {
@@ -91,11 +93,17 @@ export async function statFile(endpoint: AgentEndpoint, path: string, access: Fi
   }
 }
 
-export async function writeFile(endpoint: AgentEndpoint, path: string, data: Buffer, access: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }> {
+export async function writeFile(
+  endpoint: AgentEndpoint,
+  path: string,
+  data: Buffer,
+  access: FileAccess,
+  identity: { uid: number; gid: number } = AS_VM,
+): Promise<{ info: GuestFileInfo; created: boolean }> {
   const absolute = absoluteGuestPath(path, access.home);
   let opened;
   try {
-    opened = await agentRequest(endpoint, { op: 'write', path: pathBytes(absolute), ...AS_VM });
+    opened = await agentRequest(endpoint, { op: 'write', path: pathBytes(absolute), ...identity });
   } catch (err) {
     throw asFileError(err, absolute);
   }

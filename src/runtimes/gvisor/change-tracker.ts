@@ -7,6 +7,7 @@
 // that use it (change-watch.ts); its helper process ends with the thread.
 import { Worker } from 'node:worker_threads';
 import type { FileChangeEntry } from '../types.ts';
+import { layerWalker } from './changes.ts';
 import type { ChangeMethod, ChangeReply, ChangeRequest, ChangeWorkerData } from './change-worker.ts';
 
 /** Each kind of request as the caller writes it, without the id the tracker gives it. */
@@ -28,6 +29,7 @@ export class ChangeTracker {
   private readonly watched = new Map<string, { layer: string; upper: string }>();
 
   private readonly maxPaths: number;
+  private walker: Promise<string> | undefined;
 
   /** `cacheDir` receives the compiled layer walker; `maxPaths` bounds what the watcher keeps per instance (config.ts). */
   constructor(cacheDir: string, maxPaths = 65_536) {
@@ -75,6 +77,13 @@ export class ChangeTracker {
   async unwatch(instanceId: string): Promise<void> {
     if (!this.watched.delete(instanceId) || !this.worker) return;
     await this.call({ op: 'unwatch', instanceId });
+  }
+
+  /** The no-follow layer walker (changes.ts), compiled once. */
+  walkerBinary(): Promise<string> {
+    this.walker ??= layerWalker(this.cacheDir);
+    this.walker.catch(() => (this.walker = undefined));
+    return this.walker;
   }
 
   /** Indexes an image now, so that its instances' first diff does not wait for it. */

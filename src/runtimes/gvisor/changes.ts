@@ -141,7 +141,7 @@ export interface ListingView {
 }
 
 /** The regular file the guest sees at `path` given an upper listing, or null. */
-function visible(upper: ListingView, lower: LowerIndex, path: string): Visible {
+export function visible(upper: ListingView, lower: Pick<LowerIndex, 'get'>, path: string): Visible {
   const header = upper.get(path);
   if (header !== undefined) {
     const h = parseHeader(header);

@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import type { ChangeTracking } from '../../config.ts';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
 import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
+import { mountBtrfsImage } from '../../host/btrfs.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT, OUTPUT_RELAY } from '../../images/guest-additions.ts';
 import { AGENT_PORT, type AgentChannel, type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
@@ -35,11 +36,12 @@ import type {
   ProvisionRequest,
   Runtime,
   RuntimeEvent,
+  RevertOutcome,
   RuntimeHealth,
   TerminalRequest,
   TerminalSession,
 } from '../types.ts';
-import { RuntimeFeatureUnavailable } from '../types.ts';
+import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
 import { ranOutOfMemory } from './cgroups.ts';
 import { ChangeTracker } from './change-tracker.ts';
@@ -56,6 +58,8 @@ import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { addMimeTypes } from './mime-sniffing.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
+import { type UndoLimits, UndoPoints } from './undo.ts';
+import { revertCommand } from './undo-revert.ts';
 import { type Teardown, Teardowns } from './teardown.ts';
 
 /** The exit code of a command whose instance went away under it (as SIGKILL gives). */
@@ -86,6 +90,8 @@ export interface GvisorOptions {
   changeTracking?: ChangeTracking;
   /** Paths one instance's watch keeps between a command's start and end before its list is walked instead (config.ts). */
   changeTrackingMaxPaths?: number;
+  /** Bounds of each instance's undo points (config.ts). */
+  undoLimits?: UndoLimits;
 }
 
 export class GvisorRuntime implements Runtime {
@@ -120,6 +126,8 @@ export class GvisorRuntime implements Runtime {
   private readonly memoryKilled = new Map<string, string>();
   /** Instances being torn down: stopped at once, released in the background (teardown.ts). */
   private readonly teardowns: Teardowns;
+  /** Undo points of instances with a btrfs layer (undo.ts). */
+  readonly undo: UndoPoints;
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -146,6 +154,7 @@ export class GvisorRuntime implements Runtime {
     });
     this.sandboxWatch = new SandboxWatch({ onExit: (instanceId) => this.sandboxExited(instanceId) });
     this.teardowns = new Teardowns({ runsc: this.runsc, pool: this.pool, tag: this.tag, log: this.log });
+    this.undo = new UndoPoints({ limits: options.undoLimits ?? { maxPoints: 20, maxBytes: 512 * 1024 * 1024 }, log: this.log });
   }
 
   onEvent(listener: (event: RuntimeEvent) => void): void {
@@ -219,6 +228,7 @@ export class GvisorRuntime implements Runtime {
         home: spec.home,
         egress: spec.network.egress,
         memoryMb: spec.memory_mb,
+        ...(spec.keep_undo ? { undoLayer: true } : {}),
       };
       h.writeMeta(meta);
 
@@ -279,7 +289,9 @@ export class GvisorRuntime implements Runtime {
   private async prepareFiles(h: InstanceHandle, image: { rootfs: string }, spec: MachineSpec, agentKey: string | undefined): Promise<void> {
     mkdirSync(h.layer, { recursive: true });
     mkdirSync(h.rootfs, { recursive: true });
-    await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+    // A layer that keeps undo points is btrfs (snapshots); others ext4, quicker to make.
+    if (spec.keep_undo) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
+    else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
     mkdirSync(h.upper, { recursive: true });
     mkdirSync(h.work, { recursive: true });
     await mountOverlay({ lower: image.rootfs, upper: h.upper, work: h.work, target: h.rootfs });
@@ -345,14 +357,53 @@ export class GvisorRuntime implements Runtime {
 
   async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
     const h = this.handle(instanceId);
+    const undoLayer = h.readMeta()?.undoLayer === true;
+    if (request.keepUndo && !undoLayer) throw new RuntimeFeatureUnavailable('this instance\'s writable layer cannot keep undo points: set keep_undo on its profile, then delete the instance and create it again');
+    // Every command of an undo layer is journaled (a later one can make a revert ambiguous).
+    if (undoLayer) await this.undo.beforeCommand(h, request.commandId, request.keepUndo === true);
     const image = request.trackChanges ? this.imageOf(h) : undefined;
     const before = image ? await this.changeTracker.snapshot(h.id, h.upper) : undefined;
+    let outcome: CommandOutcome | undefined;
     try {
-      return await this.runTracked(h, request, before, image);
+      outcome = await this.runTracked(h, request, before, image);
+      return outcome;
     } catch (err) {
       if (before !== undefined) this.changeTracker.discard(before);
       throw err;
+    } finally {
+      if (undoLayer) await this.undo.afterCommand(h, request.commandId, outcome?.changes ?? null).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not journal a command\'s changes'));
     }
+  }
+
+  async revertCommand(instanceId: string, commandId: string, options: { force: boolean }): Promise<RevertOutcome> {
+    const h = this.handle(instanceId);
+    if (h.readMeta()?.undoLayer !== true) {
+      throw new UndoRefused('no_undo_point', 'this instance\'s writable layer keeps no undo points (its profile has no keep_undo): none of its commands can be reverted');
+    }
+    const endpoint = this.agentOf(h);
+    if (!endpoint) throw new RuntimeFeatureUnavailable("this instance runs without roomkit's agent, and a revert writes its files through it");
+    const image = this.imageOf(h);
+    return revertCommand({
+      h,
+      commandId,
+      force: options.force,
+      undo: this.undo,
+      walker: () => this.changeTracker.walkerBinary(),
+      rootfs: image.rootfs,
+      endpoint,
+      track: async (work) => {
+        const before = await this.changeTracker.snapshot(h.id, h.upper);
+        try {
+          await work();
+        } catch (err) {
+          this.changeTracker.discard(before);
+          throw err;
+        }
+        const diff = await this.changeTracker.diff(before, h.upper, image);
+        await addMimeTypes(diff.changes, (argv) => this.spawnExec(h, argv, { as: 'root' }), this.relay(h));
+        return { changes: diff.changes, changesMethod: diff.method };
+      },
+    });
   }
 
   private async runTracked(

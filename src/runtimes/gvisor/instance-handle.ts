@@ -21,6 +21,8 @@ export interface InstanceMeta {
   guestAddress?: string;
   /** The key of the instance's agent; absent when the instance runs without one. */
   agentKey?: string;
+  /** Its layer is btrfs and can keep undo points (undo.ts); absent: ext4. */
+  undoLayer?: boolean;
 }
 
 export class InstanceHandle implements InstanceNetworkNames {
@@ -30,13 +32,14 @@ export class InstanceHandle implements InstanceNetworkNames {
   readonly guestIf: string;
   /** Everything of the instance on disk is below it, and goes with it. */
   readonly dir: string;
-  /** The sparse ext4 file of disk_mb that holds the writable layer. */
+  /** The sparse file of disk_mb that holds the writable layer (ext4, or btrfs for undo). */
   readonly diskImage: string;
   /** Where the writable layer is mounted; the overlay's upper and work directories are in it. */
   readonly layer: string;
-  /** The overlay's upper directory: exactly what the instance changed since it started. */
-  readonly upper: string;
-  readonly work: string;
+  /** A btrfs layer's subvolume holding upper and work (one subvolume: overlayfs needs both on it). */
+  readonly state: string;
+  /** A btrfs layer's undo points: read-only snapshots of `state`, one per command (undo.ts). */
+  readonly undoDir: string;
   /** The overlay of the writable layer over the image: the instance's root filesystem. */
   readonly rootfs: string;
   /** The OCI bundle (config.json) of the sandbox. */
@@ -57,13 +60,22 @@ export class InstanceHandle implements InstanceNetworkNames {
     this.dir = join(instancesDir, instanceId);
     this.diskImage = join(this.dir, 'disk.img');
     this.layer = join(this.dir, 'layer');
-    this.upper = join(this.layer, 'upper');
-    this.work = join(this.layer, 'work');
+    this.state = join(this.layer, 'state');
+    this.undoDir = join(this.layer, 'undo');
     this.rootfs = join(this.dir, 'rootfs');
     this.bundle = join(this.dir, 'bundle');
     this.consoleLog = join(this.dir, 'console.log');
     this.pidFile = join(this.dir, 'sandbox.pid');
     this.metaFile = join(this.dir, 'instance.json');
+  }
+
+  /** The overlay's upper directory: exactly what the instance changed since it started. */
+  get upper(): string {
+    return join(this.readMeta()?.undoLayer ? this.state : this.layer, 'upper');
+  }
+
+  get work(): string {
+    return join(this.readMeta()?.undoLayer ? this.state : this.layer, 'work');
   }
 
   writeMeta(meta: InstanceMeta): void {

@@ -71,6 +71,7 @@ export const gvisorCandidate: RuntimeCandidate = {
       guestAgent: config.guestAgent === 'on',
       changeTracking: config.changeTracking,
       changeTrackingMaxPaths: config.changeTrackingMaxPaths,
+      undoLimits: { maxPoints: config.undoMaxPoints, maxBytes: config.undoMaxMb * 1024 * 1024 },
     });
     try {
       // Instances with internet egress are routed through the host.

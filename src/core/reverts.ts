@@ -1,0 +1,69 @@
+// Reverts: put back every file one command changed as it was before it (its undo point,
+// kept when the command ran with keep_undo). core/ checks that the command is the room's
+// and ran in its current instance; the runtime refuses a command without an undo point,
+// and one whose files later commands changed too unless forced (runtime-errors.ts gives
+// those their API codes). Processes and memory are not reverted: only files.
+import type { Config } from '../config.ts';
+import { AppError } from '../errors.ts';
+import { isUuid } from '../lib/ids.ts';
+import type { Db } from '../store/db.ts';
+import { CommandRecords } from './command-records.ts';
+import { toFileChanges } from './commands.ts';
+import type { Instances } from './instances.ts';
+import type { Profiles } from './profiles.ts';
+import type { RevertResult } from './revert-schema.ts';
+import { appErrorOfRuntime } from './runtime-errors.ts';
+import type { ServedFiles } from './served-files.ts';
+
+export class Reverts {
+  private readonly records: CommandRecords;
+  private readonly instances: Instances;
+  private readonly profiles: Profiles;
+  private readonly servedFiles: ServedFiles;
+  private readonly config: Config;
+
+  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; config: Config }) {
+    this.records = new CommandRecords(deps.db);
+    this.instances = deps.instances;
+    this.profiles = deps.profiles;
+    this.servedFiles = deps.servedFiles;
+    this.config = deps.config;
+  }
+
+  async revert(organizationId: string, profileId: string, roomId: string, commandId: string, options: { force?: boolean }): Promise<RevertResult> {
+    // Another organization's profile or command is not found, like a missing one.
+    await this.profiles.get(organizationId, profileId);
+    const row = isUuid(commandId) ? await this.records.find(organizationId, profileId, roomId, commandId) : undefined;
+    if (!row) {
+      throw new AppError('command_not_found', `no command ${commandId} in room "${roomId}" of profile ${profileId}; GET /api/profile/${profileId}/room/${roomId}/commands lists them`);
+    }
+    const { row: instance } = await this.instances.requireReady(organizationId, profileId, roomId);
+    if (instance.id !== row.instance_id) {
+      throw new AppError('no_undo_point', `command ${commandId} ran in an earlier instance of the room (${row.instance_id}), whose files are gone; only commands of the room's current instance can be reverted`);
+    }
+    const runtime = this.instances.activeRuntime();
+    if (!runtime.revertCommand) throw new AppError('feature_unavailable', `the ${runtime.name} runtime cannot keep undo points, so no command can be reverted`);
+    const started = performance.now();
+    let outcome;
+    try {
+      outcome = await runtime.revertCommand(instance.id, commandId, { force: options.force === true });
+    } catch (err) {
+      throw appErrorOfRuntime(err) ?? err;
+    } finally {
+      await this.instances.touch(instance.id).catch(() => {});
+    }
+    const limit = this.config.filesChangedLimit;
+    const changes = outcome.changes;
+    await this.servedFiles.record(instance.id, changes.slice(0, limit));
+    return {
+      command_id: commandId,
+      instance_id: instance.id,
+      files_changed: toFileChanges(instance.id, changes.slice(0, limit)),
+      files_changed_total: changes.length,
+      files_changed_truncated: changes.length > limit,
+      ...(outcome.changesMethod ? { files_changed_method: outcome.changesMethod } : {}),
+      forced: options.force === true,
+      duration_ms: Math.round(performance.now() - started),
+    };
+  }
+}
