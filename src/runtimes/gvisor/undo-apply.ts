@@ -65,6 +65,7 @@ export async function applyRevert(options: { walker: string; point: string; root
   const before: string[] = [];
   const after: string[] = [];
   const madeDirs = new Set<string>();
+  const ownership = new Map<string, string[]>();
   for (const prior of priors) {
     if (prior.absent) {
       before.push('rm', shellArg(prior.path));
@@ -75,7 +76,12 @@ export async function applyRevert(options: { walker: string; point: string; root
       madeDirs.add(dir.path);
       before.push('mkdir', shellArg(dir.path), `${dir.uid}:${dir.gid}`, (dir.mode & 0o7777).toString(8));
     }
-    after.push('own', shellArg(prior.path), `${prior.uid}:${prior.gid}`, (prior.mode & 0o7777).toString(8));
+    const owner = `${prior.uid}:${prior.gid}`;
+    const mode = (prior.mode & 0o7777).toString(8);
+    // Names the shell need not decode share one chown and one chmod per owner and mode
+    // (one process per file cost ~30 ms each in gVisor: 3 s for 100 files).
+    if (shellArg(prior.path) === prior.path) ownership.set(`${owner} ${mode}`, [...(ownership.get(`${owner} ${mode}`) ?? []), prior.path]);
+    else after.push('own', shellArg(prior.path), owner, mode);
   }
   if (before.length > 0) await runScript(options.guest, before);
   // A few at a time: each write is a connection of its own to the agent.
@@ -86,7 +92,19 @@ export async function applyRevert(options: { walker: string; point: string; root
     }),
   );
   if (after.length > 0) await runScript(options.guest, after);
+  for (const [key, paths] of ownership) {
+    const [owner, mode] = key.split(' ') as [string, string];
+    for (let i = 0; i < paths.length; i += OWNED_AT_ONCE) {
+      const result = await options.guest.runAsRoot(['/bin/sh', '-c', OWN_SCRIPT, 'sh', owner, mode, ...paths.slice(i, i + OWNED_AT_ONCE)]);
+      if (result.code !== 0) throw new Error(`putting owners and modes back failed in the instance (${result.code ?? result.signal}): ${result.stderr.trim().slice(0, 1000)}`);
+    }
+  }
 }
+
+/** Files given one owner and mode by one chown and one chmod. */
+const OWNED_AT_ONCE = 500;
+/** `sh -c OWN_SCRIPT sh OWNER MODE PATH...` */
+const OWN_SCRIPT = 'o=$1; m=$2; shift 2; chown -- "$o" "$@" && chmod -- "$m" "$@"';
 
 async function runScript(guest: GuestAccess, args: string[]): Promise<void> {
   const result = await guest.runAsRoot(['/bin/sh', '-c', APPLY_SCRIPT, 'sh', ...args]);
