@@ -13,7 +13,7 @@ import { GuestAdditionsError, guestAdditionsVersion, installGuestAdditions } fro
 import { buildOciRootfs, isOciImage, type OciImage, OciImageError, resolveOciImage } from './oci/oci-image.ts';
 
 /** Bumped whenever the way images are built changes, so old cache entries are not reused. */
-const BUILD_FORMAT = 1;
+const BUILD_FORMAT = 2;
 
 /** What an agent's first commands expect to find, on top of Debian's minimal base. */
 export const BASE_PACKAGES = [
@@ -211,6 +211,10 @@ export class ImageStore {
       `chroot "$1" useradd --create-home --home-dir ${request.home} --uid ${VM_UID} --user-group --shell /bin/bash ${request.user}`,
       // Instances get their resolv.conf and hostname when they start.
       'rm -f "$1/etc/resolv.conf" "$1/etc/hostname"',
+      // dpkg under apt runs in a pty that apt makes its controlling terminal; gVisor refuses
+      // that ioctl, and apt printed "E: Setting TIOCSCTTY ... Operation not permitted" on
+      // every install (which still worked). Without the pty the error is gone.
+      `printf '%s\\n' 'Dpkg::Use-Pty "0";' > "$1/etc/apt/apt.conf.d/90roomkit"`,
     ];
     try {
       if (oci) {
@@ -224,6 +228,9 @@ export class ImageStore {
         [
           '--variant=minbase',
           '--mode=root',
+          // The package lists stay, so that `sudo apt-get install` works at once (mmdebstrap
+          // removes them by default; `apt-get update` refreshes them when they are old).
+          '--skip=cleanup/apt/lists',
           `--include=${packages.join(',')}`,
           ...hooks.map((h) => `--customize-hook=${h}`),
           suite,

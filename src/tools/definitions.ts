@@ -138,7 +138,7 @@ export function toolDefinitions(scope: ToolScope, limits: ToolLimits): ToolDefin
       title: 'Run a command',
       description: [
         `Runs a shell command with \`sh -c\` in ${where}, ${machineIntro}, and returns its output, its exit code and the files it changed.${network}`,
-        `- Runs as ${user} in ${home}; relative paths are ${relative}. \`sudo\` works without a password (e.g. \`sudo apt-get install -y jq\`).`,
+        `- Runs as ${user} in ${home}; relative paths are ${relative}. \`sudo\` works without a password (e.g. \`sudo apt-get install -y jq\`; if apt cannot find a package or a download fails, run \`sudo apt-get update\` first).`,
         '- Each call is a new shell: `cd` and variables do not carry over. Chain commands with `&&`, or pass `cwd`.',
         `- Time limit: ${timeout}. At the limit every process of the command is killed and the exit code is 124.`,
         '- Long work (servers, builds, test suites, downloads): pass `background: true`. The call then answers at once with a command_id; the command has no time limit, command_output shows its new output and, once it ends, its exit code, and kill_command stops it.',

@@ -190,6 +190,19 @@ describe('files_changed', () => {
     assert.match(install.result.output, /hello from a package/);
     assert.equal(changed(install)['/usr/bin/rk-hello'], 'created');
   });
+
+  it('installs through apt without a TIOCSCTTY error, and has package lists for `sudo apt-get install NAME` at once', async () => {
+    // The package built by the test before; apt runs dpkg as it would for a download (no
+    // network here: the instance's apt source is not on this machine).
+    const apt = await run('sudo apt-get remove -y rk-hello >/dev/null 2>&1; sudo apt-get install -y /tmp/rk-hello.deb 2>&1 && rk-hello');
+    assert.equal(apt.result.exit_code, 0, apt.result.output);
+    assert.match(apt.result.output, /hello from a package/);
+    assert.doesNotMatch(apt.result.output, /TIOCSCTTY|Operation not permitted/);
+    const lists = await run('ls /var/lib/apt/lists | grep -c _Packages; apt-cache policy bash | grep -c Candidate');
+    const [packages, candidates] = lists.result.output.trim().split('\n').map(Number);
+    assert.ok(packages! > 0, `no package lists in the image: ${lists.result.output}`);
+    assert.equal(candidates, 1);
+  });
 });
 
 describe('limits of a command', () => {
