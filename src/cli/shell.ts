@@ -1,7 +1,7 @@
 // `roomkit shell ROOM`: an interactive terminal in the room's instance, through the SDK.
 // On a terminal, the local one is put in raw mode (every key, Ctrl-C included, goes to
 // the instance), follows the window's size, and is restored however the shell ends.
-// Off a terminal (piped input) the input is passed on as it is, then an end of input.
+// Off a terminal (piped input) the input is passed on as it is, then ends of input (^D).
 // The exit code is the remote program's.
 import type { Command } from 'commander';
 import { TerminalClosedError } from '@roomkit/sdk';
@@ -11,6 +11,8 @@ import { ClientError, type RoomOptions, roomCommand, roomOf, run } from './clien
 const SHELL_FAILURE_EXIT = 125;
 /** ^D: the end of input on a terminal. */
 const END_OF_INPUT = '\x04';
+/** How often ^D is typed again after piped input ended, until the terminal ends. */
+const END_OF_INPUT_REPEAT_MS = 1000;
 
 export function registerShellCommand(program: Command): void {
   roomCommand(program, 'shell <room>', 'open an interactive terminal (the login shell) in the room\'s instance', { json: false })
@@ -27,7 +29,13 @@ export function registerShellCommand(program: Command): void {
       const tty = stdin.isTTY === true;
       const size = () => ({ cols: stdout.columns > 0 ? stdout.columns : 80, rows: stdout.rows > 0 ? stdout.rows : 24 });
       const terminal = await roomOf(roomId, options).terminal({ ...(tty ? size() : {}), ...(options.command === undefined ? {} : { command: options.command }) });
-      terminal.onData((data) => stdout.write(data));
+      let spoke = false;
+      let spoken: () => void = () => {};
+      const firstOutput = new Promise<void>((resolve) => (spoken = resolve));
+      terminal.onData((data) => {
+        stdout.write(data);
+        if (!spoke) (spoke = true), spoken();
+      });
       const onResize = () => {
         const { cols, rows } = size();
         terminal.resize(cols, rows);
@@ -37,7 +45,19 @@ export function registerShellCommand(program: Command): void {
         stdout.on('resize', onResize);
       }
       stdin.on('data', (chunk: Buffer) => terminal.write(chunk));
-      if (!tty) stdin.once('end', () => terminal.write(END_OF_INPUT));
+      // A ^D typed before the shell reads its terminal in raw mode is lost (the line
+      // discipline's end-of-file mark does not survive the switch), and one typed while a
+      // program runs ends that program, not the shell: after the input, ^D is typed once
+      // the terminal has printed something and again every second until it ends.
+      let endOfInput: NodeJS.Timeout | undefined;
+      if (!tty) {
+        stdin.once('end', () => {
+          void firstOutput.then(() => {
+            terminal.write(END_OF_INPUT);
+            endOfInput = setInterval(() => terminal.write(END_OF_INPUT), END_OF_INPUT_REPEAT_MS);
+          });
+        });
+      }
       stdin.resume();
       try {
         process.exitCode = await terminal.exited;
@@ -45,6 +65,7 @@ export function registerShellCommand(program: Command): void {
         if (!(err instanceof TerminalClosedError)) throw err;
         throw new ClientError(err.reason, err.message, SHELL_FAILURE_EXIT);
       } finally {
+        clearInterval(endOfInput);
         if (tty) {
           stdin.setRawMode(false);
           stdout.off('resize', onResize);

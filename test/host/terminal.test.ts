@@ -269,6 +269,26 @@ describe('a terminal over WebSocket', () => {
     assert.match(stdout, /shell-says-42/);
   });
 
+  it('`roomkit shell` ends when its input ends, even when it ends before the shell reads its terminal', async () => {
+    const shell = async (input: string) => {
+      const child = spawn(process.execPath, [BIN, 'shell', '--profile', 'term', ROOM], {
+        env: { ...process.env, ROOMKIT_URL: url, ROOMKIT_API_KEY: org.apiKey },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      child.stdin.end(input);
+      const [code] = (await once(child, 'close')) as [number | null];
+      clearTimeout(timer);
+      return { code, stdout };
+    };
+    // Empty input: the end of input reached the shell before it read its terminal.
+    const empty = await shell('');
+    assert.equal(empty.code, 0, JSON.stringify(empty.stdout));
+    assert.match(empty.stdout, /logout/);
+  });
+
   it('a deleted instance closes its terminal with the reason (4001)', async () => {
     const c = await connect();
     c.send('echo before-delete\n');
