@@ -39,7 +39,7 @@ export interface FakeRuntimeOptions {
 
 export class FakeRuntime implements Runtime {
   readonly name = 'fake';
-  readonly capabilities = { network: false, diskLimit: false, interactive: false };
+  readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false };
   /** Instances provisioned and not destroyed. */
   readonly live = new Set<string>();
   readonly destroyed: string[] = [];
