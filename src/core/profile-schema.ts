@@ -133,7 +133,7 @@ export function profileFieldSchemas(limits: HostLimits) {
       default: PROFILE_DEFAULTS.idle_action,
     }),
     paused_retention_s: Type.Integer({
-      minimum: 60,
+      minimum: 1,
       maximum: MAX_PAUSED_RETENTION_S,
       description:
         'How long a paused instance is kept, seconds from its pause; then it is removed with its files (state history: `retention`). ' +
