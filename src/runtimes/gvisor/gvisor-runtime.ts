@@ -133,6 +133,8 @@ export class GvisorRuntime implements Runtime {
   readonly undo: UndoPoints;
   /** What pause.ts needs of this runtime. */
   private readonly pauseDeps: PauseDeps;
+  /** Paused instances whose sandbox record and cgroups are still being removed. */
+  private readonly pauseReleases = new Map<string, Promise<void>>();
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -179,12 +181,19 @@ export class GvisorRuntime implements Runtime {
   }
 
   /** Pauses an instance: its files stay, its processes end (pause.ts says why memory cannot be kept). */
-  pause(instanceId: string): Promise<PauseOutcome> {
-    return pauseInstance(this.handle(instanceId), this.pauseDeps);
+  async pause(instanceId: string): Promise<PauseOutcome> {
+    const { memoryKept, released } = await pauseInstance(this.handle(instanceId), this.pauseDeps);
+    const settled = released.catch(() => {});
+    this.pauseReleases.set(instanceId, settled);
+    void settled.then(() => {
+      if (this.pauseReleases.get(instanceId) === settled) this.pauseReleases.delete(instanceId);
+    });
+    return { memoryKept };
   }
 
-  /** Boots a paused instance again over its writable layer (pause.ts). */
-  resume(request: ResumeRequest): Promise<void> {
+  /** Boots a paused instance again over its writable layer (pause.ts), once its pause's release is done. */
+  async resume(request: ResumeRequest): Promise<void> {
+    await this.pauseReleases.get(request.instanceId);
     return resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log);
   }
 
@@ -358,8 +367,8 @@ export class GvisorRuntime implements Runtime {
   }
 
   /** Waits until every release destroy() started has ended (for a shutdown, and for tests and benchmarks that look at the host). */
-  releasesSettled(): Promise<void> {
-    return this.teardowns.settled();
+  async releasesSettled(): Promise<void> {
+    await Promise.all([this.teardowns.settled(), ...this.pauseReleases.values()]);
   }
 
   /** Stops the instance and releases everything it holds before resolving; rejects when something is left. */

@@ -54,8 +54,11 @@ export interface PauseDeps {
 /**
  * Pauses the instance: its files stay, its processes end. Safe to call on an instance
  * in any condition (running, half paused or resumed after a crash, already paused).
+ * Resolves once no process of it runs and its mounts and network are gone; runsc's
+ * record and the cgroups go once the host's init has reaped the dead sandbox (about
+ * 1.5 s, as at a delete), in `released`, which a resume waits for.
  */
-export async function pauseInstance(h: InstanceHandle, deps: PauseDeps): Promise<PauseOutcome> {
+export async function pauseInstance(h: InstanceHandle, deps: PauseDeps): Promise<PauseOutcome & { released: Promise<void> }> {
   // The guest's writes are on the layer once its sync returns; a sandbox that does not
   // answer (already stopped, or stuck) is stopped without, as a crash would leave it.
   if (await sandboxRuns(h, deps)) {
@@ -67,13 +70,20 @@ export async function pauseInstance(h: InstanceHandle, deps: PauseDeps): Promise
   }
   await deps.forget(h.id);
   await stopMachine(h, deps.runsc);
-  // runsc's record must go before a sandbox of the same id can be made again at resume.
-  await deps.runsc.destroy(null, h.id);
-  removeCgroups(h.id);
-  await unmountAll(h.dir);
-  if (h.readMeta()?.egress !== 'none') await revokeEgress(deps.tag, h.hostIf);
-  await removeNetwork(h);
-  return { memoryKept: false };
+  // runsc's delete mostly waits for the host's init to reap: it runs beside the rest.
+  // Its record must be gone before a sandbox of the same id is made again at resume.
+  const released = deps.runsc.destroy(null, h.id).then(() => removeCgroups(h.id));
+  try {
+    await unmountAll(h.dir);
+    if (h.readMeta()?.egress !== 'none') await revokeEgress(deps.tag, h.hostIf);
+    await removeNetwork(h);
+  } catch (err) {
+    await released.catch(() => {});
+    throw err;
+  }
+  // Unhandled only until a resume, a destroy or close() waits for it.
+  released.catch((err: unknown) => deps.log.warn({ instanceId: h.id, err }, "could not remove a paused instance's sandbox record; its resume or the next start does"));
+  return { memoryKept: false, released };
 }
 
 /**
@@ -115,7 +125,7 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
   } catch (err) {
     try {
-      await pauseInstance(h, deps);
+      await (await pauseInstance(h, deps)).released;
     } catch (undoErr) {
       log.error({ instanceId: h.id, err: undoErr }, 'could not undo a failed resume; the next start settles it');
     }
