@@ -789,7 +789,7 @@ export interface Paths {
     /** Pause the room's instance */
     post: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
@@ -811,7 +811,7 @@ export interface Paths {
     /** Resume the room's paused instance */
     post: {
       params: {
-        /** Profile id (UUID) */
+        /** Profile id (UUID), or the profile's name */
         profile_id: string;
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;

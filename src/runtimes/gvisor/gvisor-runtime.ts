@@ -176,7 +176,7 @@ export class GvisorRuntime implements Runtime {
         this.handles.set(h.id, h);
         this.guardMemory(h.id, memoryMb);
       },
-      watch: async (h) => void (await Promise.all([this.watchSandbox(h.id, h), this.watchChanges(h)])),
+      watch: async (h) => void (await Promise.all([this.watchSandbox(h.id, h, true), this.watchChanges(h)])),
     };
   }
 

@@ -4,13 +4,15 @@
 // instance"), so a pause keeps the instance's files, not its memory: it flushes the
 // guest's writes, stops the sandbox (its processes end), and releases everything but
 // the writable layer (the ext4 file) and the address lease. A resume boots a new sandbox
-// over the same layer, with the same address and agent key, as provisioning boots one.
+// over the same layer, with the same address and agent key, as provisioning boots one;
+// a layer that keeps undo points (btrfs) keeps them across the pause.
 //
 // Both are idempotent and each step undoes or redoes cleanly, so a crash in the middle
 // is settled by calling pause() again: whatever was half made is stopped and released,
 // and the layer is left as it was.
 import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
+import { mountBtrfsImage } from '../../host/btrfs.ts';
 import { mountDiskImage, mountOverlay, unmountAll } from '../../host/mounts.ts';
 import type { RunResult } from '../../host/run.ts';
 import type { ImageStore } from '../../images/builder.ts';
@@ -104,14 +106,16 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
     await createVethPair(h, lease);
     if (spec.network.egress === 'internet') await allowEgress(deps.tag, h.hostIf);
 
-    await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+    // The layer's own file system, as the create made it (btrfs when it keeps undo points).
+    if (meta.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
+    else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
     await mountOverlay({ lower: rootfs, upper: h.upper, work: h.work, target: h.rootfs });
     // The guest may have changed these; they are the host's to say, as at a create.
     writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? deps.dnsServers : []);
     if (meta.agentKey) writeAgentKey(h.rootfs, meta.agentKey);
 
     // The bundle (config.json) written at the create still says everything.
-    await deps.runsc.create(h.netns, h.id, h.bundle, h.consoleLog);
+    await deps.runsc.create(h.netns, h.id, h.bundle, h.consoleLog, h.pidFile);
     deps.remember(h, spec.memory_mb);
     await deps.runsc.start(h.netns, h.id);
     const exec: Exec = (argv, options) => deps.exec(h.id, argv, options);
