@@ -245,6 +245,25 @@ describe('pause and resume', () => {
   });
 });
 
+describe('an instance whose layer keeps undo points', () => {
+  it('keeps them across a pause: a command before it is reverted after the resume', async () => {
+    const created = await api('POST', '/api/profiles', { name: 'undo', memory_mb: 512, disk_mb: 512, network: { egress: 'none' }, idle_timeout_s: 0, keep_undo: true });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const undoProfile = created.body.profile_id;
+    const { instance_id: id } = await createReady('undo', undoProfile);
+    const ran = await api('POST', `${room('undo', undoProfile)}/command`, { command: 'echo made > made.txt' });
+    assert.equal(ran.status, 200, JSON.stringify(ran.body));
+    assert.equal((await api('POST', `${room('undo', undoProfile)}/pause`)).body.state, 'paused');
+    await assertNoMachine(id);
+    assert.equal((await api('POST', `${room('undo', undoProfile)}/resume`)).body.state, 'ready');
+    const reverted = await api('POST', `${room('undo', undoProfile)}/commands/${ran.body.command_id}/revert`, {});
+    assert.equal(reverted.status, 200, JSON.stringify(reverted.body));
+    const listed = await api('POST', `${room('undo', undoProfile)}/command`, { command: 'ls made.txt 2>&1 || true' });
+    assert.match(listed.body.result.output, /No such file/);
+    assert.equal((await api('DELETE', room('undo', undoProfile))).body.state, 'stopped');
+  });
+});
+
 describe('idle and retention', () => {
   it('an idle instance is paused, and a paused one is removed after its retention', async () => {
     const created = await api('POST', '/api/profiles', {
