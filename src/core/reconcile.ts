@@ -14,6 +14,9 @@ import type { EndReason, InstanceRecords } from './instance-records.ts';
 import { LIVE_STATES, PAUSE_STATES } from './lifecycle.ts';
 import { nowIso } from '../lib/time.ts';
 
+/** Paused instances settled at once at a start. */
+const PAUSES_AT_ONCE = 8;
+
 export interface Reconciled {
   adopted: string[];
   /** Paused instances kept (those whose pause or resume was interrupted included). */
@@ -35,6 +38,7 @@ export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords
   const adopted: string[] = [];
   const paused: string[] = [];
   const outcomes: { row: InstanceRow; to: 'failed' | 'stopped'; why: EndReason }[] = [];
+  const toPause: InstanceRow[] = [];
   for (const row of rows) {
     if (row.state === 'ready' && row.runtime === runtime.name) {
       const health = await runtime.health(row.id);
@@ -46,19 +50,7 @@ export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords
       }
       outcomes.push({ row, to: 'failed', why: { reason: `found unhealthy at service start: ${health.reason}`, code: 'host_lost' } });
     } else if ((PAUSE_STATES as readonly string[]).includes(row.state) && row.runtime === runtime.name && runtime.pause) {
-      try {
-        const outcome = await runtime.pause(row.id);
-        if (row.state !== 'paused') {
-          if (row.paused_at === null) {
-            await db.updateTable('instances').set({ paused_at: nowIso(), paused_memory_kept: outcome.memoryKept ? 1 : 0 }).where('id', '=', row.id).execute();
-          }
-          await records.transition(row.id, 'paused', { reason: `the service stopped while the instance was ${row.state}; it was paused when the service started again`, code: 'service_stopped' });
-          log.warn({ instanceId: row.id, was: row.state }, 'instance settled as paused at start');
-        }
-        paused.push(row.id);
-      } catch (err) {
-        outcomes.push({ row, to: 'failed', why: { reason: `could not be paused at service start: ${(err as Error).message}`, code: 'host_lost' } });
-      }
+      toPause.push(row);
     } else if (row.state === 'stopping') {
       // Its stop was under way: it ends for the same reason, now that it is done.
       const stopping = await records.lastEndReason(row.id);
@@ -71,6 +63,29 @@ export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords
       outcomes.push({ row, to: 'failed', why: { reason: `the service stopped while the instance was ${row.state}`, code: 'service_stopped' } });
     }
   }
+  // Paused instances, and those a crash caught pausing or resuming, are paused (again):
+  // whatever of a machine was left is stopped and released, the layer is kept. A few at
+  // a time: each is a handful of host programs even when nothing is left.
+  const pauseOne = async (row: InstanceRow) => {
+    try {
+      const outcome = await runtime.pause!(row.id);
+      if (row.state !== 'paused') {
+        if (row.paused_at === null) {
+          await db.updateTable('instances').set({ paused_at: nowIso(), paused_memory_kept: outcome.memoryKept ? 1 : 0 }).where('id', '=', row.id).execute();
+        }
+        await records.transition(row.id, 'paused', { reason: `the service stopped while the instance was ${row.state}; it was paused when the service started again`, code: 'service_stopped' });
+        log.warn({ instanceId: row.id, was: row.state }, 'instance settled as paused at start');
+      }
+      paused.push(row.id);
+    } catch (err) {
+      outcomes.push({ row, to: 'failed', why: { reason: `could not be paused at service start: ${(err as Error).message}`, code: 'host_lost' } });
+    }
+  };
+  await Promise.all(
+    Array.from({ length: Math.min(PAUSES_AT_ONCE, toPause.length) }, async () => {
+      for (let row = toPause.shift(); row; row = toPause.shift()) await pauseOne(row);
+    }),
+  );
   // Remove first, record after: a row says `stopped` or `failed` only once nothing of
   // it is left on the host.
   let swept: string[] = [];
