@@ -37,6 +37,7 @@ export const ERROR_STATUS = {
   profile_in_use: 409,
   profile_name_taken: 409,
   instance_not_ready: 409,
+  instance_state_conflict: 409,
   command_not_running: 409,
   stdin_not_open: 409,
   feature_unavailable: 409,
@@ -63,6 +64,8 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   // 500
   instance_start_failed: 500,
+  instance_pause_failed: 500,
+  instance_resume_failed: 500,
   internal_error: 500,
   command_failed: 500,
   // 503

@@ -156,6 +156,20 @@ export class Room {
   }
 
   /**
+   * Pauses the instance: its machine stops and its files stay (`pause.memory_kept` says
+   * whether its processes were kept too); any later request, or resume(), brings it
+   * back. Pausing a paused instance answers it as it is, so this is safe to retry.
+   */
+  async pause(options: RequestOptions = {}): Promise<Instance> {
+    return this.#ctx.transport.json('post', `${ROOM}/pause`, { params: await this.#params(options) }, { ...options, idempotent: true });
+  }
+
+  /** Resumes a paused instance and answers once it is ready; a ready one is answered as it is (safe to retry). */
+  async resume(options: RequestOptions = {}): Promise<Instance> {
+    return this.#ctx.transport.json('post', `${ROOM}/resume`, { params: await this.#params(options) }, { ...options, idempotent: true });
+  }
+
+  /**
    * Runs a shell command and answers when it ends. A failing command is a result with a
    * non-zero exit_code, not an exception. Never retried: a command may not be safe to
    * run twice.

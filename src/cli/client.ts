@@ -1,4 +1,4 @@
-// The client commands of `roomkit` (create, exec, cat, put, ls, rm, revert, status, destroy):
+// The client commands of `roomkit` (create, exec, cat, put, ls, rm, revert, status, pause, resume, destroy):
 // a room's instance from a shell, through the SDK against a running server. Results
 // go to stdout (as JSON with --json), progress and notes to stderr; a failure is one
 // line `roomkit: error <code>: <message>` on stderr and a non-zero exit.
@@ -171,6 +171,22 @@ export function registerClientCommands(program: Command): void {
       const names = new Map((await client.profiles.list()).map((p) => [p.profile_id, p.name]));
       const rows = page.instances.map((i) => [i.room_id, i.state, i.instance_id, names.get(i.profile_id) ?? i.profile_id, i.created_at]);
       printTable(['ROOM', 'STATE', 'INSTANCE', 'PROFILE', 'CREATED'], rows);
+    }));
+
+  roomCommand(program, 'pause <room>', 'pause the room\'s instance: its machine stops, its files stay (any later request resumes it)')
+    .action(run(async (roomId: string, options: RoomOptions) => {
+      const instance = await roomOf(roomId, options).pause();
+      if (options.json) return printJson(instance);
+      const kept = instance.pause?.memory_kept ? 'its memory and processes were kept' : 'its files were kept, its processes ended';
+      const until = instance.pause?.remove_after ? `; removed after ${instance.pause.remove_after} unless resumed` : '';
+      process.stdout.write(`${instance.state}: room ${roomId}, instance ${instance.instance_id} (${kept}${until})\n`);
+    }));
+
+  roomCommand(program, 'resume <room>', 'resume the room\'s paused instance and wait until it is ready')
+    .action(run(async (roomId: string, options: RoomOptions) => {
+      const instance = await roomOf(roomId, options).resume();
+      if (options.json) return printJson(instance);
+      process.stdout.write(`${instance.state}: room ${roomId}, instance ${instance.instance_id}\n`);
     }));
 
   roomCommand(program, 'destroy <room>', 'stop the room\'s instance and remove it with everything it holds')

@@ -13,7 +13,7 @@ import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import type { MachineResources, Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
-import { LIVE_STATES } from './lifecycle.ts';
+import { HELD_ON_DISK_STATES, LIVE_STATES } from './lifecycle.ts';
 
 /** What a refused create is told to wait before trying again. */
 export const CAPACITY_RETRY_AFTER_S = 30;
@@ -110,11 +110,12 @@ export class Admission {
   }
 
   private async input(db: Db, runtime: Runtime): Promise<Omit<AdmissionInput, 'request'>> {
-    const rows = await db.selectFrom('instances').select('resources').where('state', 'in', LIVE_STATES).execute();
+    const rows = await db.selectFrom('instances').select(['resources', 'state']).where('state', 'in', LIVE_STATES).execute();
     const committed = { memoryMb: 0, diskMb: 0 };
     for (const row of rows) {
       const cost = runtime.hostCost(JSON.parse(row.resources) as MachineResources);
-      committed.memoryMb += cost.memoryMb;
+      // A paused instance holds its writable layer, not memory.
+      if (!(HELD_ON_DISK_STATES as string[]).includes(row.state)) committed.memoryMb += cost.memoryMb;
       committed.diskMb += cost.diskMb;
     }
     const fs = await statfs(this.config.dataDir);

@@ -10,6 +10,8 @@ export const AUDIT_ACTIONS = [
   /** A create that gave the room an instance from its profile's warm pool. */
   'instance.claim',
   'instance.delete',
+  'instance.pause',
+  'instance.resume',
   'command.run',
   'command.kill',
   'command.revert',

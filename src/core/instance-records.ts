@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Db } from '../store/db.ts';
 import type { InstanceRow } from '../store/schema.ts';
 import { nowIso } from '../lib/time.ts';
-import type { Instance, InstancePage, InstanceReasonCode, InstanceResources } from './instance-schema.ts';
+import type { Instance, InstancePage, InstancePause, InstanceReasonCode, InstanceResources } from './instance-schema.ts';
 import { assertTransition, type InstanceState, isState, LIVE_STATES } from './lifecycle.ts';
 import { decodeCursor, encodeCursor } from './page-cursor.ts';
 import type { ProfileSpec } from './profile-schema.ts';
@@ -173,6 +173,7 @@ export class InstanceRecords {
       progress: row.progress,
       runtime: row.runtime,
       resources: JSON.parse(row.resources) as InstanceResources,
+      pause: pauseOf(row),
       claimed_at: row.claimed_at,
       created_at: row.created_at,
       updated_at: row.updated_at,
@@ -210,6 +211,9 @@ export function newInstanceRow(fields: {
     spec: JSON.stringify(spec),
     warm_pool_key: fields.warmPoolKey ?? null,
     claimed_at: null,
+    paused_at: null,
+    paused_memory_kept: null,
+    paused_retention_s: spec.paused_retention_s,
   };
 }
 
@@ -220,6 +224,17 @@ export async function insertInstanceRow(db: Db, row: InstanceRow): Promise<void>
     .insertInto('instance_events')
     .values({ instance_id: row.id, seq: 1, state: 'active', at: row.created_at, reason: null, reason_code: null, key_id: null })
     .execute();
+}
+
+/** What the instance's pause kept, while it is paused or resuming. */
+function pauseOf(row: InstanceRow): InstancePause | null {
+  if ((row.state !== 'paused' && row.state !== 'resuming') || row.paused_at === null) return null;
+  const retentionS = row.paused_retention_s;
+  return {
+    paused_at: row.paused_at,
+    memory_kept: row.paused_memory_kept === 1,
+    remove_after: retentionS > 0 ? new Date(Date.parse(row.paused_at) + retentionS * 1000).toISOString() : null,
+  };
 }
 
 export function stateOf(row: InstanceRow): InstanceState {

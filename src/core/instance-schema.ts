@@ -23,12 +23,23 @@ export const INSTANCE_REASON_CODES = [
   'teardown_failed',
   'pool_retired',
   'claimed',
+  'paused',
+  'resumed',
+  'auto_resumed',
+  'resume_failed',
+  'pause_failed',
+  'retention',
 ] as const;
 export type InstanceReasonCode = (typeof INSTANCE_REASON_CODES)[number];
 
 export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
   description:
-    'Why the instance is stopping, stopped or failed: `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), ' +
+    'Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` ' +
+    '(its idle limit, with the profile\'s `idle_action: pause`), `service_stopped` (settled as paused when the service started again after ' +
+    'it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` ' +
+    '(a command, file or terminal request woke it); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and ' +
+    '`failed`: `retention` (paused longer than the profile\'s `paused_retention_s`), `pause_failed` (a pause could not finish), ' +
+    '`deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), ' +
     '`lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` ' +
     '(its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` ' +
     '(it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), ' +
@@ -36,6 +47,22 @@ export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
     'removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the ' +
     'instance from its profile\'s warm pool: the entries before it are when it was made)',
 });
+
+export const InstancePause = Type.Object(
+  {
+    paused_at: Type.String({ format: 'date-time' }),
+    memory_kept: Type.Boolean({
+      description:
+        'Whether its memory and processes were saved and come back at resume; false: its processes ended and only its files ' +
+        '(the writable layer) were kept (the gVisor runtime on this host cannot save memory: see the API reference)',
+    }),
+    remove_after: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description: 'When it is removed if not resumed before (the profile\'s `paused_retention_s`); null: never',
+    }),
+  },
+  { description: 'What a pause kept' },
+);
+export type InstancePause = Type.Static<typeof InstancePause>;
 
 export const Instance = Type.Object(
   {
@@ -62,6 +89,9 @@ export const Instance = Type.Object(
       memory_mb: Type.Integer(),
       vcpus: Type.Integer(),
       disk_mb: Type.Integer(),
+    }),
+    pause: Type.Union([InstancePause, Type.Null()], {
+      description: 'While the instance is paused (or resuming): when, what the pause kept, and when it is removed; null otherwise',
     }),
     claimed_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
       description:

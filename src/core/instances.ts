@@ -4,7 +4,7 @@
 // delete during provisioning cancels it and tears down what was made. Every end is
 // recorded with why (a reason code and words): a delete (and by which key), a limit,
 // the machine ending by itself (reported by the runtime), a start that failed. Over
-// 400 lines: every move of an instance's life (create, provision, stop, expire, fail)
+// 400 lines: every move of an instance's life (create, provision, pause, stop, expire, fail)
 // is in this one class, so that the order of their awaits can be read in one place.
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
@@ -24,6 +24,7 @@ import type { Admission } from './admission.ts';
 import type { Quotas } from './quotas.ts';
 import type { Metrics } from '../metrics.ts';
 import { type Reconciled, reconcileWithHost } from './reconcile.ts';
+import { Pauses, stateConflict } from './pauses.ts';
 
 /** Instances a shutdown with the `stop` policy tears down at once. */
 const STOPS_AT_ONCE = 8;
@@ -51,6 +52,8 @@ export class Instances {
   private readonly metrics: Metrics | undefined;
   /** The profiles' warm pools: instances booted before a room asks (warm-pool.ts). */
   readonly warmPool: WarmPool;
+  /** Pauses and resumes under way (pauses.ts). */
+  private readonly pauses: Pauses;
 
   constructor(deps: {
     db: Db;
@@ -72,6 +75,14 @@ export class Instances {
     this.runtimeSelection = deps.runtime;
     this.log = deps.log;
     if ('runtime' in deps.runtime) deps.runtime.runtime.onEvent((event) => this.onRuntimeEvent(event));
+    this.pauses = new Pauses({
+      db: deps.db,
+      records: this.records,
+      quotas: deps.quotas,
+      admission: deps.admission,
+      log: deps.log,
+      onPausing: (id, why) => this.notifyStopping(id, why),
+    });
     this.warmPool = new WarmPool({
       db: deps.db,
       profiles: deps.profiles,
@@ -185,16 +196,69 @@ export class Instances {
   }
 
   /**
-   * The room's instance when it can take commands and file requests, with the profile
-   * spec it was made from; records the request, which keeps it from going idle.
+   * Pauses the room's ready instance (answers once it is paused, with what the pause
+   * kept); a paused one is answered as it is. `keyId` is the key that asked.
    */
-  async requireReady(organizationId: string, profileId: string, roomId: string): Promise<{ row: InstanceRow; spec: ProfileSpec }> {
+  async pause(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
+    await this.profiles.get(organizationId, profileId);
+    const row = await this.records.findCurrent(organizationId, profileId, roomId);
+    if (!row) throw instanceNotFound(profileId, roomId);
+    if (row.state === 'paused') return this.records.view(row);
+    if (row.state !== 'ready') throw stateConflict(row, 'pause');
+    const keyId = options.keyId;
+    await this.pauses.pause(this.pausableRuntime(), row, {
+      reason: keyId === undefined ? 'paused through the API' : `paused through the API with key ${keyId}`,
+      code: 'paused',
+      ...(keyId === undefined ? {} : { keyId }),
+    });
+    return this.records.view(await this.records.getRow(row.id));
+  }
+
+  /** Resumes the room's paused instance (answers once it is ready); a ready one is answered as it is. */
+  async resume(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
     const profile = await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw instanceNotFound(profileId, roomId);
+    if (row.state === 'ready') return this.records.view(row);
+    const keyId = options.keyId;
+    await this.pauses.resume(this.pausableRuntime(), row, row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec), {
+      reason: keyId === undefined ? 'resumed through the API' : `resumed through the API with key ${keyId}`,
+      code: 'resumed',
+      ...(keyId === undefined ? {} : { keyId }),
+    }, { waitForPause: false });
+    return this.records.view(await this.records.getRow(row.id));
+  }
+
+  /** The runtime, when it can pause; feature_unavailable otherwise. */
+  private pausableRuntime() {
+    const runtime = this.runtime();
+    if (!Pauses.supported(runtime)) {
+      throw new AppError('feature_unavailable', `the ${runtime.name} runtime cannot pause instances; delete the instance instead, or set the profile's idle_action to "stop"`);
+    }
+    return runtime;
+  }
+
+  /**
+   * The room's instance when it can take commands and file requests, with the profile
+   * spec it was made from; records the request, which keeps it from going idle. A
+   * paused instance (or one pausing or resuming) is resumed first.
+   */
+  async requireReady(organizationId: string, profileId: string, roomId: string): Promise<{ row: InstanceRow; spec: ProfileSpec }> {
+    const profile = await this.profiles.get(organizationId, profileId);
+    let row = await this.records.findCurrent(organizationId, profileId, roomId);
+    if (!row) throw instanceNotFound(profileId, roomId);
+    const spec = row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec);
+    row = await this.wake(row, spec);
     if (row.state !== 'ready') throw notReady(row);
     await this.touch(row.id);
-    return { row, spec: row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec) };
+    return { row, spec };
+  }
+
+  /** Resumes a paused (pausing, resuming) instance for a request that needs it running; the row as it is then. */
+  private async wake(row: InstanceRow, spec: ProfileSpec): Promise<InstanceRow> {
+    if (row.state !== 'paused' && row.state !== 'pausing' && row.state !== 'resuming') return row;
+    await this.pauses.resume(this.pausableRuntime(), row, spec, { reason: 'a request needed it running', code: 'auto_resumed' }, { waitForPause: true });
+    return this.records.getRow(row.id);
   }
 
   /** The profile spec the room's live instance was made from; undefined when the room has none. */
@@ -203,11 +267,21 @@ export class Instances {
     return row?.spec ? (JSON.parse(row.spec) as ProfileSpec) : undefined;
   }
 
-  /** A ready instance by its id alone (for the unauthenticated raw file endpoint), or undefined. */
+  /**
+   * A ready instance by its id alone (for the unauthenticated raw file endpoint), or
+   * undefined; a paused one is resumed first, as for any file request.
+   */
   async readyById(instanceId: string): Promise<{ row: InstanceRow; spec: ProfileSpec } | undefined> {
-    const row = await this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).where('state', '=', 'ready').executeTakeFirst();
+    let row = await this.db
+      .selectFrom('instances')
+      .selectAll()
+      .where('id', '=', instanceId)
+      .where('state', 'in', ['ready', 'pausing', 'paused', 'resuming'])
+      .executeTakeFirst();
     if (!row) return undefined;
     const spec = row.spec === null ? specOf(await this.profiles.get(row.organization_id, row.profile_id)) : (JSON.parse(row.spec) as ProfileSpec);
+    row = await this.wake(row, spec);
+    if (row.state !== 'ready') return undefined;
     await this.touch(row.id);
     return { row, spec };
   }
@@ -257,10 +331,30 @@ export class Instances {
   }
 
   /**
-   * Stops ready instances that have been idle longer than their idle limit or have
-   * lived longer than their lifetime limit; the reason goes into their state history.
+   * Stops ready instances that have lived longer than their lifetime limit, pauses (or,
+   * with `idle_action: stop` or a runtime that cannot pause, stops) those idle longer
+   * than their idle limit, and removes paused ones kept longer than their retention; the
+   * reason goes into their state history. Returns the ids it stopped or paused.
    */
   async expire(now = Date.now()): Promise<string[]> {
+    const expired = await this.expireRunning(now);
+    const paused = await this.db.selectFrom('instances').selectAll().where('state', '=', 'paused').where('paused_retention_s', '>', 0).execute();
+    for (const row of paused) {
+      const pausedS = (now - Date.parse(row.paused_at ?? row.updated_at)) / 1000;
+      if (pausedS < row.paused_retention_s || this.pauses.isUnderway(row.id)) continue;
+      const why: EndReason = { reason: `paused for longer than its retention of ${row.paused_retention_s} s`, code: 'retention' };
+      this.log.info({ instanceId: row.id, reason: why.reason, reasonCode: why.code }, 'paused instance removed');
+      try {
+        await this.stop(row, why);
+        expired.push(row.id);
+      } catch (err) {
+        this.log.warn({ instanceId: row.id, err }, 'could not remove a paused instance past its retention');
+      }
+    }
+    return expired;
+  }
+
+  private async expireRunning(now: number): Promise<string[]> {
     const rows = await this.db
       .selectFrom('instances')
       .selectAll()
@@ -282,7 +376,9 @@ export class Instances {
       if (!why) continue;
       this.log.info({ instanceId: row.id, reason: why.reason, reasonCode: why.code }, 'instance expired');
       try {
-        await this.stop(row, why);
+        const runtime = this.runtime();
+        if (why.code === 'idle' && idleAction(row) === 'pause' && Pauses.supported(runtime)) await this.pauses.pause(runtime, row, why);
+        else await this.stop(row, why);
         expired.push(row.id);
       } catch (err) {
         // Deleted or changed by a request in the meantime; the next check sees it as it is.
@@ -308,6 +404,8 @@ export class Instances {
   private async stop(row: InstanceRow, why: EndReason): Promise<void> {
     // Cancel provisioning first, so the runtime reports no further step once stopping.
     this.provisioning.get(row.id)?.abort.abort(new Error(why.reason));
+    // A pause or resume under way ends first: the instance is then paused or ready, and stops from there.
+    await this.pauses.settled(row.id);
     if (stateOf(row) !== 'stopping') await this.records.transition(row.id, 'stopping', why);
     this.notifyStopping(row.id, why);
     await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
@@ -357,7 +455,7 @@ export class Instances {
   /** Makes the host agree with the store after a start (see reconcile.ts). */
   async reconcile(): Promise<Reconciled> {
     const selection = this.runtimeSelection;
-    if (!('runtime' in selection)) return { adopted: [], failed: [], stopped: [], swept: [] };
+    if (!('runtime' in selection)) return { adopted: [], paused: [], failed: [], stopped: [], swept: [] };
     return reconcileWithHost({ db: this.db, records: this.records, runtime: selection.runtime, log: this.log });
   }
 
@@ -371,9 +469,14 @@ export class Instances {
     await this.warmPool.close();
     const pending = [...this.provisioning.values()];
     for (const p of pending) p.abort.abort(new Error('the service is shutting down'));
-    await Promise.allSettled([...pending.map((p) => p.done), ...this.ending.values()]);
+    await Promise.allSettled([...pending.map((p) => p.done), ...this.ending.values(), this.pauses.settled()]);
     if (policy === 'stop') {
-      const queue = await this.db.selectFrom('instances').select(['id', 'state']).where('state', 'in', LIVE_STATES).execute();
+      // Paused instances hold no machine: they stay paused, for the next start.
+      const queue = await this.db
+        .selectFrom('instances')
+        .select(['id', 'state'])
+        .where('state', 'in', LIVE_STATES.filter((state) => state !== 'paused'))
+        .execute();
       const why: EndReason = { reason: 'the service shut down', code: 'service_stopped' };
       // A few at a time: one after another, 20 instances took 47 s to stop on 2 cores,
       // longer than `roomkit serve` lets a shutdown take before it exits.
@@ -495,6 +598,12 @@ export class Instances {
   }
 
 
+}
+
+/** The idle action of the profile the instance was made from (`pause` for rows made before it existed). */
+function idleAction(row: InstanceRow): 'pause' | 'stop' {
+  const spec = row.spec === null ? undefined : (JSON.parse(row.spec) as Partial<ProfileSpec>);
+  return spec?.idle_action ?? 'pause';
 }
 
 function notReady(row: InstanceRow): AppError {

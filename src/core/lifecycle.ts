@@ -8,7 +8,13 @@ export type { ProvisionStep } from '../runtimes/types.ts';
 /** The spec's creation progression, in order; each after `active` is a runtime's provisioning step. */
 export const PROVISION_STATES = ['active', ...PROVISION_STEPS] as const;
 
-export const STATES = [...PROVISION_STATES, 'stopping', 'stopped', 'failed'] as const;
+/**
+ * After `ready`: a pause stops the machine and keeps the instance's files (and its
+ * memory where the runtime can); a resume brings it back to `ready`.
+ */
+export const PAUSE_STATES = ['pausing', 'paused', 'resuming'] as const;
+
+export const STATES = [...PROVISION_STATES, ...PAUSE_STATES, 'stopping', 'stopped', 'failed'] as const;
 
 export type InstanceState = (typeof STATES)[number];
 export type ProvisionState = (typeof PROVISION_STATES)[number];
@@ -26,7 +32,12 @@ const NEXT: Record<InstanceState, readonly InstanceState[]> = {
   image_generated: ['vm_started', 'stopping', 'failed'],
   vm_started: ['vm_booted', 'stopping', 'failed'],
   vm_booted: ['ready', 'stopping', 'failed'],
-  ready: ['stopping', 'failed'],
+  ready: ['pausing', 'stopping', 'failed'],
+  // A pause that cannot finish fails the instance; a crash during one is settled as paused.
+  pausing: ['paused', 'failed'],
+  paused: ['resuming', 'stopping', 'failed'],
+  // A resume that fails leaves the instance paused again.
+  resuming: ['ready', 'paused', 'failed'],
   stopping: ['stopped', 'failed'],
   stopped: [],
   failed: [],
@@ -59,6 +70,9 @@ export function assertTransition(from: InstanceState, to: InstanceState): void {
 export function isLive(state: InstanceState): boolean {
   return LIVE_STATES.includes(state);
 }
+
+/** States whose instance holds no machine (no memory or CPU), only its files. */
+export const HELD_ON_DISK_STATES: InstanceState[] = ['paused'];
 
 export function isProvisioning(state: InstanceState): boolean {
   return (PROVISION_STATES as readonly string[]).includes(state) && state !== 'ready';

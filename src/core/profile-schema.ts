@@ -34,6 +34,8 @@ export const PROFILE_DEFAULTS = {
   env: {} as Record<string, string>,
   command_timeout_s: 120,
   idle_timeout_s: 1800,
+  idle_action: 'pause' as IdleAction,
+  paused_retention_s: 7 * 86400,
   max_lifetime_s: 86400,
   network: { egress: 'internet' as 'none' | 'internet', allow: [] as string[] },
   settings: {} as Record<string, unknown>,
@@ -48,6 +50,13 @@ export const PROFILE_DEFAULTS = {
  * profile asks for a few, not for a fleet.
  */
 export const MAX_WARM_POOL = 16;
+
+/** What happens to an instance idle for idle_timeout_s: paused (its files kept), or stopped (removed). */
+export const IDLE_ACTIONS = ['pause', 'stop'] as const;
+export type IdleAction = (typeof IDLE_ACTIONS)[number];
+
+/** The longest a paused instance may be kept before it is removed: its disk stays held meanwhile. */
+export const MAX_PAUSED_RETENTION_S = 90 * 86400;
 
 /** What the unauthenticated raw endpoint serves of an instance: any file, files a command listed, or none. */
 export const RAW_FILES_POLICIES = ['all', 'changed', 'off'] as const;
@@ -114,8 +123,22 @@ export function profileFieldSchemas(limits: HostLimits) {
     idle_timeout_s: Type.Integer({
       minimum: 0,
       maximum: 30 * 86400,
-      description: 'Stop an instance after this long without a command or file request; 0 = never.',
+      description: 'Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never.',
       default: PROFILE_DEFAULTS.idle_timeout_s,
+    }),
+    idle_action: Type.Enum(IDLE_ACTIONS, {
+      description:
+        'What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request ' +
+        'resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops.',
+      default: PROFILE_DEFAULTS.idle_action,
+    }),
+    paused_retention_s: Type.Integer({
+      minimum: 1,
+      maximum: MAX_PAUSED_RETENTION_S,
+      description:
+        'How long a paused instance is kept, seconds from its pause; then it is removed with its files (state history: `retention`). ' +
+        `At most ${MAX_PAUSED_RETENTION_S} (90 days).`,
+      default: PROFILE_DEFAULTS.paused_retention_s,
     }),
     max_lifetime_s: Type.Integer({
       minimum: 0,
@@ -193,6 +216,8 @@ export function profileSchemas(limits: HostLimits) {
     env: Type.Optional(fields.env),
     command_timeout_s: Type.Optional(fields.command_timeout_s),
     idle_timeout_s: Type.Optional(fields.idle_timeout_s),
+    idle_action: Type.Optional(fields.idle_action),
+    paused_retention_s: Type.Optional(fields.paused_retention_s),
     max_lifetime_s: Type.Optional(fields.max_lifetime_s),
     network: Type.Optional(Type.Object(
       { egress: Type.Optional(fields.network.properties.egress), allow: Type.Optional(fields.network.properties.allow) },

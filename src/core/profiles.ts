@@ -263,6 +263,8 @@ function toProfile(row: ProfileRow): Omit<Profile, 'warm_pool_instances'> {
     raw_files: PROFILE_DEFAULTS.raw_files,
     warm_pool: PROFILE_DEFAULTS.warm_pool,
     keep_undo: PROFILE_DEFAULTS.keep_undo,
+    idle_action: PROFILE_DEFAULTS.idle_action,
+    paused_retention_s: PROFILE_DEFAULTS.paused_retention_s,
     ...(JSON.parse(row.spec) as Partial<ProfileSpec>),
   } as ProfileSpec;
   return {

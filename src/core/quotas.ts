@@ -11,7 +11,7 @@ import type { Db } from '../store/db.ts';
 import type { OrgQuotasTable } from '../store/schema.ts';
 import { nowIso } from '../lib/time.ts';
 import type { InstanceResources } from './instance-schema.ts';
-import { LIVE_STATES } from './lifecycle.ts';
+import { HELD_ON_DISK_STATES, LIVE_STATES } from './lifecycle.ts';
 import { QUOTA_NAMES, type QuotaLimits, type QuotaName, type QuotaOverrides, type Usage } from './quota-schema.ts';
 
 export type { InstanceResources };
@@ -58,17 +58,20 @@ export function rateRetryAfterS(oldestStartedMs: number, nowMs: number): number 
   return Math.max(1, Math.ceil((oldestStartedMs + RATE_WINDOW_MS - nowMs) / 1000));
 }
 
-/** Adds up what live instances hold, from their rows' `resources` JSON. */
-export function sumResources(rows: readonly { resources: string }[]): InstanceUse {
+/**
+ * Adds up what live instances hold, from their rows' `resources` JSON. A paused
+ * instance holds its disk alone: no machine, so neither an instance, memory nor CPUs.
+ */
+export function sumResources(rows: readonly { resources: string; state?: string }[]): InstanceUse {
   const use: InstanceUse = { instances: 0, memory_mb: 0, vcpus: 0, disk_mb: 0 };
   for (const row of rows) {
     const r = JSON.parse(row.resources) as Partial<InstanceResources>;
+    // Snapshots, once they exist, hold disk too and are to be added here.
+    use.disk_mb += r.disk_mb ?? 0;
+    if (row.state !== undefined && (HELD_ON_DISK_STATES as string[]).includes(row.state)) continue;
     use.instances += 1;
     use.memory_mb += r.memory_mb ?? 0;
     use.vcpus += r.vcpus ?? 0;
-    // Disk the organization holds is its live instances' writable layers. Paused
-    // instances and snapshots, once they exist, hold disk too and are to be added here.
-    use.disk_mb += r.disk_mb ?? 0;
   }
   return use;
 }
@@ -208,7 +211,7 @@ export class Quotas {
   private async instanceUse(db: Db, organizationId: string): Promise<InstanceUse> {
     const rows = await db
       .selectFrom('instances')
-      .select('resources')
+      .select(['resources', 'state'])
       .where('organization_id', '=', organizationId)
       .where('state', 'in', LIVE_STATES)
       .execute();

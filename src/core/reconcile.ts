@@ -3,16 +3,24 @@
 // adopted; everything the runtime holds for any other instance is removed (including
 // what stopped instances still held when a crash interrupted their release in the
 // background); then each other live instance is recorded as stopped (its stop was under
-// way) or failed, with why.
+// way) or failed, with why. Paused instances stay paused; one whose pause or resume a
+// crash interrupted is paused again (the runtime's pause() finishes or undoes what was
+// half done), so it is never left half running.
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { InstanceRow } from '../store/schema.ts';
 import type { EndReason, InstanceRecords } from './instance-records.ts';
-import { LIVE_STATES } from './lifecycle.ts';
+import { LIVE_STATES, PAUSE_STATES } from './lifecycle.ts';
+import { nowIso } from '../lib/time.ts';
+
+/** Paused instances settled at once at a start. */
+const PAUSES_AT_ONCE = 8;
 
 export interface Reconciled {
   adopted: string[];
+  /** Paused instances kept (those whose pause or resume was interrupted included). */
+  paused: string[];
   failed: string[];
   stopped: string[];
   swept: string[];
@@ -28,7 +36,9 @@ export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords
   const { db, records, runtime, log } = deps;
   const rows = await db.selectFrom('instances').selectAll().where('state', 'in', LIVE_STATES).execute();
   const adopted: string[] = [];
+  const paused: string[] = [];
   const outcomes: { row: InstanceRow; to: 'failed' | 'stopped'; why: EndReason }[] = [];
+  const toPause: InstanceRow[] = [];
   for (const row of rows) {
     if (row.state === 'ready' && row.runtime === runtime.name) {
       const health = await runtime.health(row.id);
@@ -39,6 +49,8 @@ export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords
         continue;
       }
       outcomes.push({ row, to: 'failed', why: { reason: `found unhealthy at service start: ${health.reason}`, code: 'host_lost' } });
+    } else if ((PAUSE_STATES as readonly string[]).includes(row.state) && row.runtime === runtime.name && runtime.pause) {
+      toPause.push(row);
     } else if (row.state === 'stopping') {
       // Its stop was under way: it ends for the same reason, now that it is done.
       const stopping = await records.lastEndReason(row.id);
@@ -51,11 +63,34 @@ export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords
       outcomes.push({ row, to: 'failed', why: { reason: `the service stopped while the instance was ${row.state}`, code: 'service_stopped' } });
     }
   }
+  // Paused instances, and those a crash caught pausing or resuming, are paused (again):
+  // whatever of a machine was left is stopped and released, the layer is kept. A few at
+  // a time: each is a handful of host programs even when nothing is left.
+  const pauseOne = async (row: InstanceRow) => {
+    try {
+      const outcome = await runtime.pause!(row.id);
+      if (row.state !== 'paused') {
+        if (row.paused_at === null) {
+          await db.updateTable('instances').set({ paused_at: nowIso(), paused_memory_kept: outcome.memoryKept ? 1 : 0 }).where('id', '=', row.id).execute();
+        }
+        await records.transition(row.id, 'paused', { reason: `the service stopped while the instance was ${row.state}; it was paused when the service started again`, code: 'service_stopped' });
+        log.warn({ instanceId: row.id, was: row.state }, 'instance settled as paused at start');
+      }
+      paused.push(row.id);
+    } catch (err) {
+      outcomes.push({ row, to: 'failed', why: { reason: `could not be paused at service start: ${(err as Error).message}`, code: 'host_lost' } });
+    }
+  };
+  await Promise.all(
+    Array.from({ length: Math.min(PAUSES_AT_ONCE, toPause.length) }, async () => {
+      for (let row = toPause.shift(); row; row = toPause.shift()) await pauseOne(row);
+    }),
+  );
   // Remove first, record after: a row says `stopped` or `failed` only once nothing of
   // it is left on the host.
   let swept: string[] = [];
   try {
-    swept = await runtime.sweep(new Set(adopted));
+    swept = await runtime.sweep(new Set([...adopted, ...paused]));
   } catch (err) {
     log.error({ err }, 'could not remove everything left on the host; the next start tries again');
   }
@@ -66,7 +101,7 @@ export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords
   const failed = outcomes.filter((o) => o.to === 'failed').map((o) => o.row.id);
   const stopped = outcomes.filter((o) => o.to === 'stopped').map((o) => o.row.id);
   if (rows.length + swept.length > 0) {
-    log.info({ adopted: adopted.length, failed: failed.length, stopped: stopped.length, swept }, 'reconciled instances with the host');
+    log.info({ adopted: adopted.length, paused: paused.length, failed: failed.length, stopped: stopped.length, swept }, 'reconciled instances with the host');
   }
-  return { adopted, failed, stopped, swept };
+  return { adopted, paused, failed, stopped, swept };
 }

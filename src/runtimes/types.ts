@@ -15,6 +15,12 @@ export interface RuntimeCapabilities {
    * (e.g. one made before it could): RuntimeFeatureUnavailable.
    */
   interactive: boolean;
+  /**
+   * Instances can be paused (pause(): their machine stops and holds no memory or CPU,
+   * their writable layer stays) and resumed (resume()). Without it, pause() and
+   * resume() are absent and core/ stops idle instances instead of pausing them.
+   */
+  pause: boolean;
 }
 
 /**
@@ -326,6 +332,9 @@ export interface Runtime {
    * Absent in runtimes that cannot keep undo points.
    */
   revertCommand?(instanceId: string, commandId: string, options: { force: boolean }): Promise<RevertOutcome>;
+  /** Present when `capabilities.pause` is true (PausableRuntime). */
+  pause?: PausableRuntime['pause'];
+  resume?: PausableRuntime['resume'];
 }
 
 export interface RevertOutcome {
@@ -344,6 +353,35 @@ export class UndoRefused extends Error {
     this.kind = kind;
     this.files = files;
   }
+}
+
+/** What a pause kept of the instance. */
+export interface PauseOutcome {
+  /**
+   * Its memory and processes were saved and come back at resume; false: they ended, and
+   * only its files (the writable layer) are kept.
+   */
+  memoryKept: boolean;
+}
+
+export interface ResumeRequest {
+  instanceId: string;
+  /** The machine it was made as (the same spec its provision() had). */
+  spec: MachineSpec;
+  log: Logger;
+}
+
+/**
+ * Pause and resume, for runtimes whose `capabilities.pause` is true. Both may be called
+ * again after a crash interrupted them and finish or undo what was half done: pause()
+ * of an instance in any condition (running, half-paused, half-resumed, already paused)
+ * leaves it paused; resume() that fails leaves it paused again (and rejects).
+ */
+export interface PausableRuntime {
+  /** Stops the instance's machine, keeping its writable layer (and its memory, where the outcome says so). */
+  pause(instanceId: string): Promise<PauseOutcome>;
+  /** Starts a paused instance's machine again over its writable layer; resolves once it is ready. */
+  resume(request: ResumeRequest): Promise<void>;
 }
 
 /** Why no runtime can run instances on this host, for the 503 the API answers with. */

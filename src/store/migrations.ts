@@ -244,6 +244,14 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0012_pause': {
+    async up(db: Kysely<any>) {
+      // Paused instances: since when, what the pause kept, and how long they are kept.
+      await db.schema.alterTable('instances').addColumn('paused_at', 'text').execute();
+      await db.schema.alterTable('instances').addColumn('paused_memory_kept', 'integer').execute();
+      await db.schema.alterTable('instances').addColumn('paused_retention_s', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -65,6 +65,12 @@ export interface InstancesTable {
   warm_pool_key: string | null;
   /** When a room claimed it from the warm pool; null for an instance created for its room. */
   claimed_at: string | null;
+  /** When the instance was last paused; null while it has never been or is running again. */
+  paused_at: string | null;
+  /** Whether that pause kept its memory (1) or only its files (0); null when not paused. */
+  paused_memory_kept: number | null;
+  /** Seconds a paused instance is kept before it is removed (from its profile when made); 0 = no limit. */
+  paused_retention_s: number;
 }
 
 export interface CommandsTable {

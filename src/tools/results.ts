@@ -173,7 +173,10 @@ export function instanceText(info: InstanceInfo): string {
   const { instance, profile } = info;
   const lines = [`Machine ${instance.instance_id} (profile "${profile.name}") is ${instance.state}.`];
   if (instance.state === 'failed' && instance.failure_reason) lines.push(`Why it failed: ${instance.failure_reason}`);
-  if (instance.state !== 'ready' && instance.state !== 'failed' && instance.state !== 'stopped') {
+  if (instance.state === 'paused' || instance.state === 'pausing' || instance.state === 'resuming') {
+    const kept = instance.pause?.memory_kept ? 'its files and running programs are kept' : 'its files are kept, but programs that were running have ended';
+    lines.push(`It is paused or pausing: ${kept}. The next command or file operation resumes it (about a second).`);
+  } else if (instance.state !== 'ready' && instance.state !== 'failed' && instance.state !== 'stopped') {
     lines.push(instance.progress ? `Now: ${instance.progress}` : 'It is still being created; ask again shortly.');
   }
   lines.push(

@@ -411,6 +411,8 @@ describe('agreement with the server', () => {
         create: () => r.create({ onProgress: () => {} }),
         get: () => r.get(),
         delete: () => r.delete(),
+        pause: () => r.pause(),
+        resume: () => r.resume(),
         exec: () => r.exec('true'),
         execStream: () => r.execStream('true'),
         execBackground: () => r.execBackground('true', { stdin: new Uint8Array([1]), stdinOpen: true }),
@@ -442,6 +444,7 @@ describe('agreement with the server', () => {
         kill: () => handle.kill('TERM'),
         sendStdin: () => handle.sendStdin(new Uint8Array([1, 2]), { close: true }),
         closeStdin: () => handle.closeStdin(),
+        revert: () => handle.revert({ force: true }),
       },
     };
     const classes = { Roomkit, Profiles, Instances, Keys, Room, CommandHandle };
@@ -457,6 +460,22 @@ describe('agreement with the server', () => {
       const [method, path] = call.split(' ') as [string, string];
       assert.ok(routes.some((r) => r.method === method && r.pattern.test(path)), `${call} is not a route of /openapi.json`);
     }
+  });
+});
+
+describe('pause and resume', () => {
+  it('pauses (files kept), resumes, and a command on a paused instance resumes it', async () => {
+    await room.writeFile('paused.txt', 'kept');
+    const paused = await room.pause();
+    assert.equal(paused.state, 'paused');
+    assert.equal(paused.pause?.memory_kept, false);
+    assert.equal((await room.pause()).state, 'paused', 'a second pause answers it as it is');
+    const resumed = await room.resume();
+    assert.equal(resumed.state, 'ready');
+    assert.equal(resumed.pause, null);
+    await room.pause();
+    assert.equal((await room.exec('cat paused.txt')).result.output, 'kept');
+    assert.equal((await room.get()).state, 'ready');
   });
 });
 

@@ -12,9 +12,11 @@ import {
   type GuestFileInfo,
   type HostCost,
   type MachineResources,
+  type PauseOutcome,
   PROVISION_STEPS,
   type ProvisionRequest,
   type ProvisionStep,
+  type ResumeRequest,
   type Runtime,
   type RuntimeEvent,
   type RuntimeHealth,
@@ -39,7 +41,7 @@ export interface FakeRuntimeOptions {
 
 export class FakeRuntime implements Runtime {
   readonly name = 'fake';
-  readonly capabilities = { network: false, diskLimit: false, interactive: false };
+  readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false };
   /** Instances provisioned and not destroyed. */
   readonly live = new Set<string>();
   readonly destroyed: string[] = [];
@@ -223,4 +225,38 @@ function aborted(signal: AbortSignal): Promise<never> {
     if (signal.aborted) reject(signal.reason);
     signal.addEventListener('abort', () => reject(signal.reason), { once: true });
   });
+}
+
+/** The test double for a runtime that can pause: a pause keeps the instance's files and stops its machine. */
+export class PausableFakeRuntime extends FakeRuntime {
+  override readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: true };
+  /** Instances paused (their files kept, no machine). */
+  readonly paused = new Set<string>();
+  /** When set, the next resume fails with this message. */
+  failNextResume: string | undefined;
+
+  async pause(instanceId: string): Promise<PauseOutcome> {
+    this.live.delete(instanceId);
+    this.paused.add(instanceId);
+    return { memoryKept: false };
+  }
+
+  async resume(request: ResumeRequest): Promise<void> {
+    if (this.failNextResume !== undefined) {
+      const message = this.failNextResume;
+      this.failNextResume = undefined;
+      throw new Error(message);
+    }
+    this.paused.delete(request.instanceId);
+    this.live.add(request.instanceId);
+  }
+
+  override async destroy(instanceId: string): Promise<{ released: Promise<void> }> {
+    this.paused.delete(instanceId);
+    return super.destroy(instanceId);
+  }
+
+  override async list(): Promise<string[]> {
+    return [...this.live, ...this.paused];
+  }
 }

@@ -118,6 +118,42 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       assert.deepEqual(await subject.runtime.health(keep.instanceId), { healthy: true });
     });
 
+    it('pauses and resumes an instance with its files, or declares that it cannot', async () => {
+      const { runtime } = subject;
+      if (!runtime.capabilities.pause) {
+        assert.equal(runtime.pause, undefined, 'a runtime that cannot pause has no pause()');
+        assert.equal(runtime.resume, undefined, 'a runtime that cannot pause has no resume()');
+        return;
+      }
+      assert.ok(runtime.pause && runtime.resume, 'capabilities.pause needs pause() and resume()');
+      const req = request();
+      await runtime.provision(req);
+      const home = subject.spec.home;
+      await runtime.writeFile(req.instanceId, 'kept.txt', Buffer.from('kept'), { home });
+      const outcome = await runtime.pause(req.instanceId);
+      assert.equal(typeof outcome.memoryKept, 'boolean');
+      // Paused: no machine answers, but the runtime still holds it, and a sweep that keeps it keeps it.
+      assert.equal((await runtime.health(req.instanceId)).healthy, false);
+      assert.ok((await runtime.list()).includes(req.instanceId));
+      await runtime.sweep(new Set([req.instanceId]));
+      // Pausing again (as a restart after a crash does) is harmless.
+      assert.equal((await runtime.pause(req.instanceId)).memoryKept, outcome.memoryKept);
+      await runtime.resume({ instanceId: req.instanceId, spec: subject.spec, log: subject.log });
+      assert.deepEqual(await runtime.health(req.instanceId), { healthy: true });
+      const { body } = await runtime.openFile(req.instanceId, 'kept.txt', { home, maxBytes: 1024 });
+      const chunks: Buffer[] = [];
+      for await (const chunk of body) chunks.push(Buffer.from(chunk as Buffer));
+      assert.equal(Buffer.concat(chunks).toString(), 'kept');
+      const ran = await runtime.runCommand(req.instanceId, {
+        commandId: randomUUID(), command: 'id -u', home, env: {}, timeoutMs: 30_000, maxOutputBytes: 1024, trackChanges: false,
+      });
+      assert.equal(ran.output, '1000\n');
+      // A paused instance is destroyed completely too.
+      await runtime.pause(req.instanceId);
+      await (await runtime.destroy(req.instanceId)).released;
+      assert.ok(!(await runtime.list()).includes(req.instanceId));
+    });
+
     describe('commands and files in one instance', () => {
       let id = '';
       const home = () => subject.spec.home;

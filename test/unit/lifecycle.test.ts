@@ -38,10 +38,26 @@ describe('instance lifecycle', () => {
   it('can stop or fail from every live state, and stops only through stopping', () => {
     for (const state of LIVE_STATES) {
       assert.ok(canTransition(state, 'failed'), `${state} -> failed`);
-      if (state !== 'stopping') assert.ok(canTransition(state, 'stopping'), `${state} -> stopping`);
+      // A pause or resume under way ends (paused or ready) before a stop begins.
+      if (state !== 'stopping' && state !== 'pausing' && state !== 'resuming') assert.ok(canTransition(state, 'stopping'), `${state} -> stopping`);
       if (state !== 'stopping') assert.ok(!canTransition(state, 'stopped'), `${state} -> stopped must go through stopping`);
     }
     assert.doesNotThrow(() => assertTransition('stopping', 'stopped'));
+  });
+
+  it('pauses only from ready and resumes only from paused, a failed resume going back to paused', () => {
+    assert.doesNotThrow(() => assertTransition('ready', 'pausing'));
+    assert.doesNotThrow(() => assertTransition('pausing', 'paused'));
+    assert.doesNotThrow(() => assertTransition('paused', 'resuming'));
+    assert.doesNotThrow(() => assertTransition('resuming', 'ready'));
+    assert.doesNotThrow(() => assertTransition('resuming', 'paused'));
+    for (const state of PROVISION_STATES.filter((s) => s !== 'ready')) {
+      assert.throws(() => assertTransition(state, 'pausing'), IllegalTransitionError);
+    }
+    assert.throws(() => assertTransition('paused', 'ready'), IllegalTransitionError);
+    assert.throws(() => assertTransition('pausing', 'resuming'), IllegalTransitionError);
+    assert.throws(() => assertTransition('paused', 'pausing'), IllegalTransitionError);
+    assert.throws(() => assertTransition('pausing', 'stopping'), IllegalTransitionError);
   });
 
   it('has no way out of stopped or failed', () => {

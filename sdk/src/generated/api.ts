@@ -35,6 +35,7 @@ export type KnownErrorCode =
   | 'profile_in_use'
   | 'profile_name_taken'
   | 'instance_not_ready'
+  | 'instance_state_conflict'
   | 'command_not_running'
   | 'stdin_not_open'
   | 'feature_unavailable'
@@ -54,6 +55,8 @@ export type KnownErrorCode =
   | 'commands_rate_exceeded'
   | 'rate_limited'
   | 'instance_start_failed'
+  | 'instance_pause_failed'
+  | 'instance_resume_failed'
   | 'internal_error'
   | 'command_failed'
   | 'runtime_unavailable'
@@ -92,7 +95,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -297,15 +300,15 @@ export interface Instance {
   instance_id: string;
   profile_id: string;
   room_id: string;
-  state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'stopping' | 'stopped' | 'failed';
+  state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed';
   /** Every state the instance has been in, oldest first, with when it got there */
   state_history: {
-    state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'stopping' | 'stopped' | 'failed';
+    state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed';
     at: string;
     /** Why it got to this state, in words */
     reason?: string;
-    /** Why the instance is stopping, stopped or failed: `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
-    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed';
+    /** Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` (its idle limit, with the profile's `idle_action: pause`), `service_stopped` (settled as paused when the service started again after it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` (a command, file or terminal request woke it); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and `failed`: `retention` (paused longer than the profile's `paused_retention_s`), `pause_failed` (a pause could not finish), `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
+    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed' | 'paused' | 'resumed' | 'auto_resumed' | 'resume_failed' | 'pause_failed' | 'retention';
     /** The API key whose request caused this step (a delete) */
     key_id?: string;
   }[];
@@ -320,6 +323,14 @@ export interface Instance {
     vcpus: number;
     disk_mb: number;
   };
+  /** While the instance is paused (or resuming): when, what the pause kept, and when it is removed; null otherwise */
+  pause: {
+    paused_at: string;
+    /** Whether its memory and processes were saved and come back at resume; false: its processes ended and only its files (the writable layer) were kept (the gVisor runtime on this host cannot save memory: see the API reference) */
+    memory_kept: boolean;
+    /** When it is removed if not resumed before (the profile's `paused_retention_s`); null: never */
+    remove_after: string | null;
+  } | null;
   /** When the room took this instance from its profile's warm pool (booted before the room asked); null when it was made for the room */
   claimed_at: string | null;
   created_at: string;
@@ -348,8 +359,12 @@ export interface Profile {
   env: Record<string, string>;
   /** Time limit of a command, seconds: the default, and the most a command may ask for. */
   command_timeout_s: number;
-  /** Stop an instance after this long without a command or file request; 0 = never. */
+  /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
   idle_timeout_s: number;
+  /** What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops. */
+  idle_action: 'pause' | 'stop';
+  /** How long a paused instance is kept, seconds from its pause; then it is removed with its files (state history: `retention`). At most 7776000 (90 days). */
+  paused_retention_s: number;
   /** Stop an instance this long after it was created, whatever it is doing; 0 = never. */
   max_lifetime_s: number;
   /** Egress policy of the instances. */
@@ -587,8 +602,12 @@ export interface Paths {
         env?: Record<string, string>;
         /** Time limit of a command, seconds: the default, and the most a command may ask for. */
         command_timeout_s?: number;
-        /** Stop an instance after this long without a command or file request; 0 = never. */
+        /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
         idle_timeout_s?: number;
+        /** What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops. */
+        idle_action?: 'pause' | 'stop';
+        /** How long a paused instance is kept, seconds from its pause; then it is removed with its files (state history: `retention`). At most 7776000 (90 days). */
+        paused_retention_s?: number;
         /** Stop an instance this long after it was created, whatever it is doing; 0 = never. */
         max_lifetime_s?: number;
         network?: {
@@ -674,8 +693,12 @@ export interface Paths {
         env?: Record<string, string>;
         /** Time limit of a command, seconds: the default, and the most a command may ask for. */
         command_timeout_s?: number;
-        /** Stop an instance after this long without a command or file request; 0 = never. */
+        /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
         idle_timeout_s?: number;
+        /** What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops. */
+        idle_action?: 'pause' | 'stop';
+        /** How long a paused instance is kept, seconds from its pause; then it is removed with its files (state history: `retention`). At most 7776000 (90 days). */
+        paused_retention_s?: number;
         /** Stop an instance this long after it was created, whatever it is doing; 0 = never. */
         max_lifetime_s?: number;
         network?: {
@@ -762,13 +785,58 @@ export interface Paths {
       };
     };
   };
+  '/api/profile/{profile_id}/room/{room_id}/pause': {
+    /** Pause the room's instance */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Instance;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        500: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/resume': {
+    /** Resume the room's paused instance */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Instance;
+        400: ErrorBody;
+        401: ErrorBody;
+        403: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        500: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
   '/api/instances': {
     /** List instances */
     get: {
       params: Record<string, never>;
       query: {
         profile_id?: string;
-        state?: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'stopping' | 'stopped' | 'failed';
+        state?: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed';
         /** 1-200, default 50 */
         limit?: string;
         cursor?: string;
@@ -1254,7 +1322,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;

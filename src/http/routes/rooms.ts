@@ -1,4 +1,4 @@
-// A room's instance: create it, look at it, delete it; and the organization's list of
+// A room's instance: create it, look at it, pause and resume it, delete it; and the organization's list of
 // instances.
 import Type from 'typebox';
 import type { Services } from '../../services.ts';
@@ -76,6 +76,50 @@ export function roomRoutes(app: App, { instances }: Services): void {
       const { profile_id, room_id } = request.params;
       const caller = callerOf(request);
       return instances.delete(caller.organizationId, profile_id, room_id, { keyId: caller.keyId });
+    },
+  );
+
+  app.post(
+    `${ROOM_PATH}/pause`,
+    {
+      schema: {
+        summary: 'Pause the room\'s instance',
+        description:
+          'Stops the instance\'s machine and keeps its files (its writable layer): a paused instance holds no memory or CPU, only ' +
+          'its disk. Answers once it is `paused`, with `pause.memory_kept` saying whether its memory and processes were kept too ' +
+          '(false with the gVisor runtime on this host: its processes end). Pausing a paused instance answers it as it is. ' +
+          'Any command, file or terminal request resumes it; so does POST …/resume. It is removed after the profile\'s ' +
+          '`paused_retention_s`.',
+        tags: ['instances'],
+        params: RoomParams,
+        response: { 200: Instance, ...errorResponses(400, 401, 404, 409, 500, 503) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id } = request.params;
+      const caller = callerOf(request);
+      return instances.pause(caller.organizationId, profile_id, room_id, { keyId: caller.keyId });
+    },
+  );
+
+  app.post(
+    `${ROOM_PATH}/resume`,
+    {
+      schema: {
+        summary: 'Resume the room\'s paused instance',
+        description:
+          'Starts the paused instance\'s machine again over its files and answers once it is `ready`; a ready instance is answered ' +
+          'as it is, and one being resumed is waited for. Quotas and host admission are checked as for a create (it takes memory ' +
+          'again). If it cannot start, it stays paused and the answer is `instance_resume_failed`.',
+        tags: ['instances'],
+        params: RoomParams,
+        response: { 200: Instance, ...errorResponses(400, 401, 403, 404, 409, 500, 503) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id } = request.params;
+      const caller = callerOf(request);
+      return instances.resume(caller.organizationId, profile_id, room_id, { keyId: caller.keyId });
     },
   );
 

@@ -33,7 +33,9 @@ import type {
   HostCost,
   MachineResources,
   MachineSpec,
+  PauseOutcome,
   ProvisionRequest,
+  ResumeRequest,
   Runtime,
   RuntimeEvent,
   RevertOutcome,
@@ -56,6 +58,7 @@ import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { addMimeTypes } from './mime-sniffing.ts';
+import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type UndoLimits, UndoPoints } from './undo.ts';
@@ -96,7 +99,7 @@ export interface GvisorOptions {
 
 export class GvisorRuntime implements Runtime {
   readonly name = 'gvisor';
-  readonly capabilities = { network: true, diskLimit: true, interactive: true };
+  readonly capabilities = { network: true, diskLimit: true, interactive: true, pause: true };
   private readonly runsc: Runsc;
   private readonly instancesDir: string;
   private readonly pool: AddressPool;
@@ -128,6 +131,10 @@ export class GvisorRuntime implements Runtime {
   private readonly teardowns: Teardowns;
   /** Undo points of instances with a btrfs layer (undo.ts). */
   readonly undo: UndoPoints;
+  /** What pause.ts needs of this runtime. */
+  private readonly pauseDeps: PauseDeps;
+  /** Paused instances whose sandbox record and cgroups are still being removed. */
+  private readonly pauseReleases = new Map<string, Promise<void>>();
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -155,6 +162,39 @@ export class GvisorRuntime implements Runtime {
     this.sandboxWatch = new SandboxWatch({ onExit: (instanceId) => this.sandboxExited(instanceId) });
     this.teardowns = new Teardowns({ runsc: this.runsc, pool: this.pool, tag: this.tag, log: this.log });
     this.undo = new UndoPoints({ limits: options.undoLimits ?? { maxPoints: 20, maxBytes: 512 * 1024 * 1024 }, log: this.log });
+    this.pauseDeps = {
+      runsc: this.runsc,
+      pool: this.pool,
+      images: this.images,
+      tag: this.tag,
+      dnsServers: this.dnsServers,
+      log: this.log,
+      exec: (id, argv, options) => this.exec(id, argv, options),
+      agentOf: (h) => this.agentOf(h),
+      forget: (id) => this.forget(id),
+      remember: (h, memoryMb) => {
+        this.handles.set(h.id, h);
+        this.guardMemory(h.id, memoryMb);
+      },
+      watch: async (h) => void (await Promise.all([this.watchSandbox(h.id, h, true), this.watchChanges(h)])),
+    };
+  }
+
+  /** Pauses an instance: its files stay, its processes end (pause.ts says why memory cannot be kept). */
+  async pause(instanceId: string): Promise<PauseOutcome> {
+    const { memoryKept, released } = await pauseInstance(this.handle(instanceId), this.pauseDeps);
+    const settled = released.catch(() => {});
+    this.pauseReleases.set(instanceId, settled);
+    void settled.then(() => {
+      if (this.pauseReleases.get(instanceId) === settled) this.pauseReleases.delete(instanceId);
+    });
+    return { memoryKept };
+  }
+
+  /** Boots a paused instance again over its writable layer (pause.ts), once its pause's release is done. */
+  async resume(request: ResumeRequest): Promise<void> {
+    await this.pauseReleases.get(request.instanceId);
+    return resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log);
   }
 
   onEvent(listener: (event: RuntimeEvent) => void): void {
@@ -327,8 +367,8 @@ export class GvisorRuntime implements Runtime {
   }
 
   /** Waits until every release destroy() started has ended (for a shutdown, and for tests and benchmarks that look at the host). */
-  releasesSettled(): Promise<void> {
-    return this.teardowns.settled();
+  async releasesSettled(): Promise<void> {
+    await Promise.all([this.teardowns.settled(), ...this.pauseReleases.values()]);
   }
 
   /** Stops the instance and releases everything it holds before resolving; rejects when something is left. */

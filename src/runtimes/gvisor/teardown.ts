@@ -128,7 +128,7 @@ export class Teardowns {
  * Without a cgroup (the sandbox was never made, or runsc put it elsewhere), or when a
  * process outlives the deadline, runsc's own delete stops whatever it started.
  */
-async function stopMachine(h: InstanceHandle, runsc: Runsc): Promise<void> {
+export async function stopMachine(h: InstanceHandle, runsc: Runsc): Promise<void> {
   // A sandbox frozen at its memory ceiling cannot even die: let it run free first.
   unfreezeMemory(h.id);
   if (processesOf(h.id) === null || !(await killCgroup(h.id))) {

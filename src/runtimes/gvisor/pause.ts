@@ -1,0 +1,144 @@
+// Pausing and resuming a gVisor instance. This runsc refuses to checkpoint a sandbox
+// that uses the host's network stack (`checkpoint not supported when using hostinet`),
+// and that is how every instance's sandbox runs (see docs/architecture.md, "Pausing an
+// instance"), so a pause keeps the instance's files, not its memory: it flushes the
+// guest's writes, stops the sandbox (its processes end), and releases everything but
+// the writable layer (the ext4 file) and the address lease. A resume boots a new sandbox
+// over the same layer, with the same address and agent key, as provisioning boots one;
+// a layer that keeps undo points (btrfs) keeps them across the pause.
+//
+// Both are idempotent and each step undoes or redoes cleanly, so a crash in the middle
+// is settled by calling pause() again: whatever was half made is stopped and released,
+// and the layer is left as it was.
+import { existsSync } from 'node:fs';
+import type { Logger } from 'pino';
+import { mountBtrfsImage } from '../../host/btrfs.ts';
+import { mountDiskImage, mountOverlay, unmountAll } from '../../host/mounts.ts';
+import type { RunResult } from '../../host/run.ts';
+import type { ImageStore } from '../../images/builder.ts';
+import { allowEgress, revokeEgress } from '../../network/firewall.ts';
+import { createNetns, createVethPair, removeNetwork } from '../../network/netns.ts';
+import type { AddressPool } from '../../network/pool.ts';
+import type { AgentEndpoint } from '../agent/client.ts';
+import type { MachineSpec, PauseOutcome } from '../types.ts';
+import { removeCgroups } from './cgroups.ts';
+import { checkReady, type Exec, startRootService, waitForAgent, waitForInit, writeAgentKey, writeGuestConfig } from './guest-boot.ts';
+import type { ExecOptions } from './guest-exec.ts';
+import type { InstanceHandle } from './instance-handle.ts';
+import type { Runsc } from './runsc.ts';
+import { stopMachine } from './teardown.ts';
+
+/** How long the guest may take to flush its writes before its sandbox is stopped anyway. */
+const FLUSH_TIMEOUT_MS = 10_000;
+/** How long a resumed sandbox may take to answer (as at a create: guest-boot.ts's own deadlines apply inside). */
+const RESUME_TIMEOUT_MS = 60_000;
+
+/** What pausing and resuming need of the runtime that owns the instance. */
+export interface PauseDeps {
+  runsc: Runsc;
+  pool: AddressPool;
+  images: ImageStore;
+  tag: string;
+  dnsServers: string[];
+  log: Logger;
+  /** Runs a program in the instance (through its agent, or runsc exec). */
+  exec(instanceId: string, argv: string[], options: ExecOptions): Promise<RunResult>;
+  /** The instance's agent, when it was made with one. */
+  agentOf(h: InstanceHandle): AgentEndpoint | undefined;
+  /** Stops watching, guarding and tracking the instance (before its sandbox is stopped, so its end is not reported). */
+  forget(instanceId: string): Promise<InstanceHandle>;
+  /** The runtime keeps the handle again and guards the sandbox's memory (after `runsc create`). */
+  remember(h: InstanceHandle, memoryMb: number): void;
+  /** Watches the booted sandbox's process and the layer's changes, as after a create. */
+  watch(h: InstanceHandle): Promise<void>;
+}
+
+/**
+ * Pauses the instance: its files stay, its processes end. Safe to call on an instance
+ * in any condition (running, half paused or resumed after a crash, already paused).
+ * Resolves once no process of it runs and its mounts and network are gone; runsc's
+ * record and the cgroups go once the host's init has reaped the dead sandbox (about
+ * 1.5 s, as at a delete), in `released`, which a resume waits for.
+ */
+export async function pauseInstance(h: InstanceHandle, deps: PauseDeps): Promise<PauseOutcome & { released: Promise<void> }> {
+  // The guest's writes are on the layer once its sync returns; a sandbox that does not
+  // answer (already stopped, or stuck) is stopped without, as a crash would leave it.
+  if (await sandboxRuns(h, deps)) {
+    try {
+      await deps.exec(h.id, ['/bin/sync'], { as: 'root', timeoutMs: FLUSH_TIMEOUT_MS });
+    } catch (err) {
+      deps.log.warn({ instanceId: h.id, err }, 'could not flush the guest before pausing it');
+    }
+  }
+  await deps.forget(h.id);
+  await stopMachine(h, deps.runsc);
+  // runsc's delete mostly waits for the host's init to reap: it runs beside the rest.
+  // Its record must be gone before a sandbox of the same id is made again at resume.
+  const released = deps.runsc.destroy(null, h.id).then(() => removeCgroups(h.id));
+  try {
+    await unmountAll(h.dir);
+    if (h.readMeta()?.egress !== 'none') await revokeEgress(deps.tag, h.hostIf);
+    await removeNetwork(h);
+  } catch (err) {
+    await released.catch(() => {});
+    throw err;
+  }
+  // Unhandled only until a resume, a destroy or close() waits for it.
+  released.catch((err: unknown) => deps.log.warn({ instanceId: h.id, err }, "could not remove a paused instance's sandbox record; its resume or the next start does"));
+  return { memoryKept: false, released };
+}
+
+/**
+ * Boots a new sandbox over the paused instance's writable layer. On failure, what it
+ * made is stopped and released again (the instance stays paused) and it rejects.
+ */
+export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps: PauseDeps, log: Logger): Promise<void> {
+  const meta = h.readMeta();
+  if (!meta?.imageKey) throw new Error(`instance ${h.id} has no record of what it was made from; it cannot be resumed`);
+  if (!existsSync(h.diskImage)) throw new Error(`instance ${h.id} has no writable layer left; it cannot be resumed`);
+  const rootfs = deps.images.rootfsOf(meta.imageKey);
+  if (!existsSync(rootfs)) throw new Error(`the image instance ${h.id} was made from (${meta.imageKey}) is no longer in the image cache`);
+  const signal = AbortSignal.timeout(RESUME_TIMEOUT_MS);
+  try {
+    // The lease was kept: the same address comes back.
+    const lease = await deps.pool.allocate(h.id);
+    await createNetns(h.netns);
+    await createVethPair(h, lease);
+    if (spec.network.egress === 'internet') await allowEgress(deps.tag, h.hostIf);
+
+    // The layer's own file system, as the create made it (btrfs when it keeps undo points).
+    if (meta.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
+    else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+    await mountOverlay({ lower: rootfs, upper: h.upper, work: h.work, target: h.rootfs });
+    // The guest may have changed these; they are the host's to say, as at a create.
+    writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? deps.dnsServers : []);
+    if (meta.agentKey) writeAgentKey(h.rootfs, meta.agentKey);
+
+    // The bundle (config.json) written at the create still says everything.
+    await deps.runsc.create(h.netns, h.id, h.bundle, h.consoleLog, h.pidFile);
+    deps.remember(h, spec.memory_mb);
+    await deps.runsc.start(h.netns, h.id);
+    const exec: Exec = (argv, options) => deps.exec(h.id, argv, options);
+    const endpoint = deps.agentOf(h);
+    if (endpoint) await waitForAgent(endpoint, signal);
+    else {
+      await waitForInit(exec, signal);
+      await startRootService(exec);
+    }
+    const settled = await Promise.allSettled([checkReady(exec, spec), deps.watch(h)]);
+    for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
+  } catch (err) {
+    try {
+      await (await pauseInstance(h, deps)).released;
+    } catch (undoErr) {
+      log.error({ instanceId: h.id, err: undoErr }, 'could not undo a failed resume; the next start settles it');
+    }
+    throw err;
+  }
+}
+
+/** Whether runsc has a sandbox of this id that runs. */
+async function sandboxRuns(h: InstanceHandle, deps: PauseDeps): Promise<boolean> {
+  const state = await deps.runsc.state(null, h.id);
+  return state?.status === 'running';
+}
