@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { GENERATED_FILE, type OpenApiDocument, renderApi } from '../../scripts/generate-sdk.ts';
+import { GENERATED_FILE, type OpenApiDocument, renderApi, renderPackageJson, SDK_PACKAGE_FILE } from '../../scripts/generate-sdk.ts';
 import {
   CommandHandle,
   contentBytes,
@@ -21,7 +21,7 @@ import {
   RoomkitConnectionError,
   RoomkitError,
   type Instance,
-} from '@roomkit/sdk';
+} from '../../sdk/src/index.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { hostObjects, NOTHING } from '../support/host.ts';
 
@@ -226,7 +226,7 @@ describe('files', () => {
   it('sends paths with spaces, # and .. to the server as they are', async () => {
     await room.writeFile('/tmp/a dir/x..y #1?.txt', 'odd');
     assert.equal((await room.readFile('/tmp/a dir/../a dir/x..y #1?.txt')).content, 'odd');
-    assert.equal((await room.readRaw('/tmp/a dir/x..y #1?.txt')).toString(), 'odd');
+    assert.equal(new TextDecoder().decode(await room.readRaw('/tmp/a dir/x..y #1?.txt')), 'odd');
     assert.equal((await room.exec("cat '/tmp/a dir/x..y #1?.txt'")).result.output, 'odd');
   });
 
@@ -374,6 +374,8 @@ describe('agreement with the server', () => {
     const expected = renderApi(doc);
     const actual = readFileSync(GENERATED_FILE, 'utf8');
     assert.ok(actual === expected, 'sdk/src/generated/api.ts is out of date with the server\'s schemas: run npm run sdk:generate');
+    const pkg = readFileSync(SDK_PACKAGE_FILE, 'utf8');
+    assert.ok(pkg === renderPackageJson(pkg, doc), `sdk/package.json's version is not the API's (${doc.info.version}): run npm run sdk:generate`);
   });
 
   it('every public method calls only (method, path) pairs that /openapi.json has', async () => {
