@@ -176,7 +176,10 @@ class Emitter {
   }
 
   #define(name: string, schema: Schema): string {
-    const source = JSON.stringify(schema);
+    // Examples are not part of the type, and @fastify/swagger moves a response's top
+    // examples to its media object: the same schema may come with them or without.
+    const { examples: _examples, example: _example, ...shape } = typeof schema === 'object' ? schema : { examples: undefined, example: undefined };
+    const source = JSON.stringify(typeof schema === 'object' ? shape : schema);
     const seen = this.#sources.get(name);
     if (seen !== undefined) {
       if (seen !== source) throw new Error(`two different schemas are named ${name}; give one another title`);

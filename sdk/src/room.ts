@@ -297,7 +297,7 @@ export class Room {
    * `contentBytes`). Relative paths are relative to the home directory.
    */
   async readFile(path: string, options: RequestOptions = {}): Promise<FileContent> {
-    return this.#ctx.transport.json('get', `${ROOM}/file/{*}`, { params: { ...(await this.#params(options)), '*': path } }, options);
+    return this.#ctx.transport.json('get', `${ROOM}/file/{path}`, { params: { ...(await this.#params(options)), path } }, options);
   }
 
   /** A file's bytes, through the JSON endpoint (at most the server's JSON read limit; readRaw has none). */
@@ -317,8 +317,8 @@ export class Room {
     if (options.range) headers.range = `bytes=${options.range.start}-${options.range.end ?? ''}`;
     const { response } = await this.#ctx.transport.send(
       'get',
-      '/vm/{instance_id}/file/{*}',
-      { params: { instance_id: instance.instance_id, '*': absolute.replace(/^\/+/, '') } },
+      '/vm/{instance_id}/file/{path}',
+      { params: { instance_id: instance.instance_id, path: absolute.replace(/^\/+/, '') } },
       { ...options, headers, stream: true },
     );
     const length = response.headers.get('content-length');
@@ -342,8 +342,8 @@ export class Room {
     const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data;
     return this.#ctx.transport.json(
       'put',
-      `${ROOM}/file/{*}`,
-      { params: { ...(await this.#params(options)), '*': path } },
+      `${ROOM}/file/{path}`,
+      { params: { ...(await this.#params(options)), path } },
       { ...options, rawBody: bytes },
     );
   }
@@ -355,7 +355,7 @@ export class Room {
 
   /** Deletes a file or link; directories are removed with a command. */
   async deleteFile(path: string, options: RequestOptions = {}): Promise<FileDeleted> {
-    return this.#ctx.transport.json('delete', `${ROOM}/file/{*}`, { params: { ...(await this.#params(options)), '*': path } }, options);
+    return this.#ctx.transport.json('delete', `${ROOM}/file/{path}`, { params: { ...(await this.#params(options)), path } }, options);
   }
 }
 
