@@ -121,13 +121,14 @@ export async function installOpenApi(app: App, services: Services, version: stri
     configuration: {
       url: '/openapi.json',
       pageTitle: `roomkit API ${version}`,
-      // Everything the page loads comes from this server: no fonts, proxy, telemetry or
-      // hosted client from elsewhere (docsHeaders' CSP holds the browser to it).
+      // Everything the page loads comes from this server: no fonts, proxy, telemetry,
+      // hosted client or AI chat from elsewhere (docsHeaders' CSP holds the browser to it).
       withDefaultFonts: false,
       telemetry: false,
       hideClientButton: true,
       showDeveloperTools: 'never',
       mcp: { disabled: true },
+      agent: { disabled: true },
       documentDownloadType: 'json',
       metaData: { title: `roomkit API ${version}`, description: 'Reference of the roomkit HTTP API' },
     },

@@ -205,8 +205,9 @@ describe('files', () => {
   });
 
   it('round-trips binary bytes through the JSON and the raw endpoints, with ranges', async () => {
-    const bytes = Buffer.from(Array.from({ length: 512 }, (_, i) => (i * 7) % 256));
-    await room.writeFile('notes/bin.dat', new Uint8Array(bytes));
+    // Plain Uint8Arrays, as the SDK answers in every runtime (no Buffer).
+    const bytes = new Uint8Array(Array.from({ length: 512 }, (_, i) => (i * 7) % 256));
+    await room.writeFile('notes/bin.dat', bytes);
     const read = await room.readFile('notes/bin.dat');
     assert.equal(read.encoding, 'base64');
     assert.equal(read.size, 512);
@@ -498,7 +499,7 @@ function answerFor(method: string, url: URL, init: RequestInit | undefined): Res
   return json({ instance_id: id, profile_id: id, state: 'ready', profiles: [], keys: [], commands: [], entries: [], next_cursor: null, status: 'ok' });
 }
 
-function createHashHex(bytes: Buffer): string {
+function createHashHex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
