@@ -174,6 +174,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
     '/api/profile/:profile_id/room/:room_id/commands/:command_id/revert',
     {
       schema: {
+        operationId: 'revertCommand',
         summary: 'Revert the file changes of one command',
         description:
           'Puts every file the command created, modified or deleted back as it was before the command (created files are removed, modified ' +
