@@ -445,6 +445,7 @@ describe('agreement with the server', () => {
         kill: () => handle.kill('TERM'),
         sendStdin: () => handle.sendStdin(new Uint8Array([1, 2]), { close: true }),
         closeStdin: () => handle.closeStdin(),
+        revert: () => handle.revert({ force: true }),
       },
     };
     const classes = { Roomkit, Profiles, Instances, Keys, Room, CommandHandle };
