@@ -157,7 +157,7 @@ describe('the packed TypeScript SDK', () => {
     }
   });
 
-  it('installs offline into a scratch project, compiles under strict nodenext and runs against the server', async () => {
+  it('installs offline into a scratch project, compiles under strict nodenext and runs against the server', async (context) => {
     const project = join(scratch, 'project');
     mkdirSync(project);
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'sdk-consumer', private: true, type: 'module' }));
@@ -169,6 +169,7 @@ describe('the packed TypeScript SDK', () => {
     });
 
     const node = await machineNode();
+    context.diagnostic(`the program ran with ${node.path} (Node ${node.version})`);
     const { stdout } = await run(node.path, ['out/main.js'], {
       cwd: project,
       env: { PATH: process.env.PATH ?? '', ROOMKIT_URL: baseUrl, ROOMKIT_API_KEY: org.apiKey },
