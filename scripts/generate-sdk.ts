@@ -1,6 +1,7 @@
 // Writes sdk/src/generated/api.ts: TypeScript types for every route of the server's
 // OpenAPI document, so the SDK is type-checked against the schemas the server validates
-// with. The document comes from the real app built in-process (no listening, no
+// with; and sets sdk/package.json's version to the API's (info.version, from
+// API_VERSION in src/http/app.ts), since the SDK is versioned with the API. The document comes from the real app built in-process (no listening, no
 // runtime); test/host/sdk.test.ts renders the document of a running server again and fails
 // when the checked-in file differs.
 //
@@ -8,12 +9,13 @@
 // server's business, and they may depend on the host (memory_mb's maximum does), while
 // this file must be the same on every machine. It lives outside sdk/ because it builds
 // the server, and the SDK package imports nothing of the server's code.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const GENERATED_FILE = join(dirname(fileURLToPath(import.meta.url)), '..', 'sdk', 'src', 'generated', 'api.ts');
+export const SDK_PACKAGE_FILE = join(dirname(fileURLToPath(import.meta.url)), '..', 'sdk', 'package.json');
 
 type Schema = Record<string, unknown> | boolean;
 
@@ -105,6 +107,13 @@ export function renderApi(doc: OpenApiDocument): string {
   return parts.join('\n');
 }
 
+/** The text of sdk/package.json (given as it is) with its version set to the document's API version. */
+export function renderPackageJson(current: string, doc: OpenApiDocument): string {
+  const pkg = JSON.parse(current) as Record<string, unknown>;
+  pkg.version = doc.info.version;
+  return `${JSON.stringify(pkg, null, 2)}\n`;
+}
+
 class Emitter {
   readonly named = new Map<string, string>();
   /** The schema each name was made from, to refuse two different schemas with one title. */
@@ -167,7 +176,10 @@ class Emitter {
   }
 
   #define(name: string, schema: Schema): string {
-    const source = JSON.stringify(schema);
+    // Examples are not part of the type, and @fastify/swagger moves a response's top
+    // examples to its media object: the same schema may come with them or without.
+    const { examples: _examples, example: _example, ...shape } = typeof schema === 'object' ? schema : { examples: undefined, example: undefined };
+    const source = JSON.stringify(typeof schema === 'object' ? shape : schema);
     const seen = this.#sources.get(name);
     if (seen !== undefined) {
       if (seen !== source) throw new Error(`two different schemas are named ${name}; give one another title`);
@@ -297,7 +309,8 @@ function doc(text: string, indent: string): string[] {
 }
 
 if (import.meta.main) {
-  const source = renderApi(await openApiDocument());
-  writeFileSync(GENERATED_FILE, source);
-  process.stdout.write(`wrote ${relative(process.cwd(), GENERATED_FILE)}\n`);
+  const doc = await openApiDocument();
+  writeFileSync(GENERATED_FILE, renderApi(doc));
+  writeFileSync(SDK_PACKAGE_FILE, renderPackageJson(readFileSync(SDK_PACKAGE_FILE, 'utf8'), doc));
+  process.stdout.write(`wrote ${relative(process.cwd(), GENERATED_FILE)} and the version of ${relative(process.cwd(), SDK_PACKAGE_FILE)}\n`);
 }

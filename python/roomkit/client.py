@@ -108,8 +108,8 @@ class Roomkit:
         match = _PUBLIC_URL.match(path)
         if match is None:
             raise ValueError(f'"{public_url}" is not a public file URL (/vm/{{instance_id}}/file/...)')
-        params = {"instance_id": urllib.parse.unquote(match.group(1)), "*": urllib.parse.unquote_to_bytes(match.group(2))}
-        response = self._transport.send("GET", "/vm/{instance_id}/file/{*}", params=params, headers=_range_header(start, end))
+        params = {"instance_id": urllib.parse.unquote(match.group(1)), "path": urllib.parse.unquote_to_bytes(match.group(2))}
+        response = self._transport.send("GET", "/vm/{instance_id}/file/{path}", params=params, headers=_range_header(start, end))
         with response:
             return response.read()  # type: ignore[no-any-return]
 

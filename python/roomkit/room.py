@@ -189,7 +189,7 @@ class Room:
     def read_file(self, path: str) -> FileContent:
         """A file as JSON: text as it is, anything else base64 (``encoding`` says which;
         ``to_bytes()`` decodes either). At most the server's JSON read limit (50 MiB)."""
-        return FileContent.from_dict(self._transport.json("GET", f"{ROOM}/file/{{*}}", params=self._params(**{"*": path})))
+        return FileContent.from_dict(self._transport.json("GET", f"{ROOM}/file/{{path}}", params=self._params(path=path)))
 
     def read_bytes(self, path: str, *, start: Optional[int] = None, end: Optional[int] = None) -> bytes:
         """A file's bytes, of any size, through the authenticated raw read; ``start`` and
@@ -197,7 +197,7 @@ class Room:
         headers = {"Accept": "application/octet-stream"}
         if start is not None or end is not None:
             headers["Range"] = f"bytes={start or 0}-{'' if end is None else end}"
-        response = self._transport.send("GET", f"{ROOM}/file/{{*}}", params=self._params(**{"*": path}), query={"raw": "1"}, headers=headers)
+        response = self._transport.send("GET", f"{ROOM}/file/{{path}}", params=self._params(path=path), query={"raw": "1"}, headers=headers)
         with response:
             return response.read()  # type: ignore[no-any-return]
 
@@ -208,7 +208,7 @@ class Room:
     def write_file(self, path: str, data: Union[str, bytes]) -> FileWritten:
         """Creates or replaces a file (and its parent directories). Text is written as UTF-8."""
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        return FileWritten.from_dict(self._transport.json("PUT", f"{ROOM}/file/{{*}}", params=self._params(**{"*": path}), raw_body=raw))
+        return FileWritten.from_dict(self._transport.json("PUT", f"{ROOM}/file/{{path}}", params=self._params(path=path), raw_body=raw))
 
     def list(self, path: Optional[str] = None) -> DirectoryListing:
         """Lists a directory (default: the home directory)."""
@@ -216,7 +216,7 @@ class Room:
 
     def delete_file(self, path: str) -> FileDeleted:
         """Deletes a file or link; directories are removed with a command."""
-        return FileDeleted.from_dict(self._transport.json("DELETE", f"{ROOM}/file/{{*}}", params=self._params(**{"*": path})))
+        return FileDeleted.from_dict(self._transport.json("DELETE", f"{ROOM}/file/{{path}}", params=self._params(path=path)))
 
 
 def _command_body(

@@ -43,7 +43,7 @@ BY_ROUTE = {
     ("get", "/api/instances", "200"): roomkit.InstancePage,
     ("get", "/api/profile/{profile_id}/room/{room_id}/commands", "200"): roomkit.CommandPage,
     ("get", "/api/profile/{profile_id}/room/{room_id}/files", "200"): roomkit.DirectoryListing,
-    ("delete", "/api/profile/{profile_id}/room/{room_id}/file/{*}", "200"): roomkit.FileDeleted,
+    ("delete", "/api/profile/{profile_id}/room/{room_id}/file/{path}", "200"): roomkit.FileDeleted,
     ("get", "/healthz", "200"): roomkit.Health,
 }
 

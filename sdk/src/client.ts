@@ -3,6 +3,7 @@
 import { RoomkitError } from './errors.ts';
 import type { ApiKey, CreatedApiKey, Instance, Profile, Usage } from './generated/api.ts';
 import { type RequestOptions, Transport } from './http.ts';
+import { environmentVariable } from './portable.ts';
 import { Room, type RoomContext } from './room.ts';
 import type { Health, InstancePage, InstanceState, KeyCreate, ProfileCreate, ProfileUpdate } from './types.ts';
 
@@ -37,8 +38,7 @@ export class Roomkit {
   readonly #profileIds = new Map<string, Promise<string>>();
 
   constructor(options: RoomkitOptions = {}) {
-    const env = globalThis.process?.env ?? {};
-    const baseUrl = (options.baseUrl ?? nonEmpty(env.ROOMKIT_URL) ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
+    const baseUrl = (options.baseUrl ?? nonEmpty(environmentVariable('ROOMKIT_URL')) ?? DEFAULT_BASE_URL).replace(/\/+$/, '');
     let parsed: URL;
     try {
       parsed = new URL(baseUrl);
@@ -49,7 +49,7 @@ export class Roomkit {
     this.baseUrl = baseUrl;
     this.#transport = new Transport({
       baseUrl,
-      apiKey: nonEmpty(options.apiKey) ?? nonEmpty(env.ROOMKIT_API_KEY),
+      apiKey: nonEmpty(options.apiKey) ?? nonEmpty(environmentVariable('ROOMKIT_API_KEY')),
       fetch: options.fetch ?? globalThis.fetch.bind(globalThis),
       maxRetries: options.maxRetries ?? 3,
       retryDelayMs: options.retryDelayMs ?? 250,

@@ -2,9 +2,9 @@
 // a route or with a body the server does not define fails the type check; retries
 // only requests that are safe to repeat; turns every failure into a RoomkitError or a
 // RoomkitConnectionError.
-import { setTimeout as sleep } from 'node:timers/promises';
 import { RoomkitConnectionError, RoomkitError } from './errors.ts';
 import type { ErrorBody, Paths } from './generated/api.ts';
+import { anySignal, plainBytes, sleep } from './portable.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -113,9 +113,9 @@ export class Transport {
     const url = this.url(path, (input.params ?? {}) as Record<string, string>, input.query as Record<string, unknown> | undefined);
     const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
     if (this.#options.apiKey !== undefined && path.startsWith('/api/')) headers.authorization = `Bearer ${this.#options.apiKey}`;
-    let body: string | Uint8Array | undefined;
+    let body: string | Uint8Array<ArrayBuffer> | undefined;
     if (options.rawBody !== undefined) {
-      body = options.rawBody;
+      body = plainBytes(options.rawBody);
       headers['content-type'] ??= 'application/octet-stream';
     } else if (input.body !== undefined) {
       body = JSON.stringify(input.body);
@@ -128,8 +128,13 @@ export class Transport {
       const timer = this.#options.timeoutMs === undefined
         ? undefined
         : setTimeout(() => timeout.abort(new Error('timeout')), this.#options.timeoutMs);
-      const done = () => clearTimeout(timer);
-      const signal = options.signal === undefined ? timeout.signal : AbortSignal.any([options.signal, timeout.signal]);
+      const combined = options.signal === undefined ? { signal: timeout.signal, dispose: () => {} } : anySignal([options.signal, timeout.signal]);
+      // A streamed body stays tied to the caller's signal while it is read.
+      const done = () => {
+        clearTimeout(timer);
+        if (!options.stream) combined.dispose();
+      };
+      const signal = combined.signal;
       let response: Response;
       try {
         response = await this.#options.fetch(url, { method: verb, headers, body: body ?? null, signal });
@@ -137,7 +142,7 @@ export class Transport {
         done();
         const failure = this.#failure(err, method, url, options.signal);
         if (idempotent && failure instanceof RoomkitConnectionError && failure.code === 'connection_failed' && attempt < this.#options.maxRetries) {
-          await sleep(this.#delay(attempt), undefined, { signal: options.signal });
+          await sleep(this.#delay(attempt), options.signal);
           continue;
         }
         throw failure;
@@ -155,7 +160,7 @@ export class Transport {
         done();
       }
       if (idempotent && RETRY_STATUSES.has(response.status) && !PERMANENT_CODES.has(error.code) && attempt < this.#options.maxRetries) {
-        await sleep(retryAfterMs(response) ?? this.#delay(attempt), undefined, { signal: options.signal });
+        await sleep(retryAfterMs(response) ?? this.#delay(attempt), options.signal);
         continue;
       }
       throw error;

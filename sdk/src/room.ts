@@ -1,10 +1,10 @@
 // A room of a profile and its instance: create it, run commands in it, move files in
 // and out, delete it. The room is addressed by (profile, room) as the API does; a
 // profile given by name is resolved on first use.
-import { setTimeout as sleep } from 'node:timers/promises';
 import { RoomkitConnectionError, RoomkitError } from './errors.ts';
 import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance, RevertResult } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';
+import { fromBase64, sleep, toBase64 } from './portable.ts';
 import { openTerminal, type Terminal, type TerminalOptions } from './terminal.ts';
 import type {
   CommandPage,
@@ -78,7 +78,7 @@ export interface ExecBackgroundOptions extends ExecOptions, RequestOptions {
 function stdinFields(stdin: string | Uint8Array | undefined): { stdin?: string; stdin_encoding?: 'utf8' | 'base64' } {
   if (stdin === undefined) return {};
   if (typeof stdin === 'string') return { stdin };
-  return { stdin: Buffer.from(stdin.buffer, stdin.byteOffset, stdin.byteLength).toString('base64'), stdin_encoding: 'base64' };
+  return { stdin: toBase64(stdin), stdin_encoding: 'base64' };
 }
 
 /** The body of a write to a command's stdin. */
@@ -86,7 +86,7 @@ function stdinWrite(data: string | Uint8Array | undefined, close: boolean): { da
   const closing = close ? { close: true } : {};
   if (data === undefined) return closing;
   if (typeof data === 'string') return { data, ...closing };
-  return { data: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64'), encoding: 'base64', ...closing };
+  return { data: toBase64(data), encoding: 'base64', ...closing };
 }
 
 export class Room {
@@ -136,7 +136,7 @@ export class Room {
     const interval = options.pollIntervalMs ?? this.#ctx.pollIntervalMs;
     while (wait && instance.state !== 'ready') {
       if (instance.state === 'failed' || instance.state === 'stopping' || instance.state === 'stopped') throw startFailure(instance);
-      await sleep(interval, undefined, { signal: options.signal });
+      await sleep(interval, options.signal);
       const next = await this.#ctx.transport.json('get', ROOM, { params }, { signal: options.signal });
       const changed = next.instance_id !== instance.instance_id || next.state !== instance.state || next.progress !== instance.progress;
       instance = next;
@@ -311,11 +311,11 @@ export class Room {
    * `contentBytes`). Relative paths are relative to the home directory.
    */
   async readFile(path: string, options: RequestOptions = {}): Promise<FileContent> {
-    return this.#ctx.transport.json('get', `${ROOM}/file/{*}`, { params: { ...(await this.#params(options)), '*': path } }, options);
+    return this.#ctx.transport.json('get', `${ROOM}/file/{path}`, { params: { ...(await this.#params(options)), path } }, options);
   }
 
   /** A file's bytes, through the JSON endpoint (at most the server's JSON read limit; readRaw has none). */
-  async readBytes(path: string, options: RequestOptions = {}): Promise<Buffer> {
+  async readBytes(path: string, options: RequestOptions = {}): Promise<Uint8Array> {
     return contentBytes(await this.readFile(path, options));
   }
 
@@ -331,8 +331,8 @@ export class Room {
     if (options.range) headers.range = `bytes=${options.range.start}-${options.range.end ?? ''}`;
     const { response } = await this.#ctx.transport.send(
       'get',
-      '/vm/{instance_id}/file/{*}',
-      { params: { instance_id: instance.instance_id, '*': absolute.replace(/^\/+/, '') } },
+      '/vm/{instance_id}/file/{path}',
+      { params: { instance_id: instance.instance_id, path: absolute.replace(/^\/+/, '') } },
       { ...options, headers, stream: true },
     );
     const length = response.headers.get('content-length');
@@ -346,9 +346,9 @@ export class Room {
   }
 
   /** A file's bytes through the raw endpoint: any size, no base64. */
-  async readRaw(path: string, options: { range?: { start: number; end?: number } } & RequestOptions = {}): Promise<Buffer> {
+  async readRaw(path: string, options: { range?: { start: number; end?: number } } & RequestOptions = {}): Promise<Uint8Array> {
     const file = await this.openRaw(path, options);
-    return Buffer.from(await new Response(file.body).arrayBuffer());
+    return new Uint8Array(await new Response(file.body).arrayBuffer());
   }
 
   /** Creates or replaces a file (and its parent directories). Strings are written as UTF-8. */
@@ -356,8 +356,8 @@ export class Room {
     const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data;
     return this.#ctx.transport.json(
       'put',
-      `${ROOM}/file/{*}`,
-      { params: { ...(await this.#params(options)), '*': path } },
+      `${ROOM}/file/{path}`,
+      { params: { ...(await this.#params(options)), path } },
       { ...options, rawBody: bytes },
     );
   }
@@ -369,7 +369,7 @@ export class Room {
 
   /** Deletes a file or link; directories are removed with a command. */
   async deleteFile(path: string, options: RequestOptions = {}): Promise<FileDeleted> {
-    return this.#ctx.transport.json('delete', `${ROOM}/file/{*}`, { params: { ...(await this.#params(options)), '*': path } }, options);
+    return this.#ctx.transport.json('delete', `${ROOM}/file/{path}`, { params: { ...(await this.#params(options)), path } }, options);
   }
 }
 
@@ -413,7 +413,7 @@ export class CommandHandle {
       if (status.output !== '') options.onOutput?.(status.output, { offset: status.output_offset });
       offset = status.next_offset;
       if (status.state !== 'running') return status;
-      await sleep(options.pollIntervalMs ?? DEFAULT_POLL_MS, undefined, { signal: options.signal });
+      await sleep(options.pollIntervalMs ?? DEFAULT_POLL_MS, options.signal);
     }
   }
 
@@ -444,8 +444,8 @@ export class CommandHandle {
 }
 
 /** The bytes of a FileContent, whichever encoding the server chose. */
-export function contentBytes(file: Pick<FileContent, 'content' | 'encoding'>): Buffer {
-  return Buffer.from(file.content, file.encoding === 'base64' ? 'base64' : 'utf8');
+export function contentBytes(file: Pick<FileContent, 'content' | 'encoding'>): Uint8Array {
+  return file.encoding === 'base64' ? fromBase64(file.content) : new TextEncoder().encode(file.content);
 }
 
 function startFailure(instance: Instance): RoomkitError {

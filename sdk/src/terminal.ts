@@ -5,6 +5,7 @@
 // as ordinary API errors, which a WebSocket handshake cannot show.
 import { RoomkitConnectionError, RoomkitError } from './errors.ts';
 import type { RequestOptions, Transport } from './http.ts';
+import { plainBytes } from './portable.ts';
 
 const TERMINAL = '/api/profile/{profile_id}/room/{room_id}/terminal' as const;
 
@@ -84,7 +85,7 @@ export class Terminal {
   /** Input, as the terminal's keyboard would type it (a string is sent as UTF-8). */
   write(data: string | Uint8Array): void {
     if (this.#socket.readyState !== WebSocket.OPEN) return;
-    this.#socket.send(typeof data === 'string' ? this.#encoder.encode(data) : data);
+    this.#socket.send(typeof data === 'string' ? this.#encoder.encode(data) : plainBytes(data));
   }
 
   resize(cols: number, rows: number): void {

@@ -32,7 +32,7 @@ export type InstancePage = Paths['/api/instances']['get']['responses'][200];
 export type CommandPage = Paths[`${RoomPath}/commands`]['get']['responses'][200];
 export type DirectoryListing = Paths[`${RoomPath}/files`]['get']['responses'][200];
 export type DirectoryEntry = DirectoryListing['entries'][number];
-export type FileDeleted = Paths[`${RoomPath}/file/{*}`]['delete']['responses'][200];
+export type FileDeleted = Paths[`${RoomPath}/file/{path}`]['delete']['responses'][200];
 export type KillSignal = NonNullable<Paths[`${RoomPath}/commands/{command_id}/kill`]['post']['body']['signal']>;
 export type StdinWritten = Paths[`${RoomPath}/commands/{command_id}/stdin`]['post']['responses'][200];
 /** How a command runs: time limit, working directory, extra environment, its input. */

@@ -16,7 +16,7 @@ import {
   Roomkit,
   RoomkitConnectionError,
   RoomkitError,
-} from '@roomkit/sdk';
+} from '../../sdk/src/index.ts';
 
 /** roomkit's own failure during `exec`, told apart from the command's exit codes (as `docker run` does). */
 const EXEC_FAILURE_EXIT = 125;

@@ -4,7 +4,7 @@
 // anything for people goes to stderr.
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { DEFAULT_BASE_URL } from '@roomkit/sdk';
+import { DEFAULT_BASE_URL } from '../../sdk/src/index.ts';
 import { loadConfig } from '../config.ts';
 import { toolLimits } from '../tools/local-backend.ts';
 import { createMcpServer } from '../mcp/server.ts';

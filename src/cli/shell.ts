@@ -4,7 +4,7 @@
 // Off a terminal (piped input) the input is passed on as it is, then ends of input (^D).
 // The exit code is the remote program's.
 import type { Command } from 'commander';
-import { TerminalClosedError } from '@roomkit/sdk';
+import { TerminalClosedError } from '../../sdk/src/index.ts';
 import { ClientError, type RoomOptions, roomCommand, roomOf, run } from './client.ts';
 
 /** roomkit's own failure, told apart from the shell's exit codes (as `exec` does). */

@@ -91,7 +91,46 @@ export const CommandResult = Type.Object(
     started_at: Type.String({ format: 'date-time' }),
     duration_ms: Type.Integer(),
   },
-  { title: 'CommandResult' },
+  {
+    title: 'CommandResult',
+    // A real answer, to `echo hello > hello.txt && python3 -c "print(6*7)"`.
+    examples: [
+      {
+        instance_id: 'f3c13fec-9952-415d-a499-41fcc0919947',
+        command: 'echo hello > hello.txt && python3 -c "print(6*7)"',
+        status: 'success',
+        result: {
+          output: '42\n',
+          exit_code: 0,
+          files_changed: [
+            {
+              path: '/home/user/hello.txt',
+              status: 'created',
+              size: 6,
+              mime_type: 'text/plain',
+              public_url: '/vm/f3c13fec-9952-415d-a499-41fcc0919947/file/home/user/hello.txt',
+            },
+          ],
+          timed_out: false,
+          output_truncated: false,
+          output_bytes: 3,
+          stdout: '42\n',
+          stderr: '',
+          stdout_bytes: 3,
+          stderr_bytes: 0,
+          stdout_truncated: false,
+          stderr_truncated: false,
+          files_changed_total: 1,
+          files_changed_truncated: false,
+          end_reason: 'exited',
+          files_changed_method: 'fanotify',
+        },
+        command_id: '407dd0b8-acd8-4f43-890f-46041cb509f5',
+        started_at: '2026-11-24T05:48:54.742Z',
+        duration_ms: 149,
+      },
+    ],
+  },
 );
 export type CommandResult = Type.Static<typeof CommandResult>;
 

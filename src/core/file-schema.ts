@@ -25,7 +25,20 @@ export const FileContent = Type.Object(
     size: Type.Integer(),
     mime_type: Type.String(),
   },
-  { title: 'FileContent' },
+  {
+    title: 'FileContent',
+    // A real answer: the file the CommandResult example made.
+    examples: [
+      {
+        file_path: '/home/user/hello.txt',
+        content: 'hello\n',
+        instance_id: 'f3c13fec-9952-415d-a499-41fcc0919947',
+        encoding: 'utf-8',
+        size: 6,
+        mime_type: 'text/plain',
+      },
+    ],
+  },
 );
 export type FileContent = Type.Static<typeof FileContent>;
 

@@ -101,7 +101,34 @@ export const Instance = Type.Object(
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
   },
-  { title: 'Instance' },
+  {
+    title: 'Instance',
+    // A real answer (POST of a room, the cached image already built).
+    examples: [
+      {
+        instance_id: 'f3c13fec-9952-415d-a499-41fcc0919947',
+        profile_id: '83525a5b-df45-413c-93d9-702bc5133445',
+        room_id: 'session-1',
+        state: 'ready',
+        state_history: [
+          { state: 'active', at: '2026-11-24T05:48:53.911Z' },
+          { state: 'network_allocated', at: '2026-11-24T05:48:53.933Z' },
+          { state: 'ftap_created', at: '2026-11-24T05:48:54.008Z' },
+          { state: 'image_generated', at: '2026-11-24T05:48:54.011Z' },
+          { state: 'vm_started', at: '2026-11-24T05:48:54.211Z' },
+          { state: 'vm_booted', at: '2026-11-24T05:48:54.288Z' },
+          { state: 'ready', at: '2026-11-24T05:48:54.552Z' },
+        ],
+        failure_reason: null,
+        progress: null,
+        runtime: 'gvisor',
+        resources: { memory_mb: 512, vcpus: 1, disk_mb: 1024 },
+        claimed_at: null,
+        created_at: '2026-11-24T05:48:53.911Z',
+        updated_at: '2026-11-24T05:48:54.552Z',
+      },
+    ],
+  },
 );
 export type Instance = Type.Static<typeof Instance>;
 export type StateChange = Instance['state_history'][number];

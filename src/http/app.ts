@@ -2,8 +2,6 @@
 // inject() and `roomkit serve` can listen on it. Routes stay thin: authenticate,
 // validate (by their schemas), call a service, shape the response.
 import type { Socket } from 'node:net';
-import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import websocket from '@fastify/websocket';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyServerOptions, LogController } from 'fastify';
@@ -29,11 +27,16 @@ import { MAX_TERMINAL_MESSAGE_BYTES, terminalRoutes } from './routes/terminal.ts
 import { toolRoutes } from './routes/tools.ts';
 import { usageRoutes } from './routes/usage.ts';
 import { checkReadiness } from '../core/readiness.ts';
+import { installOpenApi } from './openapi.ts';
 import { installRateLimits } from './rate-limits.ts';
 import { requestIdGenerator, trustedPeers } from './request-id.ts';
 import { ErrorBody, errorResponses } from './schemas.ts';
 import type { App } from './types.ts';
 
+/**
+ * The API's version: /openapi.json's info.version, /healthz, the /docs page, and the
+ * TypeScript SDK's package version (written by npm run sdk:generate).
+ */
 export const API_VERSION = '1.0.0';
 /** Longest path parameter the router accepts (file paths come through one). */
 const MAX_PARAM_LENGTH = 4096;
@@ -175,48 +178,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   });
 
   app.addSchema(ErrorBody);
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'roomkit',
-        version: API_VERSION,
-        description: 'Isolated machines for AI agents. All /api/ endpoints need `Authorization: Bearer <API key>`.',
-      },
-      components: {
-        securitySchemes: {
-          apiKey: { type: 'http', scheme: 'bearer', description: 'rk_live_... or rk_test_...' },
-          operatorToken: { type: 'http', scheme: 'bearer', description: 'ROOMKIT_OPERATOR_TOKEN' },
-        },
-      },
-      tags: [
-        { name: 'instances', description: 'A room\'s instance' },
-        { name: 'commands', description: 'Shell commands in a room\'s instance' },
-        { name: 'files', description: 'Files of a room\'s instance' },
-        { name: 'terminals', description: 'Interactive terminals in a room\'s instance, over WebSocket' },
-        { name: 'agents', description: 'Tools for AI agents: tool schemas, tool calls, MCP' },
-        { name: 'profiles', description: 'VM configuration templates' },
-        { name: 'keys', description: 'API keys of the organization' },
-        { name: 'usage', description: 'The organization\'s quotas and its use of them' },
-        { name: 'operator', description: 'For the operator, with ROOMKIT_OPERATOR_TOKEN (only when it is set)' },
-        { name: 'audit', description: 'The record of what the organization\'s keys changed' },
-        { name: 'meta', description: 'Service health and this document' },
-      ],
-    },
-    // Shared schemas appear under their $id (`Error`), not as def-0, def-1, ...
-    refResolver: {
-      buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
-    },
-    transform: ({ schema, url }) => ({
-      schema: requiresAuth(url)
-        ? { ...schema, security: [{ apiKey: [] }] }
-        : url.startsWith('/operator/')
-          ? { ...schema, security: [{ operatorToken: [] }] }
-          : schema,
-      url,
-    }),
-  });
-  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true });
+  await installOpenApi(app, services, API_VERSION);
   // Terminals (routes/terminal.ts). On close, their clients are told the server is going away.
   await app.register(websocket, {
     options: { maxPayload: MAX_TERMINAL_MESSAGE_BYTES },
@@ -238,11 +200,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   metricsRoutes(app, services);
   auditRoutes(app, services);
 
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get(
     '/healthz',
     {
       schema: {
+        operationId: 'getHealth',
         summary: 'Health of the service',
         description: 'Answers 200 while the service runs; says whether instances can be created and, if not, why.',
         tags: ['meta'],
@@ -276,6 +238,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     '/readyz',
     {
       schema: {
+        operationId: 'getReadiness',
         summary: 'Readiness of the service',
         description:
           'Answers 200 when the service can do its work: its store answers and an instance runtime is available; ' +

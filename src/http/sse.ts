@@ -90,3 +90,27 @@ export function streamCommand(
     if (!paused) end();
   });
 }
+
+/** What the document says of an event stream of a command (see streamCommand), with an example of one. */
+export const COMMAND_EVENT_STREAM = {
+  schema: {
+    type: 'string',
+    description:
+      'Server-Sent Events: `started` ({command_id, instance_id, started_at}), then `output` ({data, offset, stream}) as the command prints, ' +
+      'then one `result` (the CommandResult) or `error` (an Error body). Comment lines (`: keepalive`) come every 15 s.',
+  },
+  example: [
+    'event: started',
+    'data: {"command_id":"8d0e6f0a-4c55-4a7c-9d0b-3f3c0e5f2b6e","instance_id":"0b7f4c1e-2d3a-4f5b-8c6d-7e8f9a0b1c2d","started_at":"2026-01-15T10:00:00.000Z"}',
+    '',
+    'event: output',
+    'data: {"data":"step 1\\n","offset":0,"stream":"stdout"}',
+    '',
+    'event: output',
+    'data: {"data":"step 2\\n","offset":7,"stream":"stdout"}',
+    '',
+    'event: result',
+    'data: {"instance_id":"0b7f4c1e-2d3a-4f5b-8c6d-7e8f9a0b1c2d","command":"for i in 1 2; do echo step $i; sleep 1; done","status":"success","result":{"output":"step 1\\nstep 2\\n","exit_code":0,"files_changed":[],…},…}',
+    '',
+  ].join('\n'),
+};

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { GENERATED_FILE, type OpenApiDocument, renderApi } from '../../scripts/generate-sdk.ts';
+import { GENERATED_FILE, type OpenApiDocument, renderApi, renderPackageJson, SDK_PACKAGE_FILE } from '../../scripts/generate-sdk.ts';
 import {
   CommandHandle,
   contentBytes,
@@ -21,7 +21,7 @@ import {
   RoomkitConnectionError,
   RoomkitError,
   type Instance,
-} from '@roomkit/sdk';
+} from '../../sdk/src/index.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { hostObjects, NOTHING } from '../support/host.ts';
 
@@ -205,8 +205,9 @@ describe('files', () => {
   });
 
   it('round-trips binary bytes through the JSON and the raw endpoints, with ranges', async () => {
-    const bytes = Buffer.from(Array.from({ length: 512 }, (_, i) => (i * 7) % 256));
-    await room.writeFile('notes/bin.dat', new Uint8Array(bytes));
+    // Plain Uint8Arrays, as the SDK answers in every runtime (no Buffer).
+    const bytes = new Uint8Array(Array.from({ length: 512 }, (_, i) => (i * 7) % 256));
+    await room.writeFile('notes/bin.dat', bytes);
     const read = await room.readFile('notes/bin.dat');
     assert.equal(read.encoding, 'base64');
     assert.equal(read.size, 512);
@@ -226,7 +227,7 @@ describe('files', () => {
   it('sends paths with spaces, # and .. to the server as they are', async () => {
     await room.writeFile('/tmp/a dir/x..y #1?.txt', 'odd');
     assert.equal((await room.readFile('/tmp/a dir/../a dir/x..y #1?.txt')).content, 'odd');
-    assert.equal((await room.readRaw('/tmp/a dir/x..y #1?.txt')).toString(), 'odd');
+    assert.equal(new TextDecoder().decode(await room.readRaw('/tmp/a dir/x..y #1?.txt')), 'odd');
     assert.equal((await room.exec("cat '/tmp/a dir/x..y #1?.txt'")).result.output, 'odd');
   });
 
@@ -374,6 +375,8 @@ describe('agreement with the server', () => {
     const expected = renderApi(doc);
     const actual = readFileSync(GENERATED_FILE, 'utf8');
     assert.ok(actual === expected, 'sdk/src/generated/api.ts is out of date with the server\'s schemas: run npm run sdk:generate');
+    const pkg = readFileSync(SDK_PACKAGE_FILE, 'utf8');
+    assert.ok(pkg === renderPackageJson(pkg, doc), `sdk/package.json's version is not the API's (${doc.info.version}): run npm run sdk:generate`);
   });
 
   it('every public method calls only (method, path) pairs that /openapi.json has', async () => {
@@ -515,7 +518,7 @@ function answerFor(method: string, url: URL, init: RequestInit | undefined): Res
   return json({ instance_id: id, profile_id: id, state: 'ready', profiles: [], keys: [], commands: [], entries: [], next_cursor: null, status: 'ok' });
 }
 
-function createHashHex(bytes: Buffer): string {
+function createHashHex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 

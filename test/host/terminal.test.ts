@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { type AddressInfo, connect as connectTcp } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { Roomkit } from '@roomkit/sdk';
+import { Roomkit } from '../../sdk/src/index.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { BIN } from '../support/cli.ts';
 

@@ -1030,7 +1030,7 @@ export interface Paths {
       };
     };
   };
-  '/api/profile/{profile_id}/room/{room_id}/file/{*}': {
+  '/api/profile/{profile_id}/room/{room_id}/file/{path}': {
     /** Read a file */
     get: {
       params: {
@@ -1039,7 +1039,7 @@ export interface Paths {
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
         /** File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts) */
-        '*': string;
+        path: string;
       };
       query: {
         /** `1`: answer with the file's bytes rather than JSON */
@@ -1065,7 +1065,7 @@ export interface Paths {
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
         /** File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts) */
-        '*': string;
+        path: string;
       };
       query: Record<string, never>;
       body: undefined;
@@ -1089,7 +1089,7 @@ export interface Paths {
         /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
         room_id: string;
         /** File path: relative to the home directory, or absolute with a leading slash (…/file//etc/hosts) */
-        '*': string;
+        path: string;
       };
       query: Record<string, never>;
       body: undefined;
@@ -1149,16 +1149,21 @@ export interface Paths {
       };
     };
   };
-  '/vm/{instance_id}/file/{*}': {
+  '/vm/{instance_id}/file/{path}': {
     /** Raw file content (no authentication) */
     get: {
       params: {
+        /** The instance's id, from a CommandResult's public_url or the instance */
         instance_id: string;
-        '*': string;
+        /** Absolute path of the file, without its leading slash */
+        path: string;
       };
       query: Record<string, never>;
       body: undefined;
       responses: {
+        200: undefined;
+        206: undefined;
+        304: unknown;
         400: ErrorBody;
         403: ErrorBody;
         404: ErrorBody;
@@ -1211,6 +1216,7 @@ export interface Paths {
       };
       body: undefined;
       responses: {
+        101: unknown;
         400: ErrorBody;
         401: ErrorBody;
         404: ErrorBody;
@@ -1291,6 +1297,8 @@ export interface Paths {
       query: Record<string, never>;
       body: undefined;
       responses: {
+        200: undefined;
+        202: unknown;
         401: ErrorBody;
         413: ErrorBody;
         415: ErrorBody;

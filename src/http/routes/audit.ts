@@ -11,6 +11,7 @@ export function auditRoutes(app: App, { audit }: Services): void {
     '/api/audit',
     {
       schema: {
+        operationId: 'listAuditRecords',
         summary: 'The audit trail',
         description:
           'Every state-changing request of the organization (POST, PUT, PATCH and DELETE under /api/, and each tool call over /mcp that ' +

@@ -9,7 +9,7 @@ import type { Services } from '../../services.ts';
 import { auditCommandSession } from '../audit.ts';
 import { callerOf } from '../auth.ts';
 import { errorResponses, RoomParams } from '../schemas.ts';
-import { streamCommand } from '../sse.ts';
+import { COMMAND_EVENT_STREAM, streamCommand } from '../sse.ts';
 import type { App } from '../types.ts';
 
 const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
@@ -26,7 +26,16 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
     '/api/profile/:profile_id/room/:room_id/command',
     {
       bodyLimit,
+      config: {
+        documentedResponses: {
+          200: {
+            description: 'The command ended: its CommandResult; or, streamed, its events as it runs',
+            content: { 'application/json': { schema: CommandResult }, 'text/event-stream': COMMAND_EVENT_STREAM },
+          },
+        },
+      },
       schema: {
+        operationId: 'runCommand',
         summary: 'Run a command',
         description:
           'Runs the command with `sh -c` as the profile\'s user in its home directory and answers when the shell exits, ' +
@@ -76,7 +85,15 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
               }),
             ),
           },
-          { additionalProperties: false },
+          {
+            additionalProperties: false,
+            examples: [
+              { command: 'echo hello > hello.txt && python3 -c "print(6*7)"' },
+              { command: 'for i in 1 2 3; do echo step $i; sleep 1; done', stream: true },
+              { command: 'python3 -m http.server 8000', background: true },
+              { command: 'wc -c', stdin: 'AAEC', stdin_encoding: 'base64', timeout_s: 30 },
+            ],
+          },
         ),
         response: { 200: CommandResult, 202: CommandStatus, ...errorResponses(400, 401, 404, 409, 413, 429, 500, 503) },
       },
@@ -111,6 +128,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
     '/api/profile/:profile_id/room/:room_id/commands/:command_id',
     {
       schema: {
+        operationId: 'getCommand',
         summary: 'A command\'s state and output',
         description:
           'The state of a command of the room (running or ended), its output from `offset` (bytes; default 0) and, once ended, its exit code and files_changed. ' +
@@ -135,6 +153,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
     '/api/profile/:profile_id/room/:room_id/commands/:command_id/kill',
     {
       schema: {
+        operationId: 'killCommand',
         summary: 'Signal a running command',
         description:
           'Sends a signal (default KILL) to every process of the command, including those it left in the background. ' +
@@ -155,6 +174,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
     '/api/profile/:profile_id/room/:room_id/commands/:command_id/revert',
     {
       schema: {
+        operationId: 'revertCommand',
         summary: 'Revert the file changes of one command',
         description:
           'Puts every file the command created, modified or deleted back as it was before the command (created files are removed, modified ' +
@@ -184,6 +204,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
     {
       bodyLimit,
       schema: {
+        operationId: 'writeCommandStdin',
         summary: 'Write to a running command\'s stdin',
         description:
           'Writes `data` to the standard input of a running background command started with `"stdin_open": true`, then closes its stdin if `close` is true. ' +
@@ -212,6 +233,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
     '/api/profile/:profile_id/room/:room_id/commands',
     {
       schema: {
+        operationId: 'listCommands',
         summary: 'List the room\'s commands',
         description: 'Every command run in the room (all its instances), newest first. Pass `next_cursor` back as `cursor` for the next page.',
         tags: ['commands'],

@@ -57,6 +57,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
     FILE_PATH,
     {
       schema: {
+        operationId: 'readFile',
         summary: 'Read a file',
         description:
           `Reads the file fresh, as the instance's user. Text (valid UTF-8 without NUL) comes as it is, anything else base64-encoded; \`encoding\` says which. At most ${config.maxFileReadBytes} bytes. ` +
@@ -85,6 +86,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
     '/api/profile/:profile_id/room/:room_id/files',
     {
       schema: {
+        operationId: 'listFiles',
         summary: 'List a directory',
         description: 'Entries of the directory (default: the home directory), sorted by name, at most 10,000.',
         tags: ['files'],
@@ -109,6 +111,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
     FILE_PATH,
     {
       schema: {
+        operationId: 'deleteFile',
         summary: 'Delete a file',
         description: 'Removes a file (or a link) as the instance\'s user; directories are removed with a command.',
         tags: ['files'],
@@ -134,6 +137,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
       {
         bodyLimit: Math.ceil(config.maxUploadBytes * 1.4) + 1024,
         schema: {
+          operationId: 'writeFile',
           summary: 'Write a file',
           description:
             'Creates or replaces the file as the instance\'s user, with its parent directories. The body is the raw content ' +
@@ -154,7 +158,18 @@ export function fileRoutes(app: App, { files, config }: Services): void {
   app.get(
     '/vm/:instance_id/file/*',
     {
+      config: {
+        documentedResponses: {
+          200: { description: 'The file\'s bytes, with its MIME type', content: { '*/*': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } } },
+          206: {
+            description: 'The asked byte range (Range: bytes=start-end), with Content-Range',
+            content: { '*/*': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } },
+          },
+          304: { description: 'Not modified: If-None-Match named the file\'s current ETag' },
+        },
+      },
       schema: {
+        operationId: 'readRawFile',
         summary: 'Raw file content (no authentication)',
         description:
           'The file\'s bytes with a MIME type by extension or content, Content-Length, ETag, Last-Modified and single byte ranges. ' +
@@ -163,7 +178,10 @@ export function fileRoutes(app: App, { files, config }: Services): void {
           'At most ROOMKIT_MAX_RAW_READS_PER_INSTANCE (4) reads stream from one instance at once; more answer 429 with Retry-After. ' +
           'Requests are rate-limited per client address and per instance (429 rate_limited, with Retry-After).',
         tags: ['files'],
-        params: Type.Object({ instance_id: Type.String({ format: 'uuid' }), '*': Type.String() }),
+        params: Type.Object({
+          instance_id: Type.String({ format: 'uuid', description: 'The instance\'s id, from a CommandResult\'s public_url or the instance' }),
+          '*': Type.String({ description: 'Absolute path of the file, without its leading slash' }),
+        }),
         response: { ...errorResponses(400, 403, 404, 409, 416, 429) },
       },
     },

@@ -11,6 +11,7 @@ export function keyRoutes(app: App, { organizations }: Services): void {
     '/api/keys',
     {
       schema: {
+        operationId: 'createKey',
         summary: 'Create an API key',
         description: 'Creates a key for the caller\'s organization. The key is in this response only; store it now. `env` defaults to the environment of the calling key.',
         tags: ['keys'],
@@ -38,6 +39,7 @@ export function keyRoutes(app: App, { organizations }: Services): void {
     '/api/keys',
     {
       schema: {
+        operationId: 'listKeys',
         summary: 'List API keys',
         description: 'The organization\'s keys that are not revoked. Keys themselves are never shown again, only their prefix.',
         tags: ['keys'],
@@ -51,6 +53,7 @@ export function keyRoutes(app: App, { organizations }: Services): void {
     '/api/keys/:key_id',
     {
       schema: {
+        operationId: 'revokeKey',
         summary: 'Revoke an API key',
         description: 'Takes effect on the next request, including for the key making this call.',
         tags: ['keys'],

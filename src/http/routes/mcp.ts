@@ -17,7 +17,22 @@ export function mcpRoutes(app: App, { tools, config, audit }: Services): void {
     {
       // write_file carries a whole file, base64-encoded when binary.
       bodyLimit: Math.ceil(config.maxUploadBytes * 1.4) + 1024,
+      config: {
+        documentedResponses: {
+          200: {
+            description: 'The JSON-RPC answer, as one Server-Sent Event (`event: message`)',
+            content: {
+              'text/event-stream': {
+                schema: { type: 'string', description: 'Server-Sent Events whose data are JSON-RPC messages' },
+                example: 'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"run_command",…}]}}\n\n',
+              },
+            },
+          },
+          202: { description: 'Accepted: the body was a notification or a response, which get no answer' },
+        },
+      },
       schema: {
+        operationId: 'mcp',
         summary: 'MCP server (Streamable HTTP)',
         description:
           'A Model Context Protocol endpoint (Streamable HTTP, stateless: no session id) with the tools create_instance, get_instance, ' +

@@ -4,18 +4,38 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { AppError } from '../../errors.ts';
 import type { Services } from '../../services.ts';
+import type { DocumentedResponse } from '../openapi.ts';
 import type { App } from '../types.ts';
 
 const digest = (text: string) => createHash('sha256').update(text).digest();
+
+const UNAUTHORIZED: DocumentedResponse = {
+  description: 'The metrics token is missing or wrong',
+  content: { 'application/json': { schema: { $ref: 'Error#' } } },
+};
 
 export function metricsRoutes(app: App, { config, metrics }: Services): void {
   const token = config.metricsToken;
   if (token === 'off') return;
   const expected = token === undefined ? undefined : digest(`Bearer ${token}`);
+  const documentedResponses: Record<number, DocumentedResponse> = {
+    200: {
+      description: 'The figures, in the Prometheus text exposition format',
+      content: {
+        'text/plain': {
+          schema: { type: 'string' },
+          example: '# HELP roomkit_instances Live instances, by state\n# TYPE roomkit_instances gauge\nroomkit_instances{state="ready"} 3\n',
+        },
+      },
+    },
+  };
+  if (expected !== undefined) documentedResponses[401] = UNAUTHORIZED;
   app.get(
     '/metrics',
     {
+      config: { documentedResponses },
       schema: {
+        operationId: 'getMetrics',
         summary: 'Metrics in the Prometheus text format',
         description:
           'Requests by route and status, latencies, instances by state, creates and their phases, commands, memory committed, ' +

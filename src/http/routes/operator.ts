@@ -49,6 +49,7 @@ export function operatorRoutes(app: App, services: Services): void {
     {
       onRequest: authenticate,
       schema: {
+        operationId: 'getOrganizationQuotas',
         summary: "An organization's quotas and use",
         tags: ['operator'],
         params: OrgParams,
@@ -63,6 +64,7 @@ export function operatorRoutes(app: App, services: Services): void {
     {
       onRequest: authenticate,
       schema: {
+        operationId: 'setOrganizationQuotas',
         summary: "Set an organization's quotas",
         description: 'A number sets the quota for this organization, null returns it to the configured default, an absent field stays. Takes effect on the next request.',
         tags: ['operator'],
@@ -83,6 +85,7 @@ export function operatorRoutes(app: App, services: Services): void {
     {
       onRequest: authenticate,
       schema: {
+        operationId: 'getHostCapacity',
         summary: 'What this host has committed, and how far host admission lets it go',
         tags: ['operator'],
         response: { 200: Capacity, ...errorResponses(401, 503) },

@@ -14,6 +14,7 @@ export function profileRoutes(app: App, { profiles, config }: Services): void {
     '/api/profiles',
     {
       schema: {
+        operationId: 'createProfile',
         summary: 'Create a profile',
         description: 'Every field but `name` is optional and takes the default shown in the Profile schema.',
         tags: ['profiles'],
@@ -31,6 +32,7 @@ export function profileRoutes(app: App, { profiles, config }: Services): void {
     '/api/profiles',
     {
       schema: {
+        operationId: 'listProfiles',
         summary: 'List profiles',
         tags: ['profiles'],
         response: { 200: Type.Object({ profiles: Type.Array(Profile) }), ...errorResponses(401) },
@@ -43,6 +45,7 @@ export function profileRoutes(app: App, { profiles, config }: Services): void {
     '/api/profiles/:profile_id',
     {
       schema: {
+        operationId: 'getProfile',
         summary: 'Get a profile',
         tags: ['profiles'],
         params: ProfileParams,
@@ -56,6 +59,7 @@ export function profileRoutes(app: App, { profiles, config }: Services): void {
     '/api/profiles/:profile_id',
     {
       schema: {
+        operationId: 'updateProfile',
         summary: 'Change a profile',
         description: 'Sets the fields given and keeps the rest. Instances already created keep the resources they were created with.',
         tags: ['profiles'],
@@ -71,6 +75,7 @@ export function profileRoutes(app: App, { profiles, config }: Services): void {
     '/api/profiles/:profile_id',
     {
       schema: {
+        operationId: 'deleteProfile',
         summary: 'Delete a profile',
         description: 'Refused with 409 `profile_in_use` while the profile has live instances.',
         tags: ['profiles'],

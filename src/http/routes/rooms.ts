@@ -14,6 +14,7 @@ export function roomRoutes(app: App, { instances }: Services): void {
     ROOM_PATH,
     {
       schema: {
+        operationId: 'createInstance',
         summary: 'Create the room\'s instance',
         description:
           'Starts an instance from the profile in this room. By default answers when it is `ready` (201), or with ' +
@@ -48,6 +49,7 @@ export function roomRoutes(app: App, { instances }: Services): void {
     ROOM_PATH,
     {
       schema: {
+        operationId: 'getInstance',
         summary: 'Get the room\'s instance',
         description: 'The live instance of the room, or the last one if it failed and was not deleted.',
         tags: ['instances'],
@@ -65,6 +67,7 @@ export function roomRoutes(app: App, { instances }: Services): void {
     ROOM_PATH,
     {
       schema: {
+        operationId: 'deleteInstance',
         summary: 'Delete the room\'s instance',
         description: 'Stops the instance and removes everything it holds, then answers with its final state. Afterwards GET answers 404.',
         tags: ['instances'],
@@ -127,6 +130,7 @@ export function roomRoutes(app: App, { instances }: Services): void {
     '/api/instances',
     {
       schema: {
+        operationId: 'listInstances',
         summary: 'List instances',
         description: 'The organization\'s instances, newest first, including stopped and failed ones. Pass `next_cursor` back as `cursor` for the next page.',
         tags: ['instances'],

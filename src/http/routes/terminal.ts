@@ -69,6 +69,7 @@ export function terminalRoutes(app: App, { terminals, terminalTickets, audit }: 
     `${TERMINAL_PATH}/ticket`,
     {
       schema: {
+        operationId: 'createTerminalTicket',
         summary: 'Get a ticket to open a terminal',
         description:
           'For clients that cannot set the Authorization header on a WebSocket (browsers): answers a ticket that opens ' +
@@ -91,8 +92,12 @@ export function terminalRoutes(app: App, { terminals, terminalTickets, audit }: 
   app.route({
     method: 'GET',
     url: TERMINAL_PATH,
-    config: { ticketAuth: true },
+    config: {
+      ticketAuth: true,
+      documentedResponses: { 101: { description: 'Switching Protocols: the WebSocket is open; its first text frame is {"type": "opened", "terminal_id", "instance_id"}' } },
+    },
     schema: {
+      operationId: 'openTerminal',
       summary: 'Open a terminal (WebSocket)',
       description:
         'Upgrades to a WebSocket carrying a terminal in the room\'s instance: the login shell of the profile\'s user, ' +

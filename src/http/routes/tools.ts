@@ -76,6 +76,7 @@ export function toolRoutes(app: App, { tools, config }: Services): void {
     TOOLS_PATH,
     {
       schema: {
+        operationId: 'getTools',
         summary: 'Get the room\'s tool schema',
         description:
           'Tools an AI agent can use on the room\'s instance (run a command, read, write, list and delete files), with descriptions ' +
@@ -111,6 +112,7 @@ export function toolRoutes(app: App, { tools, config }: Services): void {
       // write_file carries a whole file, base64-encoded when binary.
       bodyLimit: Math.ceil(config.maxUploadBytes * 1.4) + 1024,
       schema: {
+        operationId: 'callTool',
         summary: 'Run one of the room\'s tools',
         description:
           'Runs a tool by name, as a model asked for it, and answers with a result to hand back to the model: text (and images, for ' +

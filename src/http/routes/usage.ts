@@ -10,6 +10,7 @@ export function usageRoutes(app: App, { quotas }: Services): void {
     '/api/usage',
     {
       schema: {
+        operationId: 'getUsage',
         summary: "The organization's use of its quotas",
         description:
           'Each quota with its limit and current use: live instances, their memory_mb, vcpus and disk_mb together, commands running ' +
