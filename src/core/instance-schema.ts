@@ -123,6 +123,7 @@ export const Instance = Type.Object(
         progress: null,
         runtime: 'gvisor',
         resources: { memory_mb: 512, vcpus: 1, disk_mb: 1024 },
+        pause: null,
         claimed_at: null,
         created_at: '2026-11-24T05:48:53.911Z',
         updated_at: '2026-11-24T05:48:54.552Z',

@@ -86,6 +86,7 @@ export function roomRoutes(app: App, { instances }: Services): void {
     `${ROOM_PATH}/pause`,
     {
       schema: {
+        operationId: 'pauseInstance',
         summary: 'Pause the room\'s instance',
         description:
           'Stops the instance\'s machine and keeps its files (its writable layer): a paused instance holds no memory or CPU, only ' +
@@ -109,6 +110,7 @@ export function roomRoutes(app: App, { instances }: Services): void {
     `${ROOM_PATH}/resume`,
     {
       schema: {
+        operationId: 'resumeInstance',
         summary: 'Resume the room\'s paused instance',
         description:
           'Starts the paused instance\'s machine again over its files and answers once it is `ready`; a ready instance is answered ' +
