@@ -134,6 +134,15 @@ export class InstanceRecords {
       .executeTakeFirst();
   }
 
+  /** The room's most recent instance that stopped (expired, deleted, retained too long, ...), if any. */
+  async findLastStopped(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
+    return this.roomInstances(organizationId, profileId, roomId)
+      .where('state', '=', 'stopped')
+      .orderBy('updated_at', 'desc')
+      .orderBy('id', 'desc')
+      .executeTakeFirst();
+  }
+
   /** Why the instance's latest step was made, when it was an end (e.g. a stop under way). */
   async lastEndReason(instanceId: string): Promise<EndReason | undefined> {
     const e = await this.db

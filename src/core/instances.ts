@@ -168,7 +168,7 @@ export class Instances {
   async get(organizationId: string, profileId: string, roomId: string): Promise<Instance> {
     await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw instanceNotFound(profileId, roomId);
+    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
     return this.records.view(row);
   }
 
@@ -180,7 +180,7 @@ export class Instances {
   async delete(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
     await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw instanceNotFound(profileId, roomId);
+    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
     if (stateOf(row) === 'failed') {
       // Its resources were released when it failed; only hide it from the room.
       await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
@@ -202,7 +202,7 @@ export class Instances {
   async pause(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
     await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw instanceNotFound(profileId, roomId);
+    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
     if (row.state === 'paused') return this.records.view(row);
     if (row.state !== 'ready') throw stateConflict(row, 'pause');
     const keyId = options.keyId;
@@ -218,7 +218,7 @@ export class Instances {
   async resume(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
     const profile = await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw instanceNotFound(profileId, roomId);
+    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
     if (row.state === 'ready') return this.records.view(row);
     const keyId = options.keyId;
     await this.pauses.resume(this.pausableRuntime(), row, row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec), {
@@ -227,6 +227,23 @@ export class Instances {
       ...(keyId === undefined ? {} : { keyId }),
     }, { waitForPause: false });
     return this.records.view(await this.records.getRow(row.id));
+  }
+
+  /**
+   * `instance_not_found` for a room without a live instance; when the room had one, the
+   * message and details say when and why it ended (an idle or lifetime limit, the paused
+   * retention, a delete, ...), so that a caller whose instance expired is not left guessing.
+   */
+  private async noInstance(organizationId: string, profileId: string, roomId: string): Promise<AppError> {
+    const last = await this.records.findLastStopped(organizationId, profileId, roomId);
+    const why = last ? await this.records.lastEndReason(last.id) : undefined;
+    if (!last || !why) return instanceNotFound(profileId, roomId);
+    const room = `/api/profile/${profileId}/room/${roomId}`;
+    return new AppError(
+      'instance_not_found',
+      `no instance in room "${roomId}": its last one (${last.id}) stopped at ${last.updated_at} (${why.code}: ${why.reason}); create a new one with POST ${room}`,
+      { last_instance_id: last.id, stopped_at: last.updated_at, reason_code: why.code },
+    );
   }
 
   /** The runtime, when it can pause; feature_unavailable otherwise. */
@@ -246,7 +263,7 @@ export class Instances {
   async requireReady(organizationId: string, profileId: string, roomId: string): Promise<{ row: InstanceRow; spec: ProfileSpec }> {
     const profile = await this.profiles.get(organizationId, profileId);
     let row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw instanceNotFound(profileId, roomId);
+    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
     const spec = row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec);
     row = await this.wake(row, spec);
     if (row.state !== 'ready') throw notReady(row);

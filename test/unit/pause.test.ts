@@ -119,6 +119,13 @@ describe('pause with a runtime that can pause', () => {
     assert.equal(stopped.state, 'stopped');
     assert.deepEqual(codes(stopped), ['pausing:idle', 'paused:idle', 'stopping:retention', 'stopped:retention']);
     assert.ok(!runtime.paused.has(id) && !runtime.live.has(id), 'its machine and files are gone');
+    // The room's 404 says that its instance expired, when and why.
+    const gone = await call('GET', room('idle', profile));
+    assert.equal(gone.status, 404);
+    assert.equal(gone.body.error, 'instance_not_found');
+    assert.equal(gone.body.details.reason_code, 'retention');
+    assert.equal(gone.body.details.last_instance_id, id);
+    assert.match(gone.body.message, /stopped at .+ \(retention: /);
   });
 
   it('a start keeps paused instances paused, and settles one caught pausing or resuming as paused', async () => {

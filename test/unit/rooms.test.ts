@@ -175,7 +175,12 @@ describe('reading and deleting', () => {
     assert.equal(final.state, 'stopped');
     assert.deepEqual(final.state_history.slice(-2).map((s: { state: string }) => s.state), ['stopping', 'stopped']);
     assert.ok(!t.runtime.live.has(id));
-    assert.equal((await get('gone')).statusCode, 404);
+    const after = await get('gone');
+    assert.equal(after.statusCode, 404);
+    // The room had an instance: the 404 says which, when it stopped and why.
+    assert.equal(after.json().error, 'instance_not_found');
+    assert.deepEqual(after.json().details, { last_instance_id: id, stopped_at: final.updated_at, reason_code: 'deleted' });
+    assert.match(after.json().message, new RegExp(`its last one \\(${id}\\) stopped at .+ \\(deleted: deleted through the API`));
     assert.equal((await del('gone')).statusCode, 404);
     const again = await create('gone');
     assert.equal(again.statusCode, 201);
