@@ -92,6 +92,18 @@ class Room:
         """Stops and removes the instance; answers with its final state. Not retried."""
         return Instance.from_dict(self._transport.json("DELETE", ROOM, params=self._params()))
 
+    def pause(self) -> Instance:
+        """Pauses the instance and answers once it is paused: its machine stops and its
+        files stay (``pause.memory_kept`` says whether its processes were kept too). Any
+        later request, or ``resume()``, brings it back. Pausing a paused instance answers
+        it as it is, so this is retried like a read."""
+        return Instance.from_dict(self._transport.json("POST", f"{ROOM}/pause", params=self._params(), idempotent=True))
+
+    def resume(self) -> Instance:
+        """Resumes a paused instance and answers once it is ready; a ready one is answered
+        as it is, so this is retried like a read."""
+        return Instance.from_dict(self._transport.json("POST", f"{ROOM}/resume", params=self._params(), idempotent=True))
+
     # Commands
 
     def exec(

@@ -1,12 +1,12 @@
 """A room's instance against a real server with a real gVisor instance (the shared one):
-create, commands (plain, streamed, background, stdin, kill, history), files in and out,
-and the room's tools."""
+create, pause and resume, commands (plain, streamed, background, stdin, kill, history),
+files in and out, and the room's tools."""
 import hashlib
 import json
 import time
 import unittest
 
-from roomkit import CommandHandle, CommandResult, OutputChunk, RoomkitError, ToolCallResult
+from roomkit import CommandHandle, CommandResult, Instance, OutputChunk, RoomkitError, ToolCallResult
 
 from .support import PROFILE, UUID, shared
 
@@ -31,6 +31,26 @@ class Create(unittest.TestCase):
                 call()
             self.assertEqual((caught.exception.code, caught.exception.status), ("instance_not_found", 404))
             self.assertRegex(caught.exception.request_id or "", UUID)
+
+
+class PauseResume(unittest.TestCase):
+    def test_pause_keeps_the_files_and_resume_brings_the_machine_back(self) -> None:
+        _rk, room, instance = shared()
+        room.write_file("kept.txt", "still here\n")
+        paused = room.pause()
+        self.assertIsInstance(paused, Instance)
+        self.assertEqual((paused.instance_id, paused.state), (instance.instance_id, "paused"))
+        assert paused.pause is not None
+        self.assertIsInstance(paused.pause.memory_kept, bool)
+        self.assertEqual([(s.state, s.reason_code) for s in paused.state_history[-2:]], [("pausing", "paused"), ("paused", "paused")])
+        # A pause of a paused instance answers it as it is.
+        self.assertEqual(room.pause().pause.paused_at, paused.pause.paused_at)  # type: ignore[union-attr]
+        self.assertEqual(room.get().state, "paused")
+        resumed = room.resume()
+        self.assertEqual((resumed.instance_id, resumed.state, resumed.pause), (instance.instance_id, "ready", None))
+        self.assertEqual(resumed.state_history[-1].reason_code, "resumed")
+        self.assertEqual(room.resume().state, "ready")
+        self.assertEqual(room.exec("cat kept.txt").output, "still here\n")
 
 
 class Exec(unittest.TestCase):
