@@ -45,6 +45,7 @@ OPERATIONS: Dict[str, Row] = {
     "GET /api/profile/{profile_id}/room/{room_id}/commands": Row("Room.commands", lambda rk: _room(rk).commands()),
     "GET /api/profile/{profile_id}/room/{room_id}/commands/{command_id}": Row("CommandHandle.status", lambda rk: _room(rk).command(NOWHERE).status()),
     "POST /api/profile/{profile_id}/room/{room_id}/commands/{command_id}/kill": Row("CommandHandle.kill", lambda rk: _room(rk).command(NOWHERE).kill()),
+    "POST /api/profile/{profile_id}/room/{room_id}/commands/{command_id}/revert": Row("CommandHandle.revert", lambda rk: _room(rk).command(NOWHERE).revert()),
     "POST /api/profile/{profile_id}/room/{room_id}/commands/{command_id}/stdin": Row("Room.send_stdin", lambda rk: _room(rk).send_stdin(NOWHERE, "x")),
     "GET /api/profile/{profile_id}/room/{room_id}/file/{path}": Row("Room.read_file", lambda rk: _room(rk).read_file("a")),
     "PUT /api/profile/{profile_id}/room/{room_id}/file/{path}": Row("Room.write_file", lambda rk: _room(rk).write_file("a", "x")),
