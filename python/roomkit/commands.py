@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Union
 
 from ._transport import read_events
 from .errors import RoomkitError
-from .models import CommandResult, CommandStarted, CommandStatus, OutputChunk, StdinWritten
+from .models import CommandResult, CommandStarted, CommandStatus, OutputChunk, RevertResult, StdinWritten
 
 if TYPE_CHECKING:
     from .room import Room
@@ -76,6 +76,16 @@ class CommandHandle:
         answer = self.room._transport.json("POST", f"{COMMAND}/kill", params=params, body={"signal": signal}, idempotent=False)
         self.last = CommandStatus.from_dict(answer)
         return self.last
+
+    def revert(self, *, force: bool = False) -> RevertResult:
+        """Puts back every file the command created, modified or deleted as it was before
+        it (a command run with keep_undo), and answers with the files the revert changed.
+        ``force`` reverts even when later commands changed some of the same files
+        (RoomkitError ``revert_conflict`` otherwise, its ``details["files"]`` naming them).
+        Not retried: a command is reverted once, so a repeat would answer ``no_undo_point``."""
+        params = self.room._params(command_id=self.command_id)
+        body = {"force": True} if force else {}
+        return RevertResult.from_dict(self.room._transport.json("POST", f"{COMMAND}/revert", params=params, body=body, idempotent=False))
 
     def send_stdin(self, data: Union[str, bytes], *, close: bool = False) -> StdinWritten:
         """Writes input to the command's stdin (it was started with ``stdin_open``); ``close`` ends it after."""

@@ -63,7 +63,8 @@ class StateChange(Model):
     at: str
     #: Why it got to this state, in words.
     reason: Optional[str]
-    #: Why it is stopping, stopped or failed (`deleted`, `idle`, `lifetime`, ...).
+    #: Why it got here: on stopping, stopped, failed (`deleted`, `idle`, `lifetime`, `retention`, ...),
+    #: pausing and paused (`paused`, `idle`, `resume_failed`), resuming and ready (`resumed`, `auto_resumed`, `claimed`).
     reason_code: Optional[str]
     #: The API key whose request caused this step (a delete).
     key_id: Optional[str]
@@ -77,12 +78,23 @@ class Resources(Model):
 
 
 @dataclass
+class InstancePause(Model):
+    """What a paused instance's pause kept, and when it is removed."""
+    paused_at: str
+    #: Whether its memory and processes come back at resume; False: only its files were kept.
+    memory_kept: bool
+    #: When it is removed unless resumed first (the profile's paused_retention_s); None: never.
+    remove_after: Optional[str]
+
+
+@dataclass
 class Instance(Model):
     """An isolated machine in a room of a profile."""
     instance_id: str
     profile_id: str
     room_id: str
-    #: active, network_allocated, ftap_created, image_generated, vm_started, vm_booted, ready, stopping, stopped, failed
+    #: active, network_allocated, ftap_created, image_generated, vm_started, vm_booted, ready,
+    #: pausing, paused, resuming, stopping, stopped, failed
     state: str
     state_history: List[StateChange]
     failure_reason: Optional[str]
@@ -90,6 +102,8 @@ class Instance(Model):
     progress: Optional[str]
     runtime: str
     resources: Resources
+    #: While it is paused (or resuming); None otherwise.
+    pause: Optional[InstancePause]
     claimed_at: Optional[str]
     created_at: str
     updated_at: str
@@ -132,12 +146,18 @@ class Profile(Model):
     env: Dict[str, str]
     command_timeout_s: int
     idle_timeout_s: int
+    #: What an idle instance becomes: `pause` (files kept, resumed by the next request) or `stop`.
+    idle_action: str
+    #: How long a paused instance is kept before it is removed, seconds from its pause.
+    paused_retention_s: int
     max_lifetime_s: int
     network: ProfileNetwork
     settings: Dict[str, Any]
     #: What the unauthenticated raw endpoint serves: `all`, `changed` or `off`.
     raw_files: str
     warm_pool: int
+    #: Keep an undo point before each command, for ``CommandHandle.revert``.
+    keep_undo: bool
     warm_pool_instances: WarmPoolInstances
     created_at: str
     updated_at: str
@@ -305,6 +325,22 @@ class OutputChunk(Model):
     offset: int
     #: `stdout`, `stderr`, or `output` when the instance cannot tell them apart.
     stream: Optional[str]
+
+
+@dataclass
+class RevertResult(Model):
+    """What a revert of one command put back."""
+    #: The command whose changes were put back.
+    command_id: str
+    instance_id: str
+    #: The files the revert created, modified or deleted, as a command's files_changed.
+    files_changed: List[FileChange]
+    files_changed_total: int
+    files_changed_truncated: bool
+    files_changed_method: Optional[str]
+    #: Whether it was forced over later commands that changed the same files.
+    forced: bool
+    duration_ms: int
 
 
 @dataclass

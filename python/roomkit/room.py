@@ -92,6 +92,18 @@ class Room:
         """Stops and removes the instance; answers with its final state. Not retried."""
         return Instance.from_dict(self._transport.json("DELETE", ROOM, params=self._params()))
 
+    def pause(self) -> Instance:
+        """Pauses the instance and answers once it is paused: its machine stops and its
+        files stay (``pause.memory_kept`` says whether its processes were kept too). Any
+        later request, or ``resume()``, brings it back. Pausing a paused instance answers
+        it as it is, so this is retried like a read."""
+        return Instance.from_dict(self._transport.json("POST", f"{ROOM}/pause", params=self._params(), idempotent=True))
+
+    def resume(self) -> Instance:
+        """Resumes a paused instance and answers once it is ready; a ready one is answered
+        as it is, so this is retried like a read."""
+        return Instance.from_dict(self._transport.json("POST", f"{ROOM}/resume", params=self._params(), idempotent=True))
+
     # Commands
 
     def exec(
@@ -102,11 +114,14 @@ class Room:
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[str, bytes, None] = None,
+        keep_undo: Optional[bool] = None,
     ) -> CommandResult:
         """Runs a shell command and answers when it ends. A failing command is a result
         with a non-zero exit_code, not an exception. ``stdin`` (text or bytes) is its
-        input. Never retried: a command may not be safe to run twice."""
-        body = _command_body(command, timeout_s, cwd, env, stdin)
+        input. ``keep_undo`` keeps (True) or skips (False) its undo point for
+        ``room.command(id).revert()`` (default: the profile's ``keep_undo``). Never retried: a
+        command may not be safe to run twice."""
+        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
         return CommandResult.from_dict(self._transport.json("POST", f"{ROOM}/command", params=self._params(), body=body, idempotent=False))
 
     def exec_stream(
@@ -117,6 +132,7 @@ class Room:
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[str, bytes, None] = None,
+        keep_undo: Optional[bool] = None,
         kill_on_disconnect: Optional[bool] = None,
     ) -> CommandStream:
         """Runs a shell command and gives its output as it is printed: iterate over the
@@ -125,7 +141,7 @@ class Room:
         it). If the connection breaks first, RoomkitError ``stream_interrupted`` carries
         the command's id: it runs on (unless ``kill_on_disconnect``), and
         ``room.command(id)`` follows it."""
-        body = _command_body(command, timeout_s, cwd, env, stdin)
+        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
         body["stream"] = True
         if kill_on_disconnect is not None:
             body["kill_on_disconnect"] = kill_on_disconnect
@@ -143,13 +159,14 @@ class Room:
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[str, bytes, None] = None,
+        keep_undo: Optional[bool] = None,
         stdin_open: bool = False,
     ) -> CommandHandle:
         """Starts a command in the background and answers at once with a handle to follow
         it. No time limit applies unless ``timeout_s`` is given. ``stdin_open`` keeps its
         stdin open (after ``stdin``) for ``send_stdin``; it needs roomkit's agent in the
         instance (RoomkitError ``feature_unavailable`` without it)."""
-        body = _command_body(command, timeout_s, cwd, env, stdin)
+        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
         body["background"] = True
         if stdin_open:
             body["stdin_open"] = True
@@ -225,6 +242,7 @@ def _command_body(
     cwd: Optional[str],
     env: Optional[Mapping[str, str]],
     stdin: Union[str, bytes, None],
+    keep_undo: Optional[bool],
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {"command": command}
     if timeout_s is not None:
@@ -234,6 +252,8 @@ def _command_body(
     if env is not None:
         body["env"] = dict(env)
     body.update(stdin_fields(stdin))
+    if keep_undo is not None:
+        body["keep_undo"] = keep_undo
     return body
 
 

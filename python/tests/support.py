@@ -29,17 +29,19 @@ def client(**options: object) -> Roomkit:
 
 
 def shared() -> Tuple[Roomkit, Room, Instance]:
-    """The client, the room and the ready instance the tests share (profile "py-sdk", room "main")."""
+    """The client, the room and the ready instance the tests share (profile "py-sdk", with
+    keep_undo so that commands can be reverted; room "main")."""
     global _shared
     with _lock:
         if _shared is None:
             rk = client()
             try:
-                rk.profiles.get(PROFILE)
+                if not rk.profiles.get(PROFILE).keep_undo:
+                    rk.profiles.update(PROFILE, keep_undo=True)  # made by an older suite
             except RoomkitError as err:
                 if err.code != "profile_not_found":
                     raise
-                rk.profiles.create(PROFILE, memory_mb=512, disk_mb=1024, network={"egress": "none"}, command_timeout_s=60)
+                rk.profiles.create(PROFILE, memory_mb=512, disk_mb=1024, network={"egress": "none"}, command_timeout_s=60, keep_undo=True)
             room = rk.room(PROFILE, ROOM)
             instance = room.create()
             atexit.register(_delete, room)

@@ -33,8 +33,10 @@ class Profiles(unittest.TestCase):
         self.assertEqual(rk.profiles.get(name).profile_id, made.profile_id)
         self.assertEqual(rk.profiles.get(made.profile_id.upper()).name, name)
         self.assertIn(made.profile_id, [p.profile_id for p in rk.profiles.list()])
-        changed = rk.profiles.update(name, vcpus=2, idle_timeout_s=60)
+        self.assertEqual((made.idle_action, made.keep_undo), ("pause", False))
+        changed = rk.profiles.update(name, vcpus=2, idle_timeout_s=60, idle_action="stop", paused_retention_s=3600, keep_undo=True)
         self.assertEqual((changed.vcpus, changed.idle_timeout_s, changed.memory_mb), (2, 60, 256))
+        self.assertEqual((changed.idle_action, changed.paused_retention_s, changed.keep_undo), ("stop", 3600, True))
         self.assertIsNone(rk.profiles.delete(name))
         with self.assertRaises(RoomkitError) as caught:
             rk.profiles.get(made.profile_id)

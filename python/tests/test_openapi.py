@@ -30,6 +30,7 @@ TITLED = {
     "FileWritten": roomkit.FileWritten,
     "Instance": roomkit.Instance,
     "Profile": roomkit.Profile,
+    "RevertResult": roomkit.RevertResult,
     "StdinWritten": roomkit.StdinWritten,
     "ToolCallResult": roomkit.ToolCallResult,
     "ToolEndpoint": roomkit.ToolEndpoint,

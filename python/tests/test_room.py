@@ -1,12 +1,12 @@
 """A room's instance against a real server with a real gVisor instance (the shared one):
-create, commands (plain, streamed, background, stdin, kill, history), files in and out,
-and the room's tools."""
+create, pause and resume, commands (plain, streamed, background, stdin, kill, revert,
+history), files in and out, and the room's tools."""
 import hashlib
 import json
 import time
 import unittest
 
-from roomkit import CommandHandle, CommandResult, OutputChunk, RoomkitError, ToolCallResult
+from roomkit import CommandHandle, CommandResult, Instance, OutputChunk, RevertResult, RoomkitError, ToolCallResult
 
 from .support import PROFILE, UUID, shared
 
@@ -31,6 +31,26 @@ class Create(unittest.TestCase):
                 call()
             self.assertEqual((caught.exception.code, caught.exception.status), ("instance_not_found", 404))
             self.assertRegex(caught.exception.request_id or "", UUID)
+
+
+class PauseResume(unittest.TestCase):
+    def test_pause_keeps_the_files_and_resume_brings_the_machine_back(self) -> None:
+        _rk, room, instance = shared()
+        room.write_file("kept.txt", "still here\n")
+        paused = room.pause()
+        self.assertIsInstance(paused, Instance)
+        self.assertEqual((paused.instance_id, paused.state), (instance.instance_id, "paused"))
+        assert paused.pause is not None
+        self.assertIsInstance(paused.pause.memory_kept, bool)
+        self.assertEqual([(s.state, s.reason_code) for s in paused.state_history[-2:]], [("pausing", "paused"), ("paused", "paused")])
+        # A pause of a paused instance answers it as it is.
+        self.assertEqual(room.pause().pause.paused_at, paused.pause.paused_at)  # type: ignore[union-attr]
+        self.assertEqual(room.get().state, "paused")
+        resumed = room.resume()
+        self.assertEqual((resumed.instance_id, resumed.state, resumed.pause), (instance.instance_id, "ready", None))
+        self.assertEqual(resumed.state_history[-1].reason_code, "resumed")
+        self.assertEqual(room.resume().state, "ready")
+        self.assertEqual(room.exec("cat kept.txt").output, "still here\n")
 
 
 class Exec(unittest.TestCase):
@@ -75,6 +95,45 @@ class Exec(unittest.TestCase):
         self.assertIsNotNone(page.next_cursor)
         following = room.commands(limit=2, cursor=page.next_cursor)
         self.assertFalse({c.command_id for c in following.commands} & {c.command_id for c in page.commands})
+
+
+class Revert(unittest.TestCase):
+    def test_puts_back_what_one_command_created_modified_and_deleted(self) -> None:
+        _rk, room, instance = shared()
+        room.write_file("undo/edit.txt", "before\n")
+        room.write_file("undo/gone.txt", "keep me\n")
+        ran = room.exec("cd undo && echo after > edit.txt && echo new > made.txt && rm gone.txt")
+        reverted = room.command(ran.command_id).revert()
+        self.assertIsInstance(reverted, RevertResult)
+        self.assertEqual((reverted.command_id, reverted.instance_id, reverted.forced), (ran.command_id, instance.instance_id, False))
+        changes = [(c.path, c.status) for c in reverted.files_changed]
+        self.assertEqual(changes, [("/home/user/undo/edit.txt", "modified"), ("/home/user/undo/gone.txt", "created"), ("/home/user/undo/made.txt", "deleted")])
+        self.assertEqual(reverted.files_changed_total, 3)
+        self.assertEqual(room.exec("cd undo && cat edit.txt gone.txt; ls").output, "before\nkeep me\nedit.txt\ngone.txt\n")
+        with self.assertRaises(RoomkitError) as again:
+            room.command(ran.command_id).revert()
+        self.assertEqual((again.exception.code, again.exception.status), ("no_undo_point", 409))
+
+    def test_a_conflict_names_the_files_until_forced_and_keep_undo_false_keeps_no_point(self) -> None:
+        _rk, room, _instance = shared()
+        first = room.exec("echo one > clash.txt")
+        room.exec("echo two > clash.txt")
+        with self.assertRaises(RoomkitError) as conflict:
+            room.command(first.command_id).revert()
+        self.assertEqual((conflict.exception.code, conflict.exception.status), ("revert_conflict", 409))
+        self.assertEqual((conflict.exception.details or {}).get("files"), ["/home/user/clash.txt"])
+        forced = room.command(first.command_id).revert(force=True)
+        self.assertTrue(forced.forced)
+        self.assertEqual([(c.path, c.status) for c in forced.files_changed], [("/home/user/clash.txt", "deleted")])
+        with room.exec_stream("echo three > clash.txt", keep_undo=False) as stream:
+            result = stream.wait()
+        background = room.exec_background("echo four > clash.txt", keep_undo=False)
+        background.wait(poll_interval_s=0.1, timeout_s=30)
+        plain = room.exec("echo five > clash.txt", keep_undo=False)
+        for command_id in (result.command_id, background.command_id, plain.command_id):
+            with self.assertRaises(RoomkitError) as none:
+                room.command(command_id).revert()
+            self.assertEqual(none.exception.code, "no_undo_point")
 
 
 class Streams(unittest.TestCase):
@@ -215,7 +274,7 @@ class Files(unittest.TestCase):
 
 
 class Tools(unittest.TestCase):
-    NAMES = ["run_command", "command_output", "kill_command", "read_file", "write_file", "list_files", "delete_file"]
+    NAMES = ["run_command", "command_output", "kill_command", "revert_command", "read_file", "write_file", "list_files", "delete_file"]
 
     def test_gives_the_schema_in_each_format(self) -> None:
         _rk, room, instance = shared()
@@ -228,7 +287,7 @@ class Tools(unittest.TestCase):
         self.assertEqual([(t["type"], t["function"]["name"]) for t in openai.tools], [("function", n) for n in self.NAMES])
         self.assertIn("parameters", openai.tools[0]["function"])
         anthropic = room.tools.schema("anthropic")
-        self.assertEqual([sorted(t) for t in anthropic.tools], [["description", "input_schema", "name"]] * 7)
+        self.assertEqual([sorted(t) for t in anthropic.tools], [["description", "input_schema", "name"]] * len(self.NAMES))
         mcp = room.tools.schema("mcp")
         self.assertIn("inputSchema", mcp.tools[0])
         with self.assertRaises(RoomkitError) as caught:
