@@ -9,8 +9,10 @@ import assert from 'node:assert/strict';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { Roomkit } from '@roomkit/sdk';
 import WebSocketClient from 'ws';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { run as runCli } from '../support/cli.ts';
 
 const DOMAIN = 'preview.test';
 const ROOM = 'web';
@@ -233,6 +235,31 @@ describe('a web server in an instance', () => {
     const signed = new URL((await signUrl(WS_PORT)).host_url);
     const viaHost = await echo(`${base.replace(/^http/, 'ws')}/live${signed.search}`, { host: signed.host }, ['three']);
     assert.deepEqual(viaHost, ['hello /live', 'three']);
+  });
+});
+
+describe('the clients', () => {
+  it('the SDK: room.ports.fetch with the key, room.ports.url and getHost', async () => {
+    const room = new Roomkit({ baseUrl: base, apiKey: org.apiKey }).room('web', ROOM);
+    const res = await room.ports.fetch(HTTP_PORT, '/index.html');
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), '<h1>served from the instance</h1>\n');
+    const missing = await room.ports.fetch(HTTP_PORT, '/nothing-here');
+    assert.equal(missing.status, 404, 'the program\'s own answer comes back as it is');
+    const signed = await room.ports.url(HTTP_PORT, { expiresInS: 120 });
+    assert.ok(Date.parse(signed.expires_at) - Date.now() <= 120_000);
+    assert.equal((await fetch(signed.path_url)).status, 200);
+    assert.equal(await room.ports.getHost(HTTP_PORT), `${HTTP_PORT}-${instanceId}.${DOMAIN}`);
+  });
+
+  it('the CLI: roomkit url ROOM PORT prints the signed URL', async () => {
+    const env = { ROOMKIT_URL: base, ROOMKIT_API_KEY: org.apiKey };
+    const out = await runCli(['url', '--profile', 'web', ROOM, String(HTTP_PORT)], { env });
+    assert.equal(out.code, 0, out.stderr);
+    assert.match(out.stdout.trim(), new RegExp(`^http://${HTTP_PORT}-${instanceId}\\.${DOMAIN.replace('.', '\\.')}/\\?roomkit_token=v1\\.`));
+    const bad = await runCli(['url', '--profile', 'web', ROOM, String(AGENT_PORT)], { env });
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /invalid_port/);
   });
 });
 
