@@ -26,6 +26,8 @@ from .models import (
     Instance,
     InstancePage,
     OutputChunk,
+    PortResponse,
+    PortUrl,
     Profile,
     ProfileNetwork,
     Quota,
@@ -38,7 +40,7 @@ from .models import (
     Usage,
     WarmPoolInstances,
 )
-from .room import Room
+from .room import Ports, Room
 from .tools import Tools
 from .version import __version__
 
@@ -79,6 +81,9 @@ __all__ = [
     "RoomkitError",
     "StateChange",
     "StdinWritten",
+    "PortResponse",
+    "PortUrl",
+    "Ports",
     "ToolCallResult",
     "ToolEndpoint",
     "ToolSet",
