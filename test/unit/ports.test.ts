@@ -225,6 +225,23 @@ describe('the path form, with the API key', () => {
   });
 });
 
+describe('the audit trail', () => {
+  it('records state-changing requests and WebSockets with the key, and signed URLs made; not GETs', async () => {
+    const since = new Date().toISOString();
+    await (await fetch(`${base}${portPath(upstreamPort, '/audited')}`, { method: 'DELETE', headers: org.headers })).text();
+    await (await fetch(`${base}${portPath(upstreamPort, '/not-audited')}`, { headers: org.headers })).text();
+    await wsMessages(`${base.replace(/^http/, 'ws')}${portPath(wsPort(), '/')}`, org.headers, [], 1);
+    await signed(upstreamPort);
+    await new Promise((r) => setTimeout(r, 200));
+    await t.services.audit.flush();
+    const res = await t.app.inject({ method: 'GET', url: `/api/audit?since=${encodeURIComponent(since)}`, headers: org.headers });
+    const events = (res.json() as { events: { action: string; method: string; status: number; instance_id: string | null }[] }).events;
+    const seenActions = events.map((e) => `${e.action} ${e.method} ${e.status}`).sort();
+    assert.deepEqual(seenActions, ['port.request DELETE 201', 'port.url POST 201', 'port.websocket GET 101']);
+    assert.ok(events.every((e) => e.instance_id === instanceId));
+  });
+});
+
 describe('signed URLs', () => {
   it('path form: works without a key until it expires; altered, expired or for a revoked key refused', async () => {
     const made = await signed(upstreamPort, { expires_in_s: 60 });
@@ -258,6 +275,21 @@ describe('signed URLs', () => {
     const expired = await fetch(`${base}/p/${past.token}/`);
     assert.equal(expired.status, 401);
     assert.equal(((await expired.json()) as { error: string }).error, 'preview_url_expired');
+
+    // A URL signed by a key that is revoked afterwards stops working (positive control first).
+    const spare = await t.app.inject({ method: 'POST', url: '/api/keys', headers: org.headers, payload: { name: 'spare' } });
+    const spareKey = spare.json() as { key_id: string; api_key: string };
+    const bySpare = await fetch(`${base}${portPath(upstreamPort, '/url')}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${spareKey.api_key}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    const spareUrl = ((await bySpare.json()) as { path_url: string }).path_url;
+    assert.equal((await fetch(spareUrl)).status, 201);
+    assert.equal((await t.app.inject({ method: 'DELETE', url: `/api/keys/${spareKey.key_id}`, headers: org.headers })).statusCode, 204);
+    const revoked = await fetch(spareUrl);
+    assert.equal(revoked.status, 401);
+    assert.equal(((await revoked.json()) as { error: string }).error, 'invalid_preview_token');
 
     const tooLong = await fetch(`${base}${portPath(upstreamPort, '/url')}`, {
       method: 'POST',
