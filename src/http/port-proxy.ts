@@ -38,6 +38,12 @@ export interface ProxyOptions {
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 const FORWARDED = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-prefix', 'forwarded'];
 const ROOMKIT_KEY = /^\s*bearer\s+rk_(?:live|test)_/i;
+/**
+ * How long a connection to the port may take to be accepted. An attempt that gets no
+ * answer at all (a full accept queue, an instance whose network stopped answering) would
+ * otherwise hold the request through every SYN retry until the whole timeout.
+ */
+const CONNECT_TIMEOUT_MS = 5_000;
 /** Sandboxed, but a page may still run its scripts, submit forms and open windows. */
 const SANDBOX_CSP = 'sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads';
 
@@ -68,12 +74,16 @@ export async function proxyHttp(request: FastifyRequest, reply: FastifyReply, op
 
   const answer = new Promise<IncomingMessage>((resolve, reject) => {
     const timer = setTimeout(() => reject(timedOut(target, options.timeoutMs)), options.timeoutMs);
+    const connectTimer = setTimeout(() => reject(notAccepted(target)), Math.min(CONNECT_TIMEOUT_MS, options.timeoutMs));
+    upstream.once('socket', (socket) => socket.once('connect', () => clearTimeout(connectTimer)));
     upstream.once('response', (res) => {
       clearTimeout(timer);
+      clearTimeout(connectTimer);
       resolve(res);
     });
     upstream.once('error', (err) => {
       clearTimeout(timer);
+      clearTimeout(connectTimer);
       reject(connectFailure(err, target));
     });
   });
@@ -203,8 +213,8 @@ function openSocket(target: PortTarget, timeoutMs: number): Promise<Socket> {
     const socket = connect({ host: target.host, port: target.port });
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(timedOut(target, timeoutMs));
-    }, timeoutMs);
+      reject(notAccepted(target));
+    }, Math.min(CONNECT_TIMEOUT_MS, timeoutMs));
     socket.once('connect', () => {
       clearTimeout(timer);
       socket.removeAllListeners('error');
@@ -224,6 +234,15 @@ function timedOut(target: PortTarget, timeoutMs: number): AppError {
     'port_timeout',
     `the program on port ${target.port} of the instance did not answer within ${timeoutMs / 1000} s (ROOMKIT_PORT_PROXY_TIMEOUT_S)`,
     { port: target.port, timeout_s: timeoutMs / 1000 },
+  );
+}
+
+function notAccepted(target: PortTarget): AppError {
+  return new AppError(
+    'port_not_listening',
+    `port ${target.port} of the instance did not accept a connection within ${CONNECT_TIMEOUT_MS / 1000} s: is a server listening there, on all addresses (0.0.0.0:${target.port}), ` +
+      'and taking connections (its accept queue full)?',
+    { port: target.port },
   );
 }
 

@@ -29,7 +29,7 @@ let instanceId: string;
 
 const portPath = (port: number, rest = '/', room = ROOM, profile = profileId) => `/api/profile/${profile}/room/${room}/ports/${port}${rest}`;
 
-/** A WebSocket echo server in Python's standard library: greets with the path, then echoes each message. */
+/** A WebSocket echo server in Python's standard library: greets with the path, then echoes each message; 426 to plain HTTP. */
 const ECHO_SERVER = String.raw`
 import base64, hashlib, socket, struct, sys, threading
 GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
@@ -42,7 +42,12 @@ def serve(c):
         data += chunk
     head, rest = data.split(b'\r\n\r\n', 1)
     lines = head.decode().split('\r\n')
-    key = [l.split(':', 1)[1].strip() for l in lines if l.lower().startswith('sec-websocket-key:')][0]
+    keys = [l.split(':', 1)[1].strip() for l in lines if l.lower().startswith('sec-websocket-key:')]
+    if not keys:
+        c.sendall(b'HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
+        c.close()
+        return
+    key = keys[0]
     accept = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
     c.sendall(('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n' % accept).encode())
     buf = [rest]
@@ -168,9 +173,9 @@ before(async () => {
   assert.equal(wrote.status, 201, wrote.body);
   const echoFile = await api('PUT', `/api/profile/${profileId}/room/${ROOM}/file/echo.py`, { content: ECHO_SERVER });
   assert.equal(echoFile.status, 201, echoFile.body);
-  await run(`cd site && exec python3 -m http.server ${HTTP_PORT}`, ROOM, true);
-  await run(`exec python3 echo.py ${WS_PORT}`, ROOM, true);
-  await run(`exec python3 -m http.server ${LOOPBACK_PORT} --bind 127.0.0.1`, ROOM, true);
+  await run(`cd site && python3 -m http.server ${HTTP_PORT}`, ROOM, true);
+  await run(`python3 echo.py ${WS_PORT}`, ROOM, true);
+  await run(`python3 -m http.server ${LOOPBACK_PORT} --bind 127.0.0.1`, ROOM, true);
   await waitListening(HTTP_PORT);
   await waitListening(WS_PORT);
 });
