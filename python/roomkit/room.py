@@ -253,7 +253,7 @@ class Ports:
         transport = self._room._transport
         base = transport.url(f"{ROOM}/ports/{{port}}", self._room._params(port=str(port)))
         url = base + (path if path.startswith("/") else "/" + path)
-        status, answer_headers, data = transport.pass_through(method.upper(), url, f"{ROOM}/ports/{{port}}/{{*}}", body, headers)
+        status, answer_headers, data = transport.pass_through(method.upper(), url, f"{ROOM}/ports/{{port}}/{{path}}", body, headers)
         return PortResponse(status=status, headers=answer_headers, body=data)
 
 

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { Roomkit } from '@roomkit/sdk';
+import { Roomkit } from '../../sdk/src/index.ts';
 import WebSocketClient from 'ws';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { run as runCli } from '../support/cli.ts';

@@ -1444,6 +1444,8 @@ export interface Paths {
       query: Record<string, never>;
       body: undefined;
       responses: {
+        101: unknown;
+        200: undefined;
         400: ErrorBody;
         401: ErrorBody;
         404: ErrorBody;
@@ -1468,6 +1470,7 @@ export interface Paths {
       query: Record<string, never>;
       body: undefined;
       responses: {
+        200: undefined;
         400: ErrorBody;
         401: ErrorBody;
         404: ErrorBody;
@@ -1492,6 +1495,7 @@ export interface Paths {
       query: Record<string, never>;
       body: undefined;
       responses: {
+        200: undefined;
         400: ErrorBody;
         401: ErrorBody;
         404: ErrorBody;
@@ -1516,6 +1520,7 @@ export interface Paths {
       query: Record<string, never>;
       body: undefined;
       responses: {
+        200: undefined;
         400: ErrorBody;
         401: ErrorBody;
         404: ErrorBody;
@@ -1540,6 +1545,7 @@ export interface Paths {
       query: Record<string, never>;
       body: undefined;
       responses: {
+        200: undefined;
         400: ErrorBody;
         401: ErrorBody;
         404: ErrorBody;
@@ -1564,6 +1570,7 @@ export interface Paths {
       query: Record<string, never>;
       body: undefined;
       responses: {
+        200: undefined;
         400: ErrorBody;
         401: ErrorBody;
         404: ErrorBody;
@@ -1586,6 +1593,8 @@ export interface Paths {
       query: Record<string, never>;
       body: undefined;
       responses: {
+        101: unknown;
+        200: undefined;
         400: ErrorBody;
         401: ErrorBody;
         404: ErrorBody;

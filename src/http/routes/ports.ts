@@ -15,6 +15,7 @@ import type { PortTarget } from '../../core/ports.ts';
 import { AppError } from '../../errors.ts';
 import type { Services } from '../../services.ts';
 import { auditInstance, auditUpgraded } from '../audit.ts';
+import type { DocumentedResponse } from '../openapi.ts';
 import { callerOf } from '../auth.ts';
 import { isUpgrade, type ProxyOptions, proxyHttp, proxyUpgrade } from '../port-proxy.ts';
 import { errorResponses, RoomParams } from '../schemas.ts';
@@ -154,6 +155,15 @@ export function portRoutes(app: App, { ports, config, audit }: Services): void {
   };
 
   const proxyErrors = errorResponses(400, 401, 404, 409, 429, 502, 504);
+  const anyBody = { '*/*': { schema: { description: 'Whatever the program sends' } } };
+  /** What the document says of a proxied answer, which validation cannot describe. */
+  const proxiedAnswers = (upgrade: boolean): { documentedResponses: Record<number, DocumentedResponse> } => {
+    const answers: Record<number, DocumentedResponse> = {
+      200: { description: 'The program\'s answer, status, headers and body as it sent them (any status)', content: anyBody },
+    };
+    if (upgrade) answers[101] = { description: 'Switching Protocols: the program accepted the WebSocket; bytes flow both ways as they come' };
+    return { documentedResponses: answers };
+  };
   const described =
     'Any method: the request goes to the port inside the room\'s instance, body and answer streamed both ways, and a WebSocket ' +
     '(`Upgrade: websocket`) is carried as it is. Hop-by-hop headers are dropped, X-Forwarded-For, -Proto, -Host and -Prefix are set; ' +
@@ -172,6 +182,7 @@ export function portRoutes(app: App, { ports, config, audit }: Services): void {
       scope.route({
         method,
         url: `${PORT_PATH}/*`,
+        config: proxiedAnswers(method === 'GET'),
         schema: {
           operationId: `proxyPort${method.charAt(0)}${method.slice(1).toLowerCase()}`,
           summary: method === 'GET' ? 'Reach a port of the instance (HEAD, and WebSocket upgrades, too)' : `Reach a port of the instance (${method})`,
@@ -189,6 +200,7 @@ export function portRoutes(app: App, { ports, config, audit }: Services): void {
       method: 'GET',
       url: `${SIGNED_PATH_ROUTE}/:token/*`,
       exposeHeadRoute: false,
+      config: proxiedAnswers(true),
       schema: {
         operationId: 'proxySignedPort',
         summary: 'Reach a port through a signed URL (no API key)',
