@@ -154,6 +154,27 @@ export interface Config {
    * turns warm pools off (profiles keep their `warm_pool`, nothing is pooled).
    */
   readonly warmPoolMaxInstances: number;
+  /**
+   * The wildcard domain of preview host names, `{port}-{instance_id}.{domain}` (a host
+   * name, with `:port` when browsers reach the service on a port of its own); requests
+   * with such a Host go to that port of that instance. Unset: no host-name form.
+   */
+  readonly previewDomain: string | undefined;
+  /** Longest life a signed preview URL may be given. */
+  readonly previewUrlMaxExpiryS: number;
+  /** Ports no one may reach through the port proxy, besides the runtime's own (e.g. its agent's). */
+  readonly reservedPorts: readonly number[];
+  /**
+   * Proxied requests and WebSockets open into one instance at once. Each holds a
+   * connection of the host into the instance and memory of the service.
+   */
+  readonly maxPortConnectionsPerInstance: number;
+  /** How long a proxied request waits for the instance's program to connect and send its answer's headers. */
+  readonly portProxyTimeoutS: number;
+  /** A proxied request or WebSocket with no bytes either way for this long is closed. */
+  readonly portProxyIdleTimeoutS: number;
+  /** Requests through signed preview URLs (no API key) per client address per window; 0: off. */
+  readonly rateLimitPreviewClientRequests: number;
 }
 
 export class ConfigError extends Error {
@@ -216,6 +237,13 @@ const ENV_NAMES: Record<keyof Config, string> = {
   metricsToken: 'ROOMKIT_METRICS_TOKEN',
   auditRetentionDays: 'ROOMKIT_AUDIT_RETENTION_DAYS',
   warmPoolMaxInstances: 'ROOMKIT_WARM_POOL_MAX_INSTANCES',
+  previewDomain: 'ROOMKIT_PREVIEW_DOMAIN',
+  previewUrlMaxExpiryS: 'ROOMKIT_PREVIEW_URL_MAX_EXPIRY_S',
+  reservedPorts: 'ROOMKIT_RESERVED_PORTS',
+  maxPortConnectionsPerInstance: 'ROOMKIT_MAX_PORT_CONNECTIONS_PER_INSTANCE',
+  portProxyTimeoutS: 'ROOMKIT_PORT_PROXY_TIMEOUT_S',
+  portProxyIdleTimeoutS: 'ROOMKIT_PORT_PROXY_IDLE_TIMEOUT_S',
+  rateLimitPreviewClientRequests: 'ROOMKIT_RATE_LIMIT_PREVIEW_CLIENT_REQUESTS',
 };
 
 /**
@@ -332,6 +360,32 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     return value;
   };
 
+  const domain = (key: keyof Config): string | undefined => {
+    const value = raw(key)?.toLowerCase();
+    if (value === undefined) return undefined;
+    const match = /^((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?::(\d{1,5}))?$/.exec(value);
+    if (!match || (match[2] !== undefined && (Number(match[2]) < 1 || Number(match[2]) > 65535))) {
+      throw new ConfigError(`${where(key)} must be a domain name, with :port when it has one (e.g. preview.example.com), without a scheme or a leading "*.", got "${value}"`);
+    }
+    return value;
+  };
+
+  const ports = (key: keyof Config): number[] => {
+    const value = raw(key);
+    if (value === undefined) return [];
+    const found = new Set<number>();
+    for (const entry of value.split(',')) {
+      const match = /^\s*(\d{1,5})(?:-(\d{1,5}))?\s*$/.exec(entry);
+      const from = Number(match?.[1]);
+      const to = match?.[2] === undefined ? from : Number(match[2]);
+      if (!match || from < 1 || to > 65535 || to < from || to - from > 65535) {
+        throw new ConfigError(`${where(key)} must be ports or ranges separated by commas (e.g. 22,6000-6010), got "${entry.trim()}"`);
+      }
+      for (let p = from; p <= to; p++) found.add(p);
+    }
+    return [...found].sort((a, b) => a - b);
+  };
+
   const config: Config = {
     host: raw('host') ?? '127.0.0.1',
     port: int('port', 8080, 0, 65535),
@@ -382,6 +436,13 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     metricsToken: secret('metricsToken'),
     auditRetentionDays: int('auditRetentionDays', 90, 0, 36_500),
     warmPoolMaxInstances: int('warmPoolMaxInstances', DEFAULT_WARM_POOL_MAX_INSTANCES, 0, 10_000),
+    previewDomain: domain('previewDomain'),
+    previewUrlMaxExpiryS: int('previewUrlMaxExpiryS', 24 * 3600, 60, 30 * 24 * 3600),
+    reservedPorts: Object.freeze(ports('reservedPorts')),
+    maxPortConnectionsPerInstance: int('maxPortConnectionsPerInstance', 64, 1, 100_000),
+    portProxyTimeoutS: int('portProxyTimeoutS', 60, 1, 3600),
+    portProxyIdleTimeoutS: int('portProxyIdleTimeoutS', 300, 1, 7 * 24 * 3600),
+    rateLimitPreviewClientRequests: int('rateLimitPreviewClientRequests', 1200, 0, 1_000_000),
   };
   return Object.freeze(config);
 }

@@ -14,11 +14,14 @@ export const ERROR_STATUS = {
   unknown_tool: 400,
   invalid_arguments: 400,
   undo_unavailable: 400,
+  invalid_port: 400,
   // 401
   missing_api_key: 401,
   invalid_api_key: 401,
   invalid_operator_token: 401,
   invalid_terminal_ticket: 401,
+  invalid_preview_token: 401,
+  preview_url_expired: 401,
   // 403
   permission_denied: 403,
   raw_file_not_served: 403,
@@ -62,12 +65,18 @@ export const ERROR_STATUS = {
   too_many_terminals: 429,
   commands_rate_exceeded: 429,
   rate_limited: 429,
+  too_many_port_connections: 429,
   // 500
   instance_start_failed: 500,
   instance_pause_failed: 500,
   instance_resume_failed: 500,
   internal_error: 500,
   command_failed: 500,
+  // 502
+  port_not_listening: 502,
+  port_connection_failed: 502,
+  // 504
+  port_timeout: 504,
   // 503
   runtime_unavailable: 503,
   not_ready: 503,

@@ -11,6 +11,8 @@ import { Instances } from './core/instances.ts';
 import { liveInstanceFigures } from './core/instance-figures.ts';
 import { Metrics } from './metrics.ts';
 import { Organizations } from './core/orgs.ts';
+import { Ports } from './core/ports.ts';
+import { PreviewTokens } from './core/preview-tokens.ts';
 import { Profiles } from './core/profiles.ts';
 import { ServedFiles } from './core/served-files.ts';
 import { Quotas } from './core/quotas.ts';
@@ -39,6 +41,8 @@ export interface Services {
   terminals: Terminals;
   /** Single-use tickets that open a terminal without the Authorization header (browsers). */
   terminalTickets: TerminalTickets;
+  /** Ports of instances reached from outside (…/ports/{port}/…, signed preview URLs). */
+  ports: Ports;
   /** The agent tool layer: GET .../tools, POST .../tools/call, /mcp. */
   tools: RoomTools;
   runtime: RuntimeSelection;
@@ -77,6 +81,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const files = new Files({ instances, profiles, servedFiles, config });
     const terminals = new Terminals({ instances, config, log });
     const terminalTickets = new TerminalTickets();
+    const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir), config });
     const tools = new RoomTools({ profiles, instances, commands, reverts, files, config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
     // The store is the record; make what exists on the host agree with it.
@@ -102,6 +107,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       files,
       terminals,
       terminalTickets,
+      ports,
       tools,
       runtime,
       metrics,

@@ -27,6 +27,8 @@ from .models import (
     InstancePage,
     InstancePause,
     OutputChunk,
+    PortResponse,
+    PortUrl,
     Profile,
     ProfileNetwork,
     Quota,
@@ -40,7 +42,7 @@ from .models import (
     Usage,
     WarmPoolInstances,
 )
-from .room import Room
+from .room import Ports, Room
 from .tools import Tools
 from .version import __version__
 
@@ -83,6 +85,9 @@ __all__ = [
     "RoomkitError",
     "StateChange",
     "StdinWritten",
+    "PortResponse",
+    "PortUrl",
+    "Ports",
     "ToolCallResult",
     "ToolEndpoint",
     "ToolSet",

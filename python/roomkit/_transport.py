@@ -136,6 +136,34 @@ class Transport:
                     continue
                 raise error from err
 
+    def pass_through(
+        self,
+        method: str,
+        url: str,
+        route: str,
+        data: Optional[bytes] = None,
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> Tuple[int, Dict[str, str], bytes]:
+        """Sends a request whose answer the SDK does not interpret (a program in an
+        instance answers it): the key for /api/ URLs, no retries, any status returned."""
+        for observe in self.observers:
+            observe(method, route)
+        all_headers = {"User-Agent": self.user_agent, **(headers or {})}
+        if self.api_key is not None and urllib.parse.urlsplit(url).path.startswith("/api/"):
+            all_headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(url, data=data, headers=all_headers, method=method)
+        try:
+            response = self._opener.open(request, timeout=self.timeout_s) if self.timeout_s is not None else self._opener.open(request)
+        except urllib.error.HTTPError as answer:
+            response = answer
+        except (urllib.error.URLError, OSError, HTTPException) as err:
+            raise self._connection_error(err, method, url) from err
+        with response:
+            try:
+                return response.status, header_dict(response.headers), response.read()
+            except (OSError, HTTPException) as err:
+                raise self._connection_error(err, method, url) from err
+
     def _delay(self, attempt: int) -> float:
         base = min(MAX_DELAY_S, self.retry_delay_s * 2**attempt)
         # Jitter keeps clients that failed together from retrying together.

@@ -354,6 +354,35 @@ class StdinWritten(Model):
     closed: bool
 
 
+# Ports
+
+@dataclass
+class PortUrl(Model):
+    """A signed URL of a port of an instance (``room.ports.url``)."""
+
+    #: The URL to open: ``host_url`` when the server has a preview domain, else ``path_url``.
+    url: str
+    #: ``{base}/p/{token}/``: works on any host.
+    path_url: str
+    instance_id: str
+    port: int
+    expires_at: str
+    #: ``{port}-{instance_id}.{domain}`` with the token once in the query; None without a preview domain.
+    host_url: Optional[str] = None
+
+
+@dataclass
+class PortResponse:
+    """A program's answer through ``room.ports.request``, as it came (any status)."""
+
+    status: int
+    headers: Dict[str, str]
+    body: bytes
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+
 # Files
 
 @dataclass

@@ -15,6 +15,8 @@ from .models import (
     FileDeleted,
     FileWritten,
     Instance,
+    PortResponse,
+    PortUrl,
     StdinWritten,
 )
 from .tools import Tools
@@ -34,6 +36,8 @@ class Room:
         self.room_id = room_id
         #: The room's tools for a model: ``schema(format)`` and ``call(name, arguments)``.
         self.tools = Tools(self)
+        #: Programs on ports of the room's instance: ``request(port, path)`` and ``url(port)``.
+        self.ports = Ports(self)
 
     def __repr__(self) -> str:
         return f"Room(profile={self.profile!r}, room_id={self.room_id!r})"
@@ -234,6 +238,40 @@ class Room:
     def delete_file(self, path: str) -> FileDeleted:
         """Deletes a file or link; directories are removed with a command."""
         return FileDeleted.from_dict(self._transport.json("DELETE", f"{ROOM}/file/{{path}}", params=self._params(path=path)))
+
+
+class Ports:
+    """Ports of a room's instance: a server started in it (``python3 -m http.server 8000``
+    in the background) is reached with ``request(8000, "/")``, or handed to a browser as
+    ``url(8000).url``."""
+
+    def __init__(self, room: Room) -> None:
+        self._room = room
+
+    def url(self, port: int, expires_in_s: Optional[int] = None) -> PortUrl:
+        """A signed URL that reaches the port without an API key until it expires
+        (default 1 hour). Anyone holding it reaches the port."""
+        body = {} if expires_in_s is None else {"expires_in_s": expires_in_s}
+        params = self._room._params(port=str(port))
+        return PortUrl.from_dict(self._room._transport.json("POST", f"{ROOM}/ports/{{port}}/url", params=params, body=body))
+
+    def request(
+        self,
+        port: int,
+        path: str = "/",
+        *,
+        method: str = "GET",
+        body: Optional[bytes] = None,
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> PortResponse:
+        """Sends a request to the port with the API key and returns the program's answer
+        as it is, whatever its status. The service's own refusals come as its Error
+        bodies (502 ``port_not_listening``, 504 ``port_timeout``, 404 ``instance_not_found``)."""
+        transport = self._room._transport
+        base = transport.url(f"{ROOM}/ports/{{port}}", self._room._params(port=str(port)))
+        url = base + (path if path.startswith("/") else "/" + path)
+        status, answer_headers, data = transport.pass_through(method.upper(), url, f"{ROOM}/ports/{{port}}/{{path}}", body, headers)
+        return PortResponse(status=status, headers=answer_headers, body=data)
 
 
 def _command_body(

@@ -53,6 +53,11 @@ OPERATIONS: Dict[str, Row] = {
     "GET /api/profile/{profile_id}/room/{room_id}/files": Row("Room.list", lambda rk: _room(rk).list()),
     "GET /api/profile/{profile_id}/room/{room_id}/tools": Row("Tools.schema", lambda rk: _room(rk).tools.schema("openai")),
     "POST /api/profile/{profile_id}/room/{room_id}/tools/call": Row("Tools.call", lambda rk: _room(rk).tools.call("run_command", {"command": "true"})),
+    "POST /api/profile/{profile_id}/room/{room_id}/ports/{port}/url": Row("Ports.url", lambda rk: _room(rk).ports.url(8000)),
+    **{
+        f"{verb} /api/profile/{{profile_id}}/room/{{room_id}}/ports/{{port}}/{{path}}": Row("Ports.request", lambda rk, verb=verb: _room(rk).ports.request(8000, "/", method=verb))
+        for verb in ("GET", "POST", "PUT", "PATCH", "DELETE")
+    },
 }
 
 #: Operations the SDK leaves out on purpose, and why.
@@ -61,5 +66,6 @@ LEFT_OUT: Dict[str, str] = {
     "POST /api/profile/{profile_id}/room/{room_id}/terminal/ticket": "a ticket only opens the WebSocket terminal, which this SDK leaves out",
     "POST /mcp": "the MCP endpoint is for MCP clients, which speak its protocol themselves",
     "GET /metrics": "Prometheus text for the operator's scraper, not an API call",
+    "GET /p/{token}/{path}": "a signed URL is for browsers and whoever it is given to: Ports.url makes one, and any HTTP client fetches its path_url",
     "GET /readyz": "readiness for load balancers; Roomkit.health says whether the service can create instances",
 }

@@ -29,6 +29,7 @@ TITLED = {
     "FileContent": roomkit.FileContent,
     "FileWritten": roomkit.FileWritten,
     "Instance": roomkit.Instance,
+    "PortUrl": roomkit.PortUrl,
     "Profile": roomkit.Profile,
     "RevertResult": roomkit.RevertResult,
     "StdinWritten": roomkit.StdinWritten,
@@ -38,7 +39,7 @@ TITLED = {
     "Usage": roomkit.Usage,
 }
 #: Not answers the SDK returns: the Error body becomes RoomkitError; a ticket only opens a terminal.
-UNTITLED_OK = {"Error", "TerminalTicket"}
+UNTITLED_OK = {"Error", "TerminalTicket", "PortUrlRequest"}
 #: Answers without a title, by the operation and status that give them.
 BY_ROUTE = {
     ("get", "/api/instances", "200"): roomkit.InstancePage,
@@ -69,7 +70,7 @@ class EveryOperation(unittest.TestCase):
 
     def test_each_method_named_exists_and_sends_its_operation(self) -> None:
         shared()  # the profile the calls name
-        classes = {name: getattr(roomkit, name) for name in ("Roomkit", "Profiles", "Instances", "Keys", "Room", "CommandHandle", "Tools")}
+        classes = {name: getattr(roomkit, name) for name in ("Roomkit", "Profiles", "Instances", "Keys", "Room", "CommandHandle", "Tools", "Ports")}
         for operation, row in OPERATIONS.items():
             with self.subTest(operation=operation):
                 cls, method = row.method.split(".")

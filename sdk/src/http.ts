@@ -167,6 +167,21 @@ export class Transport {
     }
   }
 
+  /**
+   * Sends a request whose answer the SDK does not interpret (a program in an instance
+   * answers it): the API key is added for /api/ URLs, nothing is retried, and the
+   * answer comes back as it is, whatever its status.
+   */
+  async passThrough(url: string, init: RequestInit = {}): Promise<Response> {
+    const headers = new Headers(init.headers);
+    if (this.#options.apiKey !== undefined && new URL(url).pathname.startsWith('/api/')) headers.set('authorization', `Bearer ${this.#options.apiKey}`);
+    try {
+      return await this.#options.fetch(url, { ...init, headers });
+    } catch (err) {
+      throw this.#failure(err, (init.method ?? 'GET').toLowerCase(), url, init.signal ?? undefined);
+    }
+  }
+
   /** The absolute URL of a route with its parameters filled in. */
   url(path: string, params: Record<string, string>, query?: Record<string, unknown>): string {
     // Each parameter is one encoded segment: a file path's slashes travel as %2F, so

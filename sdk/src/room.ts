@@ -2,7 +2,7 @@
 // and out, delete it. The room is addressed by (profile, room) as the API does; a
 // profile given by name is resolved on first use.
 import { RoomkitConnectionError, RoomkitError } from './errors.ts';
-import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance, RevertResult } from './generated/api.ts';
+import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance, PortUrl, RevertResult } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';
 import { fromBase64, sleep, toBase64 } from './portable.ts';
 import { openTerminal, type Terminal, type TerminalOptions } from './terminal.ts';
@@ -92,12 +92,15 @@ function stdinWrite(data: string | Uint8Array | undefined, close: boolean): { da
 export class Room {
   readonly profile: string;
   readonly roomId: string;
+  /** Programs listening on ports of the room's instance, reached from outside. */
+  readonly ports: RoomPorts;
   readonly #ctx: RoomContext;
 
   constructor(ctx: RoomContext, profile: string, roomId: string) {
     this.#ctx = ctx;
     this.profile = profile;
     this.roomId = roomId;
+    this.ports = new RoomPorts(ctx, (options) => this.#params(options));
   }
 
   /** The profile's id, resolving a name through GET /api/profiles once. */
@@ -370,6 +373,55 @@ export class Room {
   /** Deletes a file or link; directories are removed with a command. */
   async deleteFile(path: string, options: RequestOptions = {}): Promise<FileDeleted> {
     return this.#ctx.transport.json('delete', `${ROOM}/file/{path}`, { params: { ...(await this.#params(options)), path } }, options);
+  }
+}
+
+/**
+ * Ports of a room's instance: a server started in it (`python3 -m http.server 8000` in
+ * the background) is reached with `fetch(8000, '/')`, or handed to a browser as
+ * `(await url(8000)).url`.
+ */
+export class RoomPorts {
+  readonly #ctx: RoomContext;
+  readonly #params: (options: RequestOptions) => Promise<{ profile_id: string; room_id: string }>;
+
+  constructor(ctx: RoomContext, params: (options: RequestOptions) => Promise<{ profile_id: string; room_id: string }>) {
+    this.#ctx = ctx;
+    this.#params = params;
+  }
+
+  /**
+   * A signed URL that reaches the port without an API key until it expires (default
+   * 1 hour; `expiresInS` up to the server's maximum): `url` to open in a browser (a
+   * host name of its own when the server has a preview domain), `path_url` on the
+   * server's own host. Anyone holding it reaches the port.
+   */
+  async url(port: number, options: { expiresInS?: number } & RequestOptions = {}): Promise<PortUrl> {
+    const params = { ...(await this.#params(options)), port: String(port) };
+    return this.#ctx.transport.json(
+      'post',
+      `${ROOM}/ports/{port}/url`,
+      { params, body: options.expiresInS === undefined ? {} : { expires_in_s: options.expiresInS } },
+      options,
+    );
+  }
+
+  /** The host name of the port's preview URL (`{port}-{instance_id}.{domain}`), or undefined when the server has no preview domain. */
+  async getHost(port: number, options: { expiresInS?: number } & RequestOptions = {}): Promise<string | undefined> {
+    const signed = await this.url(port, options);
+    return signed.host_url === undefined ? undefined : new URL(signed.host_url).host;
+  }
+
+  /**
+   * Sends a request to the port with the API key and returns the program's answer as
+   * it is (any status; the body a stream). The service's own refusals come as its
+   * Error bodies: 502 `port_not_listening`, 504 `port_timeout`, 404 `instance_not_found`.
+   * `path` is the program's path, from its leading slash, with any query.
+   */
+  async fetch(port: number, path = '/', init: RequestInit = {}): Promise<Response> {
+    const { profile_id, room_id } = await this.#params({ signal: init.signal ?? undefined });
+    const base = this.#ctx.transport.url(`${ROOM}/ports/{port}`, { profile_id, room_id, port: String(port) });
+    return this.#ctx.transport.passThrough(`${base}${path.startsWith('/') ? path : `/${path}`}`, init);
   }
 }
 

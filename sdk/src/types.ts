@@ -15,6 +15,7 @@ export type {
   Instance,
   KnownErrorCode,
   Paths,
+  PortUrl,
   Profile,
   RevertResult,
   Usage,

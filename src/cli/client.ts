@@ -157,6 +157,16 @@ export function registerClientCommands(program: Command): void {
       process.stdout.write(`reverted command ${reverted.command_id}: ${reverted.files_changed_total} file(s) put back in ${reverted.duration_ms} ms\n`);
     }));
 
+  roomCommand(program, 'url <room> <port>', 'print a signed URL that reaches a port of the instance without an API key (for a browser) until it expires')
+    .option('--expires <seconds>', 'how long it works (default 3600; at most the server\'s ROOMKIT_PREVIEW_URL_MAX_EXPIRY_S)', positiveInteger)
+    .action(run(async (roomId: string, port: string, options: RoomOptions & { expires?: number }) => {
+      if (!/^[0-9]{1,5}$/.test(port)) throw new ClientError('invalid_port', `a port is a whole number from 1 to 65535, got "${port}"`);
+      const signed = await roomOf(roomId, options).ports.url(Number(port), options.expires === undefined ? {} : { expiresInS: options.expires });
+      if (options.json) return printJson(signed);
+      process.stdout.write(`${signed.url}\n`);
+      process.stderr.write(`reaches port ${signed.port} of instance ${signed.instance_id} until ${signed.expires_at}; anyone with the URL can use it\n`);
+    }));
+
   roomCommand(program, 'status [room]', 'show the room\'s instance, or without a room the organization\'s newest instances')
     .action(run(async (roomId: string | undefined, options: RoomOptions) => {
       if (roomId !== undefined) {

@@ -23,6 +23,12 @@ export const AUDIT_ACTIONS = [
   'terminal.open',
   /** A ticket to open a terminal without the Authorization header (POST …/terminal/ticket). */
   'terminal.ticket',
+  /** A signed URL of a port made (POST …/ports/{port}/url); what it is used for is not recorded. */
+  'port.url',
+  /** A state-changing request (POST, PUT, PATCH, DELETE) proxied to a port with the API key; never its body. */
+  'port.request',
+  /** A WebSocket into a port opened with the API key; what it carried is never recorded. */
+  'port.websocket',
   'profile.create',
   'profile.update',
   'profile.delete',

@@ -23,6 +23,7 @@ import { metricsRoutes } from './routes/metrics.ts';
 import { profileRoutes } from './routes/profiles.ts';
 import { roomRoutes } from './routes/rooms.ts';
 import { operatorRoutes } from './routes/operator.ts';
+import { PREVIEW_HOST_ROUTE, portRoutes, portUrlRewriter, SIGNED_PATH_ROUTE } from './routes/ports.ts';
 import { MAX_TERMINAL_MESSAGE_BYTES, terminalRoutes } from './routes/terminal.ts';
 import { toolRoutes } from './routes/tools.ts';
 import { usageRoutes } from './routes/usage.ts';
@@ -59,13 +60,20 @@ export interface AppOptions {
 }
 
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<App> {
+  const rewritePortUrl = portUrlRewriter(services.config);
   const app = Fastify({
     loggerInstance: options.logger ?? services.log,
     bodyLimit: services.config.bodyLimitBytes,
     // Behind trusted proxies, request.ip is the client's (from X-Forwarded-For).
     trustProxy: services.config.trustProxy.length > 0 ? [...services.config.trustProxy] : false,
     genReqId: requestIdGenerator(trustedPeers(services.config.trustProxy)),
-    rewriteUrl: (req) => rewriteFileUrl(req.url ?? '/'),
+    // Requests to a preview host name go to its port whatever their path (routes/ports.ts);
+    // file URLs whose paths are not UTF-8 are made routable.
+    rewriteUrl: (req) => {
+      const url = req.url ?? '/';
+      const port = rewritePortUrl(req, url);
+      return port === url ? rewriteFileUrl(url) : port;
+    },
     logController: new LogController({ requestIdLogLabel: 'requestId' }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     // While closing, requests on open connections get our own 503 (hook below).
@@ -121,6 +129,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
     if (requiresAuth(route.url)) route.onRequest = [auth, limits.api, ...existing];
     else if (route.url.startsWith('/vm/')) route.onRequest = [limits.rawFiles, ...existing];
+    else if (route.url.startsWith(`${SIGNED_PATH_ROUTE}/`) || route.url.startsWith(`${PREVIEW_HOST_ROUTE}/`)) route.onRequest = [limits.preview, ...existing];
   });
   const allowedMethods = (method: string, path: string) =>
     (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((m) => m !== method && known.find(m, path) !== null);
@@ -193,6 +202,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   commandRoutes(app, services);
   fileRoutes(app, services);
   terminalRoutes(app, services);
+  portRoutes(app, services);
   toolRoutes(app, services);
   usageRoutes(app, services);
   mcpRoutes(app, services);

@@ -45,6 +45,7 @@ interface AuditNote {
 const STATE_CHANGING: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const TOOLS_CALL_ROUTE = '/api/profile/:profile_id/room/:room_id/tools/call';
 const TERMINAL_ROUTE = '/api/profile/:profile_id/room/:room_id/terminal';
+const PORT_ROUTE = '/api/profile/:profile_id/room/:room_id/ports/:port/*';
 
 /** The action of each state-changing API route; a route missing here is recorded as `other`. */
 export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
@@ -66,6 +67,9 @@ export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
   [`GET ${TERMINAL_ROUTE}`]: 'terminal.open',
   [`POST ${TERMINAL_ROUTE}/ticket`]: 'terminal.ticket',
   [`POST ${TOOLS_CALL_ROUTE}`]: 'tool.call',
+  'POST /api/profile/:profile_id/room/:room_id/ports/:port/url': 'port.url',
+  [`GET ${PORT_ROUTE}`]: 'port.websocket',
+  ...Object.fromEntries(['POST', 'PUT', 'PATCH', 'DELETE'].map((method) => [`${method} ${PORT_ROUTE}`, 'port.request' as const])),
 };
 
 /** The action of each tool that changes state; the read-only tools (null) are not recorded. */
@@ -85,17 +89,18 @@ export const TOOL_ACTIONS: Readonly<Record<ToolName, AuditAction | null>> = {
 
 /**
  * Whether a request is one the audit trail records (when its caller is authenticated):
- * the state-changing ones, and opening a terminal (a GET, but it starts a shell).
+ * the state-changing ones, opening a terminal (a GET, but it starts a shell), and a
+ * WebSocket into a port of an instance with the key (proxied GETs are not recorded).
  */
-export function isAuditable(method: string, url: string, route?: string): boolean {
-  return (STATE_CHANGING.has(method) && requiresAuth(url)) || (method === 'GET' && route === TERMINAL_ROUTE);
+export function isAuditable(method: string, url: string, route?: string, upgrade = false): boolean {
+  return (STATE_CHANGING.has(method) && requiresAuth(url)) || (method === 'GET' && (route === TERMINAL_ROUTE || (upgrade && route === PORT_ROUTE)));
 }
 
 export function installAudit(app: App, trail: AuditTrail): void {
   app.decorateRequest('audit', null);
 
   app.addHook('onRequest', async (request, reply) => {
-    if (!isAuditable(request.method, request.url, request.routeOptions.url)) return;
+    if (!isAuditable(request.method, request.url, request.routeOptions.url, request.headers.upgrade !== undefined)) return;
     // Work that cannot be recorded is refused rather than done unrecorded.
     if (!trail.accepting) {
       throw new AppError('audit_unavailable', 'the audit trail cannot keep up with its store right now; try again shortly', { retry_after_s: 5 });
@@ -122,6 +127,11 @@ export function installAudit(app: App, trail: AuditTrail): void {
 /** A streamed command's session, so that its record carries the outcome when the stream ends after it. */
 export function auditCommandSession(request: FastifyRequest, session: CommandSession): void {
   if (request.audit) request.audit.session = session;
+}
+
+/** The instance a request reached, for its record, when its answer does not name it (a proxied request). */
+export function auditInstance(request: FastifyRequest, instanceId: string): void {
+  if (request.audit) request.audit.payload = { instance_id: instanceId };
 }
 
 /**

@@ -85,6 +85,7 @@ export async function installOpenApi(app: App, services: Services, version: stri
         { name: 'commands', description: 'Shell commands in a room\'s instance' },
         { name: 'files', description: 'Files of a room\'s instance' },
         { name: 'terminals', description: 'Interactive terminals in a room\'s instance, over WebSocket' },
+        { name: 'ports', description: 'Programs listening on ports of a room\'s instance, reached from outside (HTTP and WebSocket)' },
         { name: 'agents', description: 'Tools for AI agents: tool schemas, tool calls, MCP' },
         { name: 'profiles', description: 'VM configuration templates' },
         { name: 'keys', description: 'API keys of the organization' },

@@ -1,6 +1,6 @@
 // Request rate limits, counted by @fastify/rate-limit: per API key and per organization
 // on every authenticated route, per client address and per instance on the
-// unauthenticated raw-file route. Each response names the policies that applied and
+// unauthenticated raw-file route, per client address on signed preview URLs. Each response names the policies that applied and
 // what is left of them in the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-11: lists of items with q/w and r/t
 // parameters); a request over a limit gets 429 rate_limited with Retry-After.
@@ -46,6 +46,8 @@ export interface RateLimits {
   api: onRequestHookHandler;
   /** Per client address, then per instance, for GET /vm/{instance_id}/file/*. */
   rawFiles: onRequestHookHandler;
+  /** Per client address, for requests through signed preview URLs (no API key). */
+  preview: onRequestHookHandler;
 }
 
 const CHECKED = Symbol('roomkit.rateLimitChecked');
@@ -78,6 +80,14 @@ export async function installRateLimits(app: App, config: Config, metrics: Metri
     ),
   ];
 
+  const preview = policy(
+    'preview_client',
+    'your address',
+    'ROOMKIT_RATE_LIMIT_PREVIEW_CLIENT_REQUESTS',
+    config.rateLimitPreviewClientRequests,
+    (r) => normalizeIP(r.ip),
+  );
+
   const hook = (policies: Policy[]): onRequestHookHandler => async (request, reply) => {
     const marked = request as FastifyRequest & { [CHECKED]?: boolean };
     if (policies.length === 0 || marked[CHECKED]) return;
@@ -102,7 +112,7 @@ export async function installRateLimits(app: App, config: Config, metrics: Metri
       { limit: name, limit_requests: max, window_s: windowS, retry_after_s: over.resetS },
     );
   };
-  return { api: hook(api), rawFiles: hook(raw) };
+  return { api: hook(api), rawFiles: hook(raw), preview: hook(preview) };
 }
 
 /**

@@ -335,6 +335,20 @@ export interface Runtime {
   /** Present when `capabilities.pause` is true (PausableRuntime). */
   pause?: PausableRuntime['pause'];
   resume?: PausableRuntime['resume'];
+  /**
+   * Where the host reaches TCP ports that programs inside the instance listen on, and
+   * the ports the runtime itself uses there (which no one else may reach). Undefined for
+   * an instance that has no such address; absent in runtimes whose instances have none.
+   */
+  portEndpoint?(instanceId: string): PortEndpoint | undefined;
+}
+
+/** An instance's TCP ports as the host reaches them. */
+export interface PortEndpoint {
+  /** The instance's own address. */
+  host: string;
+  /** Ports of the runtime's own (e.g. its agent's) in the instance. */
+  reservedPorts: readonly number[];
 }
 
 export interface RevertOutcome {

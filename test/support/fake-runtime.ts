@@ -19,6 +19,7 @@ import {
   type ResumeRequest,
   type Runtime,
   type RuntimeEvent,
+  type PortEndpoint,
   type RuntimeHealth,
   RuntimeFeatureUnavailable,
   type TerminalSession,
@@ -37,6 +38,10 @@ export interface FakeRuntimeOptions {
   commandOutcome?: Partial<CommandOutcome>;
   /** How long every command runs, ms (default: it answers at once). */
   commandDelayMs?: number;
+  /** Where the host reaches the ports of every instance (e.g. 127.0.0.1, servers of the test); unset: nowhere. */
+  portHost?: string;
+  /** The runtime's own ports there. */
+  reservedPorts?: number[];
 }
 
 export class FakeRuntime implements Runtime {
@@ -75,6 +80,11 @@ export class FakeRuntime implements Runtime {
       await this.destroy(request.instanceId);
       throw err;
     }
+  }
+
+  portEndpoint(instanceId: string): PortEndpoint | undefined {
+    if (this.options.portHost === undefined || !this.live.has(instanceId)) return undefined;
+    return { host: this.options.portHost, reservedPorts: this.options.reservedPorts ?? [] };
   }
 
   async destroy(instanceId: string): Promise<{ released: Promise<void> }> {

@@ -27,7 +27,7 @@ before(async () => {
 });
 after(() => t.close());
 
-function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string; command_id: string }): string {
+function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string; command_id: string; port: string }): string {
   return url.replace(/\*$/, 'notes.txt').replace(/:(\w+)/g, (_, name: string) => {
     const value = (ids as Record<string, string>)[name];
     if (value === undefined) throw new Error(`the route walk does not know how to fill :${name} in ${url}; add it`);
@@ -46,8 +46,8 @@ const BODIES: Record<string, unknown> = {
   'POST /api/profile/:profile_id/room/:room_id/tools/call': { name: 'list_files', arguments: {} },
 };
 
-const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId, command_id: aCommandId });
-const MISSING_IDS = () => ({ profile_id: randomUUID(), room_id: 'no-such-room', key_id: randomUUID(), command_id: randomUUID() });
+const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId, command_id: aCommandId, port: '8000' });
+const MISSING_IDS = () => ({ profile_id: randomUUID(), room_id: 'no-such-room', key_id: randomUUID(), command_id: randomUUID(), port: '8000' });
 
 describe('authentication', () => {
   const cases: [string, Record<string, string>, string][] = [

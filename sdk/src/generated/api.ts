@@ -17,10 +17,13 @@ export type KnownErrorCode =
   | 'unknown_tool'
   | 'invalid_arguments'
   | 'undo_unavailable'
+  | 'invalid_port'
   | 'missing_api_key'
   | 'invalid_api_key'
   | 'invalid_operator_token'
   | 'invalid_terminal_ticket'
+  | 'invalid_preview_token'
+  | 'preview_url_expired'
   | 'permission_denied'
   | 'raw_file_not_served'
   | 'quota_exceeded'
@@ -54,11 +57,15 @@ export type KnownErrorCode =
   | 'too_many_terminals'
   | 'commands_rate_exceeded'
   | 'rate_limited'
+  | 'too_many_port_connections'
   | 'instance_start_failed'
   | 'instance_pause_failed'
   | 'instance_resume_failed'
   | 'internal_error'
   | 'command_failed'
+  | 'port_not_listening'
+  | 'port_connection_failed'
+  | 'port_timeout'
   | 'runtime_unavailable'
   | 'not_ready'
   | 'audit_unavailable'
@@ -95,7 +102,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -335,6 +342,25 @@ export interface Instance {
   claimed_at: string | null;
   created_at: string;
   updated_at: string;
+}
+
+export interface PortUrl {
+  /** The URL to open: host_url when the server has a preview domain (ROOMKIT_PREVIEW_DOMAIN), else path_url */
+  url: string;
+  /** The port under this server's own address, /p/{token}/…: works on any host; for browsers, its pages run sandboxed (an origin of their own) */
+  path_url: string;
+  /** The port at a host name of its own, {port}-{instance_id}.{ROOMKIT_PREVIEW_DOMAIN}, with the token once in the query (a cookie of that host carries it after): for web apps in browsers. Absent when the server has no preview domain */
+  host_url?: string;
+  /** The instance the URL reaches; it stops working when the instance ends */
+  instance_id: string;
+  port: number;
+  /** When the URL stops working */
+  expires_at: string;
+}
+
+export interface PortUrlRequest {
+  /** How long the URL works, in seconds: default 3600 (1 hour), at most the server's ROOMKIT_PREVIEW_URL_MAX_EXPIRY_S (default 86400, 24 hours) */
+  expires_in_s?: number;
 }
 
 export interface Profile {
@@ -1227,6 +1253,28 @@ export interface Paths {
       };
     };
   };
+  '/api/profile/{profile_id}/room/{room_id}/ports/{port}/url': {
+    /** Get a signed URL of a port (for browsers) */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** The TCP port inside the instance, 1-65535 (not roomkit's own agent port, nor one the operator reserved) */
+        port: string;
+      };
+      query: Record<string, never>;
+      body: PortUrlRequest;
+      responses: {
+        201: PortUrl;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+      };
+    };
+  };
   '/api/profile/{profile_id}/room/{room_id}/tools': {
     /** Get the room's tool schema */
     get: {
@@ -1330,7 +1378,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;
@@ -1377,6 +1425,183 @@ export interface Paths {
           runtime: string;
         };
         503: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/ports/{port}/{path}': {
+    /** Reach a port of the instance (HEAD, and WebSocket upgrades, too) */
+    get: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** The TCP port inside the instance, 1-65535 (not roomkit's own agent port, nor one the operator reserved) */
+        port: string;
+        /** The path asked of the program in the instance (the query string goes along) */
+        path: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        101: unknown;
+        200: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        502: ErrorBody;
+        504: ErrorBody;
+      };
+    };
+    /** Reach a port of the instance (PUT) */
+    put: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** The TCP port inside the instance, 1-65535 (not roomkit's own agent port, nor one the operator reserved) */
+        port: string;
+        /** The path asked of the program in the instance (the query string goes along) */
+        path: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        502: ErrorBody;
+        504: ErrorBody;
+      };
+    };
+    /** Reach a port of the instance (POST) */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** The TCP port inside the instance, 1-65535 (not roomkit's own agent port, nor one the operator reserved) */
+        port: string;
+        /** The path asked of the program in the instance (the query string goes along) */
+        path: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        502: ErrorBody;
+        504: ErrorBody;
+      };
+    };
+    /** Reach a port of the instance (DELETE) */
+    delete: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** The TCP port inside the instance, 1-65535 (not roomkit's own agent port, nor one the operator reserved) */
+        port: string;
+        /** The path asked of the program in the instance (the query string goes along) */
+        path: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        502: ErrorBody;
+        504: ErrorBody;
+      };
+    };
+    /** Reach a port of the instance (PATCH) */
+    patch: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** The TCP port inside the instance, 1-65535 (not roomkit's own agent port, nor one the operator reserved) */
+        port: string;
+        /** The path asked of the program in the instance (the query string goes along) */
+        path: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        502: ErrorBody;
+        504: ErrorBody;
+      };
+    };
+    /** Reach a port of the instance (OPTIONS) */
+    options: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** The TCP port inside the instance, 1-65535 (not roomkit's own agent port, nor one the operator reserved) */
+        port: string;
+        /** The path asked of the program in the instance (the query string goes along) */
+        path: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        502: ErrorBody;
+        504: ErrorBody;
+      };
+    };
+  };
+  '/p/{token}/{path}': {
+    /** Reach a port through a signed URL (no API key) */
+    get: {
+      params: {
+        /** The token of a signed URL from POST …/ports/{port}/url */
+        token: string;
+        /** The path asked of the program in the instance (the query string goes along) */
+        path: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        101: unknown;
+        200: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        502: ErrorBody;
+        504: ErrorBody;
       };
     };
   };

@@ -34,6 +34,7 @@ import type {
   MachineResources,
   MachineSpec,
   PauseOutcome,
+  PortEndpoint,
   ProvisionRequest,
   ResumeRequest,
   Runtime,
@@ -588,6 +589,11 @@ export class GvisorRuntime implements Runtime {
     });
     if (outcome.lingering) this.lingering.keepDraining(h.id, outcome.lingering);
     return outcome;
+  }
+
+  portEndpoint(instanceId: string): PortEndpoint | undefined {
+    const address = this.handle(instanceId).readMeta()?.guestAddress;
+    return address === undefined ? undefined : { host: address, reservedPorts: [AGENT_PORT] };
   }
 
   /** The instance's agent, when it was made with one. */
