@@ -4,8 +4,7 @@
 // copy-on-write, is the layer as it was at that moment. Quotas (qgroups) are on, so the
 // disk each snapshot holds alone can be read back (exclusiveBytes).
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { open } from 'node:fs/promises';
-import { isMountPoint } from './mounts.ts';
+import { createSparseFile, isMountPoint } from './mounts.ts';
 import { runChecked } from './run.ts';
 import { which } from './which.ts';
 
@@ -25,12 +24,7 @@ export function btrfsAvailable(): { ok: boolean; detail: string } {
  */
 export async function mountBtrfsImage(image: string, mountPoint: string, sizeMb: number): Promise<void> {
   if (!existsSync(image)) {
-    const handle = await open(image, 'w', 0o600);
-    try {
-      await handle.truncate(sizeMb * 1024 * 1024);
-    } finally {
-      await handle.close();
-    }
+    await createSparseFile(image, sizeMb);
     // --mixed: data and metadata share block groups, which suits a small file system
     // (a few hundred MiB) whose split between them is unknown in advance.
     await runChecked('mkfs.btrfs', ['-q', '-f', '--mixed', '-R', 'quota', image], { timeoutMs: BTRFS_TIMEOUT_MS });

@@ -21,15 +21,20 @@ export function isMountPoint(path: string): boolean {
   return mountsUnder(path).includes(path);
 }
 
+/** A new file of `sizeMb` that takes no disk until written (a writable layer's backing file), readable by root alone. */
+export async function createSparseFile(path: string, sizeMb: number): Promise<void> {
+  const handle = await open(path, 'w', 0o600);
+  try {
+    await handle.truncate(sizeMb * 1024 * 1024);
+  } finally {
+    await handle.close();
+  }
+}
+
 /** A sparse file of `sizeMb`, formatted ext4 and mounted at `mountPoint`. */
 export async function mountDiskImage(image: string, mountPoint: string, sizeMb: number): Promise<void> {
   if (!existsSync(image)) {
-    const handle = await open(image, 'w', 0o600);
-    try {
-      await handle.truncate(sizeMb * 1024 * 1024);
-    } finally {
-      await handle.close();
-    }
+    await createSparseFile(image, sizeMb);
     await runChecked('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', image], {
       timeoutMs: MOUNT_TIMEOUT_MS,
     });
