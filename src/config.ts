@@ -110,7 +110,8 @@ export interface Config {
   /**
    * Each organization's quotas unless the operator set others for it (`roomkit orgs
    * quota`): live instances, their memory, CPUs and writable disk together, commands
-   * running at once and commands started per minute, across the organization.
+   * running at once and commands started per minute, across the organization, and the
+   * snapshots it keeps.
    */
   readonly quotaInstances: number;
   readonly quotaMemoryMb: number;
@@ -118,6 +119,7 @@ export interface Config {
   readonly quotaDiskMb: number;
   readonly quotaConcurrentCommands: number;
   readonly quotaCommandsPerMinute: number;
+  readonly quotaSnapshots: number;
   /**
    * Host admission: the share of the host's memory that live instances may commit
    * together (each its memory_mb plus the headroom its runtime gives it), and the share
@@ -225,6 +227,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   quotaDiskMb: 'ROOMKIT_QUOTA_DISK_MB',
   quotaConcurrentCommands: 'ROOMKIT_QUOTA_CONCURRENT_COMMANDS',
   quotaCommandsPerMinute: 'ROOMKIT_QUOTA_COMMANDS_PER_MINUTE',
+  quotaSnapshots: 'ROOMKIT_QUOTA_SNAPSHOTS',
   admitMemoryPercent: 'ROOMKIT_ADMIT_MEMORY_PERCENT',
   admitDiskPercent: 'ROOMKIT_ADMIT_DISK_PERCENT',
   operatorToken: 'ROOMKIT_OPERATOR_TOKEN',
@@ -424,6 +427,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     quotaDiskMb: int('quotaDiskMb', 64 * 1024, 0, 1024 * 1024 * 1024),
     quotaConcurrentCommands: int('quotaConcurrentCommands', 64, 0, 100_000),
     quotaCommandsPerMinute: int('quotaCommandsPerMinute', 600, 0, 1_000_000),
+    quotaSnapshots: int('quotaSnapshots', 50, 0, 1_000_000),
     admitMemoryPercent: int('admitMemoryPercent', 85, 1, 100),
     admitDiskPercent: int('admitDiskPercent', 90, 1, 100),
     operatorToken: token('operatorToken'),

@@ -34,6 +34,7 @@ export const ERROR_STATUS = {
   organization_not_found: 404,
   file_not_found: 404,
   command_not_found: 404,
+  snapshot_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409
@@ -47,6 +48,8 @@ export const ERROR_STATUS = {
   file_changed: 409,
   no_undo_point: 409,
   revert_conflict: 409,
+  room_occupied: 409,
+  snapshot_unusable: 409,
   // 413
   body_too_large: 413,
   file_too_large: 413,
@@ -70,6 +73,7 @@ export const ERROR_STATUS = {
   instance_start_failed: 500,
   instance_pause_failed: 500,
   instance_resume_failed: 500,
+  snapshot_failed: 500,
   internal_error: 500,
   command_failed: 500,
   // 502

@@ -8,6 +8,7 @@ import { Commands } from './core/commands.ts';
 import { Reverts } from './core/reverts.ts';
 import { Files } from './core/files.ts';
 import { Instances } from './core/instances.ts';
+import { Snapshots } from './core/snapshots.ts';
 import { liveInstanceFigures } from './core/instance-figures.ts';
 import { Metrics } from './metrics.ts';
 import { Organizations } from './core/orgs.ts';
@@ -31,6 +32,8 @@ export interface Services {
   organizations: Organizations;
   profiles: Profiles;
   instances: Instances;
+  /** Snapshots of instances' file systems, and forks. */
+  snapshots: Snapshots;
   quotas: Quotas;
   admission: Admission;
   commands: Commands;
@@ -84,8 +87,10 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir), config });
     const tools = new RoomTools({ profiles, instances, commands, reverts, files, config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
+    const snapshots = new Snapshots({ db, instances, profiles, quotas, runtime, log });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
+    await snapshots.reconcile();
     const interrupted = await commands.recover();
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     instances.startExpiryChecks(config.expiryCheckIntervalMs);
@@ -100,6 +105,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       organizations,
       profiles,
       instances,
+      snapshots,
       quotas,
       admission,
       commands,

@@ -12,6 +12,11 @@ export const AUDIT_ACTIONS = [
   'instance.delete',
   'instance.pause',
   'instance.resume',
+  /** A snapshot taken (POST …/snapshots); `instance_id` is the instance it was taken of. */
+  'snapshot.create',
+  'snapshot.delete',
+  /** A fork of an instance into other rooms (POST …/fork). */
+  'instance.fork',
   'command.run',
   'command.kill',
   'command.revert',

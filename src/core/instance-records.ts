@@ -184,6 +184,7 @@ export class InstanceRecords {
       resources: JSON.parse(row.resources) as InstanceResources,
       pause: pauseOf(row),
       claimed_at: row.claimed_at,
+      snapshot_id: row.snapshot_id,
       created_at: row.created_at,
       updated_at: row.updated_at,
     };
@@ -198,6 +199,8 @@ export function newInstanceRow(fields: {
   runtime: string;
   spec: ProfileSpec;
   warmPoolKey?: string;
+  /** The snapshot it starts from. */
+  snapshotId?: string;
 }): InstanceRow {
   const { spec } = fields;
   const now = nowIso();
@@ -223,6 +226,7 @@ export function newInstanceRow(fields: {
     paused_at: null,
     paused_memory_kept: null,
     paused_retention_s: spec.paused_retention_s,
+    snapshot_id: fields.snapshotId ?? null,
   };
 }
 

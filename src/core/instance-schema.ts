@@ -98,6 +98,9 @@ export const Instance = Type.Object(
         'When the room took this instance from its profile\'s warm pool (booted before the room asked); null when it was ' +
         'made for the room',
     }),
+    snapshot_id: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
+      description: 'The snapshot the instance started from (`snapshot_id` in the create body, or a fork); null when it started from its profile\'s image',
+    }),
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
   },
@@ -125,6 +128,7 @@ export const Instance = Type.Object(
         resources: { memory_mb: 512, vcpus: 1, disk_mb: 1024 },
         pause: null,
         claimed_at: null,
+        snapshot_id: null,
         created_at: '2026-11-24T05:48:53.911Z',
         updated_at: '2026-11-24T05:48:54.552Z',
       },

@@ -26,6 +26,15 @@ import type { Metrics } from '../metrics.ts';
 import { type Reconciled, reconcileWithHost } from './reconcile.ts';
 import { Pauses, stateConflict } from './pauses.ts';
 
+/**
+ * A snapshot to start an instance from: its id, and the spec of the instance it was
+ * taken of (the new one keeps that one's image, packages, user and disk size).
+ */
+export interface SnapshotSource {
+  id: string;
+  spec: ProfileSpec;
+}
+
 /** Instances a shutdown with the `stop` policy tears down at once. */
 const STOPS_AT_ONCE = 8;
 
@@ -106,21 +115,26 @@ export class Instances {
     organizationId: string,
     profileId: string,
     roomId: string,
-    options: { wait: boolean },
+    options: { wait: boolean; snapshot?: SnapshotSource },
   ): Promise<{ instance: Instance; created: boolean }> {
     const profile = await this.profiles.get(organizationId, profileId);
+    const from = options.snapshot;
     const existing = await this.records.findLive(organizationId, profileId, roomId);
-    if (existing) return { instance: await this.settle(existing, options.wait), created: false };
+    if (existing) {
+      if (from && existing.snapshot_id !== from.id) throw roomOccupied(existing, `start one from snapshot ${from.id}`);
+      return { instance: await this.settle(existing, options.wait), created: false };
+    }
 
-    const claim = await this.warmPool.claim(organizationId, profile, roomId);
+    // A warm pool's instances start from the image; one from a snapshot is made for its room.
+    const claim = from ? undefined : await this.warmPool.claim(organizationId, profile, roomId);
     if (claim) {
       if (claim.claimed) this.metrics?.instanceAssigned('warm_pool');
       return { instance: await this.settle(claim.row, options.wait), created: claim.claimed };
     }
 
     const runtime = this.runtime();
-    const spec = specOf(profile);
-    const row = newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec });
+    const spec = from ? fromSnapshotSpec(specOf(profile), from.spec) : specOf(profile);
+    const row = newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec, ...(from ? { snapshotId: from.id } : {}) });
     const resources = { memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb };
     // The organization's quotas and the host's admission are checked in the transaction
     // that inserts the row, one create at a time, so racing creates are counted; a
@@ -162,6 +176,25 @@ export class Instances {
     const done = this.provision(runtime, row, spec, abort.signal, log).finally(() => this.provisioning.delete(row.id));
     this.provisioning.set(row.id, { done, abort });
     return done;
+  }
+
+  /** The room's live instance's row; instance_not_found (saying what became of its last one) when it has none. */
+  async requireLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow> {
+    await this.profiles.get(organizationId, profileId);
+    const row = await this.records.findLive(organizationId, profileId, roomId);
+    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
+    return row;
+  }
+
+  /** The room's live instance's row, if it has one. */
+  async liveRow(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
+    return this.records.findLive(organizationId, profileId, roomId);
+  }
+
+  /** An instance as the API shows it, by id, once its provisioning (if under way) has ended. */
+  async viewWhenSettled(instanceId: string): Promise<Instance> {
+    await this.provisioning.get(instanceId)?.done.catch(() => {});
+    return this.records.view(await this.records.getRow(instanceId));
   }
 
   /** The room's current instance: the live one, or the last one if it failed. */
@@ -536,6 +569,7 @@ export class Instances {
         profileId: row.profile_id,
         roomId: row.room_id,
         spec: machineSpecOf(spec),
+        ...(row.snapshot_id ? { fromSnapshot: row.snapshot_id } : {}),
         signal,
         log,
         onStep: async (step: ProvisionStep) => {
@@ -634,4 +668,21 @@ function notReady(row: InstanceRow): AppError {
 
 export function instanceNotFound(profileId: string, roomId: string): AppError {
   return new AppError('instance_not_found', `no instance in room "${roomId}" of profile ${profileId}; create one with POST /api/profile/${profileId}/room/${roomId}`);
+}
+
+/** The spec of an instance started from a snapshot: the profile's, with the machine the snapshot's files need. */
+function fromSnapshotSpec(profile: ProfileSpec, source: ProfileSpec): ProfileSpec {
+  const { image, packages, user, home, disk_mb, keep_undo } = source;
+  return { ...profile, image, packages, user, home, disk_mb, keep_undo };
+}
+
+/** The Error for a room that has a live instance where a new one was asked for. */
+export function roomOccupied(row: InstanceRow, asked: string): AppError {
+  const from = row.snapshot_id ? `started from snapshot ${row.snapshot_id}` : 'started from its profile\'s image';
+  return new AppError(
+    'room_occupied',
+    `room "${row.room_id}" already has an instance (${row.id}, ${from}, ${row.state}); delete it first ` +
+      `(DELETE /api/profile/${row.profile_id}/room/${row.room_id}) to ${asked}, or use another room`,
+    { instance_id: row.id, room_id: row.room_id },
+  );
 }

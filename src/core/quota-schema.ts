@@ -4,7 +4,7 @@
 import Type from 'typebox';
 
 /** Every quota an organization has, in the order they are shown. */
-export const QUOTA_NAMES = ['instances', 'memory_mb', 'vcpus', 'disk_mb', 'concurrent_commands', 'commands_per_minute'] as const;
+export const QUOTA_NAMES = ['instances', 'memory_mb', 'vcpus', 'disk_mb', 'concurrent_commands', 'commands_per_minute', 'snapshots'] as const;
 export type QuotaName = (typeof QUOTA_NAMES)[number];
 
 /** The limit of every quota. */
@@ -17,6 +17,7 @@ const DESCRIPTIONS: Record<QuotaName, string> = {
   disk_mb: "Disk the organization holds: the writable layers (disk_mb) of its live instances",
   concurrent_commands: 'Commands running at once, in all of its instances',
   commands_per_minute: 'Commands started in the last 60 seconds, in all of its instances',
+  snapshots: 'Snapshots it keeps (made by POST …/snapshots; a fork\'s own snapshot counts while the fork runs)',
 };
 
 export const QuotaUse = Type.Object(

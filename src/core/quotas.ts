@@ -83,6 +83,7 @@ const HOW_TO_FIX: Record<QuotaName, string> = {
   disk_mb: 'delete an instance, or use a profile with a smaller disk_mb',
   concurrent_commands: 'wait for a command to end, or kill one (POST .../commands/{command_id}/kill)',
   commands_per_minute: 'wait and retry',
+  snapshots: 'delete a snapshot you no longer need (DELETE /api/snapshots/{snapshot_id})',
 };
 
 export function quotaExceeded(breach: QuotaBreach): AppError {
@@ -114,6 +115,7 @@ export class Quotas {
       disk_mb: c.quotaDiskMb,
       concurrent_commands: c.quotaConcurrentCommands,
       commands_per_minute: c.quotaCommandsPerMinute,
+      snapshots: c.quotaSnapshots,
     };
   }
 
@@ -153,6 +155,7 @@ export class Quotas {
       ...instances,
       concurrent_commands: commands.running,
       commands_per_minute: commands.lastMinute,
+      snapshots: await this.snapshotUse(this.db, organizationId),
     };
     const quotas = Object.fromEntries(
       QUOTA_NAMES.map((name) => [name, { limit: limits[name], used: used[name], source: set.has(name) ? 'organization' : 'default' }]),
@@ -206,6 +209,23 @@ export class Quotas {
       }
       await insert(trx);
     });
+  }
+
+  /** Throws quota_exceeded when one more snapshot goes over the organization's quota. Call within lock(). */
+  async assertSnapshotFits(trx: Db, organizationId: string): Promise<void> {
+    const { limits } = await this.limits(organizationId, trx);
+    const used = await this.snapshotUse(trx, organizationId);
+    if (used + 1 > limits.snapshots) throw quotaExceeded({ quota: 'snapshots', limit: limits.snapshots, used, requested: 1 });
+  }
+
+  private async snapshotUse(db: Db, organizationId: string): Promise<number> {
+    const row = await db
+      .selectFrom('snapshots')
+      .select(({ fn }) => fn.countAll<number>().as('n'))
+      .where('organization_id', '=', organizationId)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
   }
 
   private async instanceUse(db: Db, organizationId: string): Promise<InstanceUse> {

@@ -21,6 +21,7 @@ import { keyRoutes } from './routes/keys.ts';
 import { mcpRoutes } from './routes/mcp.ts';
 import { metricsRoutes } from './routes/metrics.ts';
 import { profileRoutes } from './routes/profiles.ts';
+import { snapshotRoutes } from './routes/snapshots.ts';
 import { roomRoutes } from './routes/rooms.ts';
 import { operatorRoutes } from './routes/operator.ts';
 import { PREVIEW_HOST_ROUTE, portRoutes, portUrlRewriter, SIGNED_PATH_ROUTE } from './routes/ports.ts';
@@ -199,6 +200,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   keyRoutes(app, services);
   profileRoutes(app, services);
   roomRoutes(app, services);
+  snapshotRoutes(app, services);
   commandRoutes(app, services);
   fileRoutes(app, services);
   terminalRoutes(app, services);

@@ -21,6 +21,12 @@ export interface RuntimeCapabilities {
    * resume() are absent and core/ stops idle instances instead of pausing them.
    */
   pause: boolean;
+  /**
+   * Instances' file systems can be saved as snapshots (snapshot()) and new instances
+   * started from one (ProvisionRequest.fromSnapshot). Without it, snapshot() and the
+   * rest are absent and core/ refuses snapshots and forks with feature_unavailable.
+   */
+  snapshot: boolean;
 }
 
 /**
@@ -87,6 +93,11 @@ export interface ProvisionRequest {
   /** Reports what a long step is doing (e.g. an image build's phases), for callers to see. */
   onProgress(message: string): void;
   log: Logger;
+  /**
+   * Start from this snapshot's files instead of an empty writable layer (runtimes with
+   * `capabilities.snapshot`). The spec's image and disk_mb are the snapshot's.
+   */
+  fromSnapshot?: string;
 }
 
 /** A regular file a command created, modified or deleted (absolute guest path). */
@@ -335,6 +346,10 @@ export interface Runtime {
   /** Present when `capabilities.pause` is true (PausableRuntime). */
   pause?: PausableRuntime['pause'];
   resume?: PausableRuntime['resume'];
+  /** Present when `capabilities.snapshot` is true (SnapshotRuntime). */
+  snapshot?: SnapshotRuntime['snapshot'];
+  deleteSnapshot?: SnapshotRuntime['deleteSnapshot'];
+  listSnapshots?: SnapshotRuntime['listSnapshots'];
   /**
    * Where the host reaches TCP ports that programs inside the instance listen on, and
    * the ports the runtime itself uses there (which no one else may reach). Undefined for
@@ -396,6 +411,28 @@ export interface PausableRuntime {
   pause(instanceId: string): Promise<PauseOutcome>;
   /** Starts a paused instance's machine again over its writable layer; resolves once it is ready. */
   resume(request: ResumeRequest): Promise<void>;
+}
+
+/** What a snapshot kept of the instance, and what it costs. */
+export interface SnapshotOutcome {
+  /** Its memory and processes too (a new instance from it goes on running them); false: its files only. */
+  memoryKept: boolean;
+  /** Bytes of host disk the snapshot holds. */
+  diskBytes: number;
+}
+
+/**
+ * Snapshots, for runtimes whose `capabilities.snapshot` is true: a copy of an
+ * instance's file system (and memory, where the outcome says so) that outlives it, from
+ * which provision() starts new instances (ProvisionRequest.fromSnapshot).
+ */
+export interface SnapshotRuntime {
+  /** Saves a ready or paused instance's state under `snapshotId`; the instance stays as it was. */
+  snapshot(instanceId: string, snapshotId: string): Promise<SnapshotOutcome>;
+  /** Removes a snapshot's files. Idempotent. */
+  deleteSnapshot(snapshotId: string): Promise<void>;
+  /** Ids of the snapshots the runtime holds files for (for reconciliation). */
+  listSnapshots(): Promise<string[]>;
 }
 
 /** Why no runtime can run instances on this host, for the 503 the API answers with. */

@@ -252,6 +252,31 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('instances').addColumn('paused_retention_s', 'integer', (c) => c.notNull().defaultTo(0)).execute();
     },
   },
+  '0013_snapshots': {
+    async up(db: Kysely<any>) {
+      // Saved file systems of instances, owned by the organization; the instance a
+      // snapshot started; and the organization's quota of them.
+      await db.schema
+        .createTable('snapshots')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('organization_id', 'text', (c) => c.notNull().references('organizations.id'))
+        .addColumn('name', 'text')
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('source_instance_id', 'text', (c) => c.notNull())
+        .addColumn('profile_id', 'text', (c) => c.notNull())
+        .addColumn('room_id', 'text', (c) => c.notNull())
+        .addColumn('runtime', 'text', (c) => c.notNull())
+        .addColumn('spec', 'text', (c) => c.notNull())
+        .addColumn('memory_kept', 'integer', (c) => c.notNull())
+        .addColumn('disk_bytes', 'integer', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('deleted_at', 'text')
+        .execute();
+      await db.schema.createIndex('snapshots_org_created').on('snapshots').columns(['organization_id', 'created_at']).execute();
+      await db.schema.alterTable('instances').addColumn('snapshot_id', 'text').execute();
+      await db.schema.alterTable('org_quotas').addColumn('snapshots', 'integer').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -71,6 +71,31 @@ export interface InstancesTable {
   paused_memory_kept: number | null;
   /** Seconds a paused instance is kept before it is removed (from its profile when made); 0 = no limit. */
   paused_retention_s: number;
+  /** The snapshot the instance started from; null for one started from its image. */
+  snapshot_id: string | null;
+}
+
+export interface SnapshotsTable {
+  id: string;
+  organization_id: string;
+  /** The caller's name for it; null when none was given. */
+  name: string | null;
+  /** `creating` while its files are copied, then `ready`; a failed one is removed. */
+  state: 'creating' | 'ready';
+  /** The instance it was taken of, and where that one lived. */
+  source_instance_id: string;
+  profile_id: string;
+  room_id: string;
+  runtime: string;
+  /** JSON of the ProfileSpec of its source: an instance from it keeps the image and disk size. */
+  spec: string;
+  /** 1 when its memory and processes were saved too; 0: its files only. */
+  memory_kept: number;
+  /** Bytes of host disk it holds. */
+  disk_bytes: number;
+  created_at: string;
+  /** Set when it was deleted (its files are gone); it then no longer answers. */
+  deleted_at: string | null;
 }
 
 export interface CommandsTable {
@@ -132,6 +157,7 @@ export interface OrgQuotasTable {
   disk_mb: number | null;
   concurrent_commands: number | null;
   commands_per_minute: number | null;
+  snapshots: number | null;
   updated_at: string;
 }
 
@@ -177,6 +203,7 @@ export interface Database {
   served_files: ServedFilesTable;
   org_quotas: OrgQuotasTable;
   audit_events: AuditEventsTable;
+  snapshots: SnapshotsTable;
 }
 
 export type OrganizationRow = Selectable<OrganizationsTable>;
@@ -188,3 +215,4 @@ export type InstanceUpdate = Updateable<InstancesTable>;
 export type InstanceEventRow = Selectable<InstanceEventsTable>;
 export type CommandRow = Selectable<CommandsTable>;
 export type AuditEventRow = Selectable<AuditEventsTable>;
+export type SnapshotRow = Selectable<SnapshotsTable>;

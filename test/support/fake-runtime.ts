@@ -46,7 +46,7 @@ export interface FakeRuntimeOptions {
 
 export class FakeRuntime implements Runtime {
   readonly name = 'fake';
-  readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false };
+  readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false, snapshot: false };
   /** Instances provisioned and not destroyed. */
   readonly live = new Set<string>();
   readonly destroyed: string[] = [];
@@ -239,7 +239,7 @@ function aborted(signal: AbortSignal): Promise<never> {
 
 /** The test double for a runtime that can pause: a pause keeps the instance's files and stops its machine. */
 export class PausableFakeRuntime extends FakeRuntime {
-  override readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: true };
+  override readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: true, snapshot: false };
   /** Instances paused (their files kept, no machine). */
   readonly paused = new Set<string>();
   /** When set, the next resume fails with this message. */

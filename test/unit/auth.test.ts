@@ -11,6 +11,7 @@ let a: TestOrg;
 let b: TestOrg;
 let aKeyId: string;
 let aCommandId: string;
+let aSnapshotId: string;
 const ROOM = 'walk-room';
 
 before(async () => {
@@ -24,10 +25,30 @@ before(async () => {
   const command = await t.app.inject({ method: 'POST', url: `/api/profile/${a.defaultProfileId}/room/${ROOM}/command`, headers: a.headers, payload: { command: 'id' } });
   assert.equal(command.statusCode, 200);
   aCommandId = command.json().command_id;
+  // The test runtime takes no snapshots: A's is a record, as a real one leaves.
+  aSnapshotId = randomUUID();
+  await t.services.db
+    .insertInto('snapshots')
+    .values({
+      id: aSnapshotId,
+      organization_id: a.organizationId,
+      name: 'a-only',
+      state: 'ready',
+      source_instance_id: created.json().instance_id,
+      profile_id: a.defaultProfileId,
+      room_id: ROOM,
+      runtime: 'test',
+      spec: '{"image":"debian:bookworm","disk_mb":1024}',
+      memory_kept: 0,
+      disk_bytes: 4096,
+      created_at: new Date().toISOString(),
+      deleted_at: null,
+    })
+    .execute();
 });
 after(() => t.close());
 
-function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string; command_id: string; port: string }): string {
+function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string; command_id: string; port: string; snapshot_id: string }): string {
   return url.replace(/\*$/, 'notes.txt').replace(/:(\w+)/g, (_, name: string) => {
     const value = (ids as Record<string, string>)[name];
     if (value === undefined) throw new Error(`the route walk does not know how to fill :${name} in ${url}; add it`);
@@ -42,12 +63,20 @@ const BODIES: Record<string, unknown> = {
   'PATCH /api/profiles/:profile_id': { name: 'hijacked' },
   'POST /api/profile/:profile_id/room/:room_id': { wait: true },
   'POST /api/profile/:profile_id/room/:room_id/command': { command: 'id' },
+  'POST /api/profile/:profile_id/room/:room_id/fork': { rooms: ['fork-1'] },
   'PUT /api/profile/:profile_id/room/:room_id/file/*': { content: 'x' },
   'POST /api/profile/:profile_id/room/:room_id/tools/call': { name: 'list_files', arguments: {} },
 };
 
-const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId, command_id: aCommandId, port: '8000' });
-const MISSING_IDS = () => ({ profile_id: randomUUID(), room_id: 'no-such-room', key_id: randomUUID(), command_id: randomUUID(), port: '8000' });
+const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId, command_id: aCommandId, port: '8000', snapshot_id: aSnapshotId });
+const MISSING_IDS = () => ({
+  profile_id: randomUUID(),
+  room_id: 'no-such-room',
+  key_id: randomUUID(),
+  command_id: randomUUID(),
+  port: '8000',
+  snapshot_id: randomUUID(),
+});
 
 describe('authentication', () => {
   const cases: [string, Record<string, string>, string][] = [
@@ -161,6 +190,14 @@ describe('every /api/ route', () => {
         const own = await t.app.inject({ method: 'GET', url: '/api/instances', headers: a.headers });
         assert.equal(own.json().instances.length, 1);
       },
+      'GET /api/snapshots': async () => {
+        const res = await t.app.inject({ method: 'GET', url: '/api/snapshots', headers: b.headers });
+        assert.deepEqual(res.json().snapshots, []);
+        const byInstance = await t.app.inject({ method: 'GET', url: `/api/snapshots?instance_id=${(await aInstanceId())}`, headers: b.headers });
+        assert.deepEqual(byInstance.json().snapshots, []);
+        const own = await t.app.inject({ method: 'GET', url: '/api/snapshots', headers: a.headers });
+        assert.deepEqual(own.json().snapshots.map((s: { snapshot_id: string }) => s.snapshot_id), [aSnapshotId]);
+      },
       'GET /api/usage': async () => {
         // A has a live instance; B's usage counts none of it.
         const res = await t.app.inject({ method: 'GET', url: '/api/usage', headers: b.headers });
@@ -192,6 +229,11 @@ describe('every /api/ route', () => {
     }
   });
 
+  async function aInstanceId(): Promise<string> {
+    const res = await t.app.inject({ method: 'GET', url: `/api/profile/${a.defaultProfileId}/room/${ROOM}`, headers: a.headers });
+    return res.json().instance_id;
+  }
+
   it('left organization A untouched after B\'s attempts', async () => {
     const instance = await t.app.inject({ method: 'GET', url: `/api/profile/${a.defaultProfileId}/room/${ROOM}`, headers: a.headers });
     assert.equal(instance.statusCode, 200);
@@ -200,5 +242,7 @@ describe('every /api/ route', () => {
     assert.equal(profile.json().name, 'default');
     const keys = await t.app.inject({ method: 'GET', url: '/api/keys', headers: a.headers });
     assert.ok(keys.json().keys.some((k: { key_id: string }) => k.key_id === aKeyId));
+    const snapshot = await t.app.inject({ method: 'GET', url: `/api/snapshots/${aSnapshotId}`, headers: a.headers });
+    assert.equal(snapshot.json().name, 'a-only');
   });
 });

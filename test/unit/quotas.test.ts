@@ -14,7 +14,7 @@ import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { run } from '../support/cli.ts';
 import { FakeRuntime } from '../support/fake-runtime.ts';
 
-const LIMITS = { instances: 3, memory_mb: 4096, vcpus: 4, disk_mb: 8192, concurrent_commands: 2, commands_per_minute: 5 };
+const LIMITS = { instances: 3, memory_mb: 4096, vcpus: 4, disk_mb: 8192, concurrent_commands: 2, commands_per_minute: 5, snapshots: 10 };
 const ONE = { memory_mb: 1024, vcpus: 1, disk_mb: 2048 };
 
 describe('quota arithmetic', () => {

@@ -34,6 +34,7 @@ export type KnownErrorCode =
   | 'organization_not_found'
   | 'file_not_found'
   | 'command_not_found'
+  | 'snapshot_not_found'
   | 'method_not_allowed'
   | 'profile_in_use'
   | 'profile_name_taken'
@@ -45,6 +46,8 @@ export type KnownErrorCode =
   | 'file_changed'
   | 'no_undo_point'
   | 'revert_conflict'
+  | 'room_occupied'
+  | 'snapshot_unusable'
   | 'body_too_large'
   | 'file_too_large'
   | 'stdin_too_large'
@@ -61,6 +64,7 @@ export type KnownErrorCode =
   | 'instance_start_failed'
   | 'instance_pause_failed'
   | 'instance_resume_failed'
+  | 'snapshot_failed'
   | 'internal_error'
   | 'command_failed'
   | 'port_not_listening'
@@ -102,7 +106,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -303,6 +307,13 @@ export interface FileWritten {
   size: number;
 }
 
+export interface ForkResult {
+  /** One per room, in the order asked: `ready`, or `failed` with its `failure_reason` when that copy could not start */
+  instances: Instance[];
+  /** The snapshot the copies were made from, with `keep_snapshot`; null otherwise */
+  snapshot: Snapshot | null;
+}
+
 export interface Instance {
   instance_id: string;
   profile_id: string;
@@ -340,6 +351,8 @@ export interface Instance {
   } | null;
   /** When the room took this instance from its profile's warm pool (booted before the room asked); null when it was made for the room */
   claimed_at: string | null;
+  /** The snapshot the instance started from (`snapshot_id` in the create body, or a fork); null when it started from its profile's image */
+  snapshot_id: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -432,6 +445,29 @@ export interface RevertResult {
   /** Whether it was forced over later commands that changed the same files */
   forced: boolean;
   duration_ms: number;
+}
+
+export interface Snapshot {
+  snapshot_id: string;
+  /** The name given when it was taken; null when none was */
+  name: string | null;
+  /** `creating` while its files are copied (a POST answers once it is `ready`), then `ready` */
+  state: 'creating' | 'ready';
+  /** The instance it was taken of */
+  instance_id: string;
+  /** The profile of that instance */
+  profile_id: string;
+  /** The room of that instance */
+  room_id: string;
+  /** The image its files sit on; an instance started from it runs on the same image */
+  image: string;
+  /** Size of its writable layer; an instance started from it has this disk size */
+  disk_mb: number;
+  /** Bytes of host disk it holds: the blocks its writable layer uses (the image is shared, not copied) */
+  disk_bytes: number;
+  /** Whether its memory and processes were saved too; false: its files only (the gVisor runtime on this host cannot save memory) */
+  memory_kept: boolean;
+  created_at: string;
 }
 
 export interface StdinWritten {
@@ -534,6 +570,13 @@ export interface Usage {
     };
     /** Commands started in the last 60 seconds, in all of its instances */
     commands_per_minute: {
+      limit: number;
+      used: number;
+      /** `default`: the service's configured default; `organization`: set by the operator for this organization */
+      source: 'default' | 'organization';
+    };
+    /** Snapshots it keeps (made by POST …/snapshots; a fork's own snapshot counts while the fork runs) */
+    snapshots: {
       limit: number;
       used: number;
       /** `default`: the service's configured default; `organization`: set by the operator for this organization */
@@ -781,6 +824,8 @@ export interface Paths {
       body: {
         /** Wait until the instance is ready (default true) */
         wait?: boolean;
+        /** Start from this snapshot of the organization (POST …/snapshots) instead of the profile's image */
+        snapshot_id?: string;
       };
       responses: {
         200: Instance;
@@ -788,7 +833,9 @@ export interface Paths {
         202: Instance;
         400: ErrorBody;
         401: ErrorBody;
+        403: ErrorBody;
         404: ErrorBody;
+        409: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
       };
@@ -875,6 +922,113 @@ export interface Paths {
         };
         400: ErrorBody;
         401: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/snapshots': {
+    /** Take a snapshot of the room's instance */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** A name of yours for it (not unique) */
+        name?: string;
+      };
+      responses: {
+        201: Snapshot;
+        400: ErrorBody;
+        401: ErrorBody;
+        403: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        500: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/fork': {
+    /** Fork the room's instance into other rooms */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** Rooms of the same profile to start the copies in, 1-20; none may have a live instance */
+        rooms: string[];
+        /** Keep the snapshot the fork was made from (answered as `snapshot`); by default it is deleted once every copy has started */
+        keep_snapshot?: boolean;
+      };
+      responses: {
+        201: ForkResult;
+        400: ErrorBody;
+        401: ErrorBody;
+        403: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        500: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
+  '/api/snapshots': {
+    /** List snapshots */
+    get: {
+      params: Record<string, never>;
+      query: {
+        /** Only snapshots taken of this instance */
+        instance_id?: string;
+        /** 1-200, default 50 */
+        limit?: string;
+        cursor?: string;
+      };
+      body: undefined;
+      responses: {
+        200: {
+          snapshots: Snapshot[];
+          next_cursor: string | null;
+        };
+        400: ErrorBody;
+        401: ErrorBody;
+      };
+    };
+  };
+  '/api/snapshots/{snapshot_id}': {
+    /** Get a snapshot */
+    get: {
+      params: {
+        snapshot_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Snapshot;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+    /** Delete a snapshot */
+    delete: {
+      params: {
+        snapshot_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Snapshot;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        503: ErrorBody;
       };
     };
   };
@@ -1378,7 +1532,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;

@@ -9,7 +9,7 @@ import type { App } from '../types.ts';
 
 const ROOM_PATH = '/api/profile/:profile_id/room/:room_id';
 
-export function roomRoutes(app: App, { instances }: Services): void {
+export function roomRoutes(app: App, { instances, snapshots }: Services): void {
   app.post(
     ROOM_PATH,
     {
@@ -19,12 +19,18 @@ export function roomRoutes(app: App, { instances }: Services): void {
         description:
           'Starts an instance from the profile in this room. By default answers when it is `ready` (201), or with ' +
           '`instance_start_failed` if it failed. With `"wait": false` answers 202 at once; poll GET for its state. ' +
-          'If the room already has a live instance, answers 200 with it: a retry never makes a second machine.',
+          'If the room already has a live instance, answers 200 with it: a retry never makes a second machine. With ' +
+          '`snapshot_id`, the instance starts from that snapshot\'s files (its image and disk size are the snapshot\'s; memory, ' +
+          'CPUs, network and time limits are this profile\'s); a room whose live instance did not start from it answers ' +
+          '409 `room_occupied`.',
         tags: ['instances'],
         params: RoomParams,
         body: Type.Object(
           {
             wait: Type.Optional(Type.Boolean({ default: true, description: 'Wait until the instance is ready (default true)' })),
+            snapshot_id: Type.Optional(
+              Type.String({ format: 'uuid', description: 'Start from this snapshot of the organization (POST …/snapshots) instead of the profile\'s image' }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -32,14 +38,17 @@ export function roomRoutes(app: App, { instances }: Services): void {
           200: Instance,
           201: Instance,
           202: Instance,
-          ...errorResponses(400, 401, 404, 500, 503),
+          ...errorResponses(400, 401, 403, 404, 409, 500, 503),
         },
       },
     },
     async (request, reply) => {
       const { profile_id, room_id } = request.params;
       const wait = request.body.wait ?? true;
-      const { instance, created } = await instances.create(callerOf(request).organizationId, profile_id, room_id, { wait });
+      const organizationId = callerOf(request).organizationId;
+      const snapshotId = request.body.snapshot_id;
+      const snapshot = snapshotId === undefined ? undefined : await snapshots.source(organizationId, snapshotId);
+      const { instance, created } = await instances.create(organizationId, profile_id, room_id, { wait, ...(snapshot ? { snapshot } : {}) });
       const status = !created ? 200 : wait ? 201 : 202;
       return reply.code(status).send(instance);
     },

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ChangeTracking } from '../../config.ts';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
-import { mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
+import { isMountPoint, mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import { mountBtrfsImage } from '../../host/btrfs.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT, OUTPUT_RELAY } from '../../images/guest-additions.ts';
@@ -40,6 +40,7 @@ import type {
   Runtime,
   RuntimeEvent,
   RevertOutcome,
+  SnapshotOutcome,
   RuntimeHealth,
   TerminalRequest,
   TerminalSession,
@@ -60,6 +61,7 @@ import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { addMimeTypes } from './mime-sniffing.ts';
 import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
+import { LayerSnapshots, thaw } from './snapshots.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type UndoLimits, UndoPoints } from './undo.ts';
@@ -100,7 +102,7 @@ export interface GvisorOptions {
 
 export class GvisorRuntime implements Runtime {
   readonly name = 'gvisor';
-  readonly capabilities = { network: true, diskLimit: true, interactive: true, pause: true };
+  readonly capabilities = { network: true, diskLimit: true, interactive: true, pause: true, snapshot: true };
   private readonly runsc: Runsc;
   private readonly instancesDir: string;
   private readonly pool: AddressPool;
@@ -136,6 +138,10 @@ export class GvisorRuntime implements Runtime {
   private readonly pauseDeps: PauseDeps;
   /** Paused instances whose sandbox record and cgroups are still being removed. */
   private readonly pauseReleases = new Map<string, Promise<void>>();
+  /** Copies of writable layers (snapshots.ts). */
+  private readonly snapshots: LayerSnapshots;
+  /** The pause, resume or snapshot under way per instance: one at a time, and a destroy waits for it. */
+  private readonly layerWork = new Map<string, Promise<unknown>>();
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -162,6 +168,7 @@ export class GvisorRuntime implements Runtime {
     });
     this.sandboxWatch = new SandboxWatch({ onExit: (instanceId) => this.sandboxExited(instanceId) });
     this.teardowns = new Teardowns({ runsc: this.runsc, pool: this.pool, tag: this.tag, log: this.log });
+    this.snapshots = new LayerSnapshots(options.dataDir, this.log);
     this.undo = new UndoPoints({ limits: options.undoLimits ?? { maxPoints: 20, maxBytes: 512 * 1024 * 1024 }, log: this.log });
     this.pauseDeps = {
       runsc: this.runsc,
@@ -183,7 +190,7 @@ export class GvisorRuntime implements Runtime {
 
   /** Pauses an instance: its files stay, its processes end (pause.ts says why memory cannot be kept). */
   async pause(instanceId: string): Promise<PauseOutcome> {
-    const { memoryKept, released } = await pauseInstance(this.handle(instanceId), this.pauseDeps);
+    const { memoryKept, released } = await this.oneAtATime(instanceId, () => pauseInstance(this.handle(instanceId), this.pauseDeps));
     const settled = released.catch(() => {});
     this.pauseReleases.set(instanceId, settled);
     void settled.then(() => {
@@ -195,7 +202,45 @@ export class GvisorRuntime implements Runtime {
   /** Boots a paused instance again over its writable layer (pause.ts), once its pause's release is done. */
   async resume(request: ResumeRequest): Promise<void> {
     await this.pauseReleases.get(request.instanceId);
-    return resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log);
+    return this.oneAtATime(request.instanceId, () => resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log));
+  }
+
+  /** Copies a ready or paused instance's writable layer into a snapshot (snapshots.ts); its memory is not kept. */
+  async snapshot(instanceId: string, snapshotId: string): Promise<SnapshotOutcome> {
+    const h = this.handle(instanceId);
+    return this.oneAtATime(instanceId, async () => {
+      const flush = async () => {
+        await this.exec(instanceId, ['/bin/sync'], { as: 'root', timeoutMs: 10_000 });
+      };
+      const { diskBytes } = await this.snapshots.save(h, snapshotId, flush);
+      return { memoryKept: false, diskBytes };
+    });
+  }
+
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    await this.snapshots.remove(snapshotId);
+  }
+
+  async listSnapshots(): Promise<string[]> {
+    return this.snapshots.list();
+  }
+
+  /** The image keys the instances' snapshots were taken over (`roomkit images prune` keeps them). */
+  snapshotImageKeys(): Set<string> {
+    return this.snapshots.imageKeys();
+  }
+
+  /** Runs one pause, resume or snapshot of the instance at a time, in the order asked. */
+  private async oneAtATime<T>(instanceId: string, work: () => Promise<T>): Promise<T> {
+    const before = this.layerWork.get(instanceId) ?? Promise.resolve();
+    const mine = before.catch(() => {}).then(work);
+    const settled = mine.catch(() => {});
+    this.layerWork.set(instanceId, settled);
+    try {
+      return await mine;
+    } finally {
+      if (this.layerWork.get(instanceId) === settled) this.layerWork.delete(instanceId);
+    }
   }
 
   onEvent(listener: (event: RuntimeEvent) => void): void {
@@ -254,10 +299,12 @@ export class GvisorRuntime implements Runtime {
       // Still `active`: the image is built once per profile and cached.
       // A build can take minutes: a delete or a shutdown does not wait for it (the build
       // itself goes on for others that need it, or is stopped when the service stops).
-      const image = await untilAborted(
-        this.images.ensure({ image: spec.image, packages: spec.packages, user: spec.user, home: spec.home }, log, request.onProgress),
-        signal,
-      );
+      const image = request.fromSnapshot
+        ? this.snapshotImage(request.fromSnapshot)
+        : await untilAborted(
+            this.images.ensure({ image: spec.image, packages: spec.packages, user: spec.user, home: spec.home }, log, request.onProgress),
+            signal,
+          );
       signal.throwIfAborted();
       mkdirSync(h.dir, { recursive: true, mode: 0o700 });
       const meta = {
@@ -269,7 +316,7 @@ export class GvisorRuntime implements Runtime {
         home: spec.home,
         egress: spec.network.egress,
         memoryMb: spec.memory_mb,
-        ...(spec.keep_undo ? { undoLayer: true } : {}),
+        ...((request.fromSnapshot ? this.snapshots.meta(request.fromSnapshot)?.undoLayer : spec.keep_undo) ? { undoLayer: true } : {}),
       };
       h.writeMeta(meta);
 
@@ -289,7 +336,7 @@ export class GvisorRuntime implements Runtime {
           if (spec.network.egress === 'internet') await allowEgress(this.tag, h.hostIf);
           await onStep('ftap_created');
         })(),
-        this.prepareFiles(h, image, spec, agentKey),
+        this.prepareFiles(h, image, spec, agentKey, request.fromSnapshot),
       ]);
       for (const outcome of settledSteps) if (outcome.status === 'rejected') throw outcome.reason;
       await onStep('image_generated');
@@ -327,12 +374,21 @@ export class GvisorRuntime implements Runtime {
   }
 
   /** The writable layer, the overlay root over the image, the guest's configuration and the OCI bundle. */
-  private async prepareFiles(h: InstanceHandle, image: { rootfs: string }, spec: MachineSpec, agentKey: string | undefined): Promise<void> {
+  private async prepareFiles(
+    h: InstanceHandle,
+    image: { rootfs: string },
+    spec: MachineSpec,
+    agentKey: string | undefined,
+    fromSnapshot: string | undefined,
+  ): Promise<void> {
     mkdirSync(h.layer, { recursive: true });
     mkdirSync(h.rootfs, { recursive: true });
+    // A snapshot's layer is a copy of its source's; the mounts below find it made.
+    if (fromSnapshot) await this.snapshots.copyInto(fromSnapshot, h);
     // A layer that keeps undo points is btrfs (snapshots); others ext4, quicker to make.
-    if (spec.keep_undo) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
+    if (h.readMeta()?.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
     else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+    if (fromSnapshot) await this.snapshots.dropInheritedUndoPoints(h);
     mkdirSync(h.upper, { recursive: true });
     mkdirSync(h.work, { recursive: true });
     await mountOverlay({ lower: image.rootfs, upper: h.upper, work: h.work, target: h.rootfs });
@@ -364,6 +420,8 @@ export class GvisorRuntime implements Runtime {
 
   /** Stops the instance's machine; what it held is released in the background (teardown.ts). */
   async destroy(instanceId: string): Promise<Teardown> {
+    // A snapshot copying the layer (frozen meanwhile) finishes first.
+    await this.layerWork.get(instanceId);
     return this.teardowns.begin(await this.forget(instanceId));
   }
 
@@ -634,6 +692,15 @@ export class GvisorRuntime implements Runtime {
     return Number.parseInt(result.stdout.trim(), 10) || 0;
   }
 
+  /** The cached image a snapshot's layer was taken over; it must still be in the cache. */
+  private snapshotImage(snapshotId: string): { key: string; rootfs: string } {
+    const meta = this.snapshots.meta(snapshotId);
+    if (!meta) throw new Error(`snapshot ${snapshotId} has no files on this host (it was deleted, or never finished)`);
+    const rootfs = this.images.rootfsOf(meta.imageKey);
+    if (!existsSync(rootfs)) throw new Error(`the image snapshot ${snapshotId} was taken over (${meta.imageKey}) is no longer in the image cache`);
+    return { key: meta.imageKey, rootfs };
+  }
+
   /** The image under the instance's writable layer. */
   private imageOf(h: InstanceHandle): { key: string; rootfs: string } {
     const key = h.readMeta()?.imageKey;
@@ -747,6 +814,8 @@ export class GvisorRuntime implements Runtime {
   async adopt(instanceId: string): Promise<void> {
     const h = this.handle(instanceId);
     this.handles.set(instanceId, h);
+    // A service that ended while it copied the layer for a snapshot left it frozen.
+    if (isMountPoint(h.layer)) await thaw(h.layer, this.log);
     const meta = h.readMeta();
     if (meta?.egress === 'internet') await allowEgress(this.tag, h.hostIf);
     if (meta?.memoryMb !== undefined) this.guardMemory(instanceId, meta.memoryMb);
@@ -776,6 +845,8 @@ export class GvisorRuntime implements Runtime {
       Array.from({ length: Math.min(SWEEPS_AT_ONCE, queue.length) }, async () => {
         for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
           try {
+            const layer = this.handle(id).layer;
+            if (isMountPoint(layer)) await thaw(layer, this.log);
             await this.destroyCompletely(id);
             removed.push(`instance ${id}`);
           } catch (err) {
