@@ -12,6 +12,7 @@ export const AUDIT_ACTIONS = [
   'instance.delete',
   'instance.pause',
   'instance.resume',
+  'instance.keepalive',
   'command.run',
   'command.kill',
   'command.revert',

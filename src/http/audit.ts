@@ -58,6 +58,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
   'DELETE /api/profile/:profile_id/room/:room_id': 'instance.delete',
   'POST /api/profile/:profile_id/room/:room_id/pause': 'instance.pause',
   'POST /api/profile/:profile_id/room/:room_id/resume': 'instance.resume',
+  'POST /api/profile/:profile_id/room/:room_id/keepalive': 'instance.keepalive',
   'POST /api/profile/:profile_id/room/:room_id/command': 'command.run',
   'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/kill': 'command.kill',
   'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/revert': 'command.revert',

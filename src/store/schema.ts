@@ -71,6 +71,19 @@ export interface InstancesTable {
   paused_memory_kept: number | null;
   /** Seconds a paused instance is kept before it is removed (from its profile when made); 0 = no limit. */
   paused_retention_s: number;
+  /** JSON of the environment variables its create set; null when none. */
+  env: string | null;
+  /** Its create's timeout_s; 0 = none. */
+  timeout_s: number;
+  /** When its deadline passes (timeout_s, moved by keep-alives); null when it has none. */
+  expires_at: string | null;
+}
+
+/** An instance's labels (its create's metadata), one row per key, so that the list filters by them in SQL. */
+export interface InstanceMetadataTable {
+  instance_id: string;
+  key: string;
+  value: string;
 }
 
 export interface CommandsTable {
@@ -171,6 +184,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   profiles: ProfilesTable;
   instances: InstancesTable;
+  instance_metadata: InstanceMetadataTable;
   instance_events: InstanceEventsTable;
   network_leases: NetworkLeasesTable;
   commands: CommandsTable;

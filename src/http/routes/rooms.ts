@@ -4,6 +4,8 @@ import Type from 'typebox';
 import type { Services } from '../../services.ts';
 import { callerOf } from '../auth.ts';
 import { Instance, InstancePage, State } from '../../core/instance-schema.ts';
+import { CreateOptionsFields, KeepAliveBody, METADATA_QUERY_DESCRIPTION } from '../../core/instance-options-schema.ts';
+import { parseMetadataQuery } from '../../core/instance-options.ts';
 import { errorResponses, RoomParams } from '../schemas.ts';
 import type { App } from '../types.ts';
 
@@ -19,27 +21,35 @@ export function roomRoutes(app: App, { instances }: Services): void {
         description:
           'Starts an instance from the profile in this room. By default answers when it is `ready` (201), or with ' +
           '`instance_start_failed` if it failed. With `"wait": false` answers 202 at once; poll GET for its state. ' +
-          'If the room already has a live instance, answers 200 with it: a retry never makes a second machine.',
+          'If the room already has a live instance, answers 200 with it: a retry never makes a second machine. A create does ' +
+          'not change a live instance: the options it gives (`env`, `metadata`, `timeout_s`; a field left out is not compared) ' +
+          'must be the ones the instance was made with, else 409 `instance_options_conflict` naming the fields that differ. ' +
+          'Options are the record\'s, not the machine\'s: a create with them still takes an instance from the profile\'s warm pool.',
         tags: ['instances'],
         params: RoomParams,
         body: Type.Object(
           {
             wait: Type.Optional(Type.Boolean({ default: true, description: 'Wait until the instance is ready (default true)' })),
+            ...CreateOptionsFields,
           },
-          { additionalProperties: false },
+          {
+            additionalProperties: false,
+            examples: [{ env: { OPENAI_API_KEY: 'sk-example' }, metadata: { user: 'u-42', app: 'grader' }, timeout_s: 600 }],
+          },
         ),
         response: {
           200: Instance,
           201: Instance,
           202: Instance,
-          ...errorResponses(400, 401, 404, 500, 503),
+          ...errorResponses(400, 401, 404, 409, 500, 503),
         },
       },
     },
     async (request, reply) => {
       const { profile_id, room_id } = request.params;
-      const wait = request.body.wait ?? true;
-      const { instance, created } = await instances.create(callerOf(request).organizationId, profile_id, room_id, { wait });
+      const { wait: waitAsked, ...options } = request.body;
+      const wait = waitAsked ?? true;
+      const { instance, created } = await instances.create(callerOf(request).organizationId, profile_id, room_id, { wait, ...options });
       const status = !created ? 200 : wait ? 201 : 202;
       return reply.code(status).send(instance);
     },
@@ -128,18 +138,45 @@ export function roomRoutes(app: App, { instances }: Services): void {
     },
   );
 
+  app.post(
+    `${ROOM_PATH}/keepalive`,
+    {
+      schema: {
+        operationId: 'keepAliveInstance',
+        summary: 'Keep the room\'s instance alive',
+        description:
+          'Moves the instance\'s deadline to now + `timeout_s` (default: the `timeout_s` of its create; without either it keeps ' +
+          'having none) and counts as activity for its idle limit. Answers the instance, its new deadline in `expires_at`. ' +
+          'A paused instance stays paused (a resume restarts its deadline). The profile\'s `max_lifetime_s` still applies: ' +
+          'a `timeout_s` above it is refused.',
+        tags: ['instances'],
+        params: RoomParams,
+        body: { ...KeepAliveBody, examples: [{ timeout_s: 600 }] },
+        response: { 200: Instance, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id } = request.params;
+      const timeoutS = request.body?.timeout_s;
+      return instances.keepAlive(callerOf(request).organizationId, profile_id, room_id, timeoutS === undefined ? {} : { timeout_s: timeoutS });
+    },
+  );
+
   app.get(
     '/api/instances',
     {
       schema: {
         operationId: 'listInstances',
         summary: 'List instances',
-        description: 'The organization\'s instances, newest first, including stopped and failed ones. Pass `next_cursor` back as `cursor` for the next page.',
+        description:
+          'The organization\'s instances, newest first, including stopped and failed ones. Pass `next_cursor` back as `cursor` for ' +
+          'the next page. `metadata` keeps those carrying all the labels it names.',
         tags: ['instances'],
         querystring: Type.Object(
           {
             profile_id: Type.Optional(Type.String({ format: 'uuid' })),
             state: Type.Optional(State),
+            metadata: Type.Optional(Type.String({ maxLength: 16384, description: METADATA_QUERY_DESCRIPTION, examples: ['user%3Du-42%26app%3Dgrader'] })),
             limit: Type.Optional(Type.String({ pattern: '^(200|1[0-9]{2}|[1-9][0-9]?)$', description: '1-200, default 50' })),
             cursor: Type.Optional(Type.String({ maxLength: 512 })),
           },
@@ -152,8 +189,9 @@ export function roomRoutes(app: App, { instances }: Services): void {
       },
     },
     async (request) => {
-      const { profile_id, state, limit, cursor } = request.query;
+      const { profile_id, state, metadata, limit, cursor } = request.query;
       return instances.list(callerOf(request).organizationId, {
+        ...(metadata === undefined ? {} : { metadata: parseMetadataQuery(metadata) }),
         limit: limit === undefined ? 50 : Number(limit),
         ...(profile_id === undefined ? {} : { profileId: profile_id }),
         ...(state === undefined ? {} : { state }),
