@@ -334,6 +334,7 @@ export class Commands {
       files_changed: result ? result.files_changed : null,
       files_changed_total: result ? result.files_changed_total : record.files_changed_total,
       files_changed_truncated: result ? result.files_changed_truncated : null,
+      result: session?.result ?? null,
     };
   }
 

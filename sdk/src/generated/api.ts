@@ -243,6 +243,8 @@ export interface CommandStatus {
   files_changed: FileChange[] | null;
   files_changed_total: number | null;
   files_changed_truncated: boolean | null;
+  /** Once it has ended, while its output is kept: its CommandResult, the very shape a foreground command answers with (so a background command's outcome reads like any other); null while it runs and once the output is no longer kept */
+  result: CommandResult | null;
 }
 
 export interface CreatedApiKey {
