@@ -302,6 +302,9 @@ function cliMessage(code: string, message: string, roomId: string | undefined, p
         : `${message.split(';')[0]}; \`roomkit status${of} ${roomId}\` shows its state, or wait with \`roomkit create${of} ${roomId}\``;
     case 'profile_not_found':
       return profile === undefined ? message : `${message}; leave out --profile to use "default"`;
+    case 'instance_options_conflict':
+      if (roomId === undefined) return message;
+      return `${message.split(';')[0]}; \`roomkit keepalive${of} ${roomId} --timeout S\` moves its deadline, or \`roomkit destroy${of} ${roomId}\` and create it again with the new options`;
     default:
       return message;
   }

@@ -48,7 +48,7 @@ describe('roomkit create options and keepalive', () => {
 
     const conflict = await run(['create', 'opts', '--timeout', '60'], { env });
     assert.equal(conflict.code, 1, conflict.stderr);
-    assert.match(conflict.stderr, /instance_options_conflict|different timeout_s/);
+    assert.match(conflict.stderr, /different timeout_s; `roomkit keepalive opts --timeout S` moves its deadline/);
     const bad = await run(['create', 'x', '--label', 'novalue'], { env });
     assert.equal(bad.code, 2, bad.stderr);
   });
