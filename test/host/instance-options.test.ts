@@ -76,6 +76,16 @@ describe('env and metadata of a create', () => {
     assert.equal(status.output.trim(), 'hello from create', JSON.stringify(status));
   });
 
+  it('reaches a terminal', async () => {
+    // Through the terminal service the WebSocket route uses (test/host/terminal.test.ts covers the route).
+    const terminal = await t.services.terminals.open(org.organizationId, profile, 'env', { command: 'echo "[$GREETING|$SHARED]"' });
+    let seen = '';
+    terminal.onOutput((chunk) => (seen += chunk.toString('utf8')));
+    const end = await terminal.ended;
+    assert.deepEqual(end, { kind: 'exit', exitCode: 0 });
+    assert.match(seen, /\[hello from create\|create\]/);
+  });
+
   it('filters the list; another organization\'s instance with the same labels never shows', async () => {
     const theirs = await call(other, 'POST', room(otherProfile, 'labelled'), { metadata: { app: 'grader', user: 'u-42' }, timeout_s: 5 });
     assert.equal(theirs.status, 201, theirs.text);
