@@ -42,6 +42,7 @@ export const ERROR_STATUS = {
   profile_name_taken: 409,
   instance_not_ready: 409,
   instance_state_conflict: 409,
+  instance_options_conflict: 409,
   command_not_running: 409,
   stdin_not_open: 409,
   feature_unavailable: 409,

@@ -182,21 +182,31 @@ class Instances:
         state: Optional[str] = None,
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
+        metadata: Optional[Dict[str, str]] = None,
     ) -> InstancePage:
-        """One page; pass ``next_cursor`` back as ``cursor`` for the next."""
+        """One page; pass ``next_cursor`` back as ``cursor`` for the next. ``metadata``
+        keeps the instances carrying all these labels."""
         query = {
             "profile_id": None if profile is None else self._client.resolve_profile_id(profile),
             "state": state,
+            "metadata": None if metadata is None else urllib.parse.urlencode(metadata, quote_via=urllib.parse.quote),
             "limit": limit,
             "cursor": cursor,
         }
         return InstancePage.from_dict(self._client._transport.json("GET", "/api/instances", query=query))
 
-    def all(self, *, profile: Optional[str] = None, state: Optional[str] = None, limit: Optional[int] = None) -> Iterator[Instance]:
+    def all(
+        self,
+        *,
+        profile: Optional[str] = None,
+        state: Optional[str] = None,
+        limit: Optional[int] = None,
+        metadata: Optional[Dict[str, str]] = None,
+    ) -> Iterator[Instance]:
         """Every instance matching the filter, page after page."""
         cursor: Optional[str] = None
         while True:
-            page = self.list(profile=profile, state=state, limit=limit, cursor=cursor)
+            page = self.list(profile=profile, state=state, limit=limit, cursor=cursor, metadata=metadata)
             yield from page.instances
             cursor = page.next_cursor
             if cursor is None:

@@ -50,6 +50,31 @@ class CommandHandle:
         poll_interval_s: float = 0.5,
         offset: int = 0,
         timeout_s: Optional[float] = None,
+    ) -> CommandResult:
+        """Polls until the command ends, passing new output and its byte offset to
+        ``on_output``, and answers with its CommandResult: the same shape ``exec``
+        answers with (``exit_code`` and ``output`` read as before). Raises RoomkitError
+        ``command_output_expired`` when the server no longer keeps the outcome (15
+        minutes after the end, or a restart); ``wait_status()`` answers the final status
+        then. ``timeout_s`` raises RoomkitError ``timeout`` when the command still runs
+        after that long (it runs on)."""
+        status = self.wait_status(on_output=on_output, poll_interval_s=poll_interval_s, offset=offset, timeout_s=timeout_s)
+        if status.result is not None:
+            return status.result
+        raise RoomkitError(
+            "command_output_expired",
+            f"command {self.command_id} ended ({status.state}) but the server no longer keeps its result; its record is in room.commands()",
+            status=410,
+            command_id=self.command_id,
+        )
+
+    def wait_status(
+        self,
+        *,
+        on_output: Optional[Callable[[str, int], None]] = None,
+        poll_interval_s: float = 0.5,
+        offset: int = 0,
+        timeout_s: Optional[float] = None,
     ) -> CommandStatus:
         """Polls until the command ends, passing new output and its byte offset to
         ``on_output``, and answers with the final status, its ``output`` all of the

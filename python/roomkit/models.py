@@ -105,6 +105,14 @@ class Instance(Model):
     #: While it is paused (or resuming); None otherwise.
     pause: Optional[InstancePause]
     claimed_at: Optional[str]
+    #: The names of the variables its create set (``env``); their values are never answered.
+    env_names: List[str]
+    #: Its labels (its create's ``metadata``).
+    metadata: Dict[str, str]
+    #: Its create's ``timeout_s``; None when it has none.
+    timeout_s: Optional[int]
+    #: When its deadline passes (``timeout_s``, moved by ``keep_alive()``); None when it has none.
+    expires_at: Optional[str]
     created_at: str
     updated_at: str
 
@@ -281,6 +289,8 @@ class CommandStatus(Model):
     files_changed: Optional[List[FileChange]]
     files_changed_total: Optional[int]
     files_changed_truncated: Optional[bool]
+    #: Once it has ended, while kept: its CommandResult, the same shape ``exec`` answers with.
+    result: Optional[CommandResult]
 
     @property
     def running(self) -> bool:

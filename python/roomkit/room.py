@@ -57,9 +57,17 @@ class Room:
         wait: bool = True,
         on_progress: Optional[Callable[[Instance], None]] = None,
         poll_interval_s: Optional[float] = None,
+        env: Optional[Dict[str, str]] = None,
+        metadata: Optional[Dict[str, str]] = None,
+        timeout_s: Optional[int] = None,
     ) -> Instance:
         """Creates the room's instance, or returns the live one it already has.
 
+        ``env`` is given to every command and terminal of the instance (its values are
+        never answered back: the instance shows ``env_names``), ``metadata`` labels it
+        (``instances.list(metadata=...)`` filters by them), ``timeout_s`` pauses or stops it
+        that long after its start unless ``keep_alive()`` moves the deadline. A live
+        instance made with other options raises RoomkitError ``instance_options_conflict``.
         ``wait=False`` answers at once, still provisioning. With ``on_progress`` the SDK
         creates without waiting and polls, calling it with the instance at the start and
         whenever its state or progress text changes. Safe to retry (a room has one live
@@ -67,9 +75,16 @@ class Room:
         RoomkitError ``instance_start_failed``.
         """
         params = self._params()
+        asked: Dict[str, Any] = {}
+        if env is not None:
+            asked["env"] = env
+        if metadata is not None:
+            asked["metadata"] = metadata
+        if timeout_s is not None:
+            asked["timeout_s"] = timeout_s
 
         def send(wait_for_ready: bool) -> Instance:
-            answer = self._transport.json("POST", ROOM, params=params, body={"wait": wait_for_ready}, idempotent=True)
+            answer = self._transport.json("POST", ROOM, params=params, body={"wait": wait_for_ready, **asked}, idempotent=True)
             return Instance.from_dict(answer)
 
         if on_progress is None:
@@ -102,6 +117,13 @@ class Room:
         later request, or ``resume()``, brings it back. Pausing a paused instance answers
         it as it is, so this is retried like a read."""
         return Instance.from_dict(self._transport.json("POST", f"{ROOM}/pause", params=self._params(), idempotent=True))
+
+    def keep_alive(self, timeout_s: Optional[int] = None) -> Instance:
+        """Moves the instance's deadline to now + ``timeout_s`` (default: its create's) and
+        counts as activity for its idle limit; the instance answers with ``expires_at``.
+        Retried like a read."""
+        body = {} if timeout_s is None else {"timeout_s": timeout_s}
+        return Instance.from_dict(self._transport.json("POST", f"{ROOM}/keepalive", params=self._params(), body=body, idempotent=True))
 
     def resume(self) -> Instance:
         """Resumes a paused instance and answers once it is ready; a ready one is answered

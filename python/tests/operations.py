@@ -41,6 +41,7 @@ OPERATIONS: Dict[str, Row] = {
     "DELETE /api/profile/{profile_id}/room/{room_id}": Row("Room.delete", lambda rk: _room(rk).delete()),
     "POST /api/profile/{profile_id}/room/{room_id}/pause": Row("Room.pause", lambda rk: _room(rk).pause()),
     "POST /api/profile/{profile_id}/room/{room_id}/resume": Row("Room.resume", lambda rk: _room(rk).resume()),
+    "POST /api/profile/{profile_id}/room/{room_id}/keepalive": Row("Room.keep_alive", lambda rk: _room(rk).keep_alive(60)),
     "POST /api/profile/{profile_id}/room/{room_id}/command": Row("Room.exec", lambda rk: _room(rk).exec("true")),
     "GET /api/profile/{profile_id}/room/{room_id}/commands": Row("Room.commands", lambda rk: _room(rk).commands()),
     "GET /api/profile/{profile_id}/room/{room_id}/commands/{command_id}": Row("CommandHandle.status", lambda rk: _room(rk).command(NOWHERE).status()),

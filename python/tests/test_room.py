@@ -33,6 +33,28 @@ class Create(unittest.TestCase):
             self.assertRegex(caught.exception.request_id or "", UUID)
 
 
+class CreateOptions(unittest.TestCase):
+    def test_env_metadata_timeout_the_label_filter_and_keep_alive(self) -> None:
+        rk, _room, _instance = shared()
+        room = rk.room(PROFILE, "with-options")
+        made = room.create(env={"TOKEN": "secret value"}, metadata={"app": "py test", "user": "u&1"}, timeout_s=600)
+        try:
+            self.assertEqual((made.env_names, made.metadata, made.timeout_s), (["TOKEN"], {"app": "py test", "user": "u&1"}, 600))
+            self.assertNotIn("secret value", json.dumps(made.raw))
+            self.assertEqual(room.exec('printf %s "$TOKEN"').output, "secret value")
+            found = rk.instances.list(metadata={"user": "u&1", "app": "py test"})
+            self.assertEqual([i.instance_id for i in found.instances], [made.instance_id])
+            self.assertEqual(rk.instances.list(metadata={"user": "u&2"}).instances, [])
+            kept = room.keep_alive(1200)
+            assert kept.expires_at is not None and made.expires_at is not None
+            self.assertGreater(kept.expires_at, made.expires_at)
+            with self.assertRaises(RoomkitError) as conflict:
+                room.create(timeout_s=60)
+            self.assertEqual((conflict.exception.code, conflict.exception.status), ("instance_options_conflict", 409))
+        finally:
+            room.delete()
+
+
 class PauseResume(unittest.TestCase):
     def test_pause_keeps_the_files_and_resume_brings_the_machine_back(self) -> None:
         _rk, room, instance = shared()
@@ -178,7 +200,16 @@ class Background(unittest.TestCase):
         self.assertEqual(handle.last.state, "running")
         pieces = []
         final = handle.wait(poll_interval_s=0.1, on_output=lambda data, offset: pieces.append((offset, data)))
-        self.assertEqual((final.state, final.exit_code, final.output), ("exited", 4, "first\nsecond\n"))
+        # The same CommandResult that exec answers with.
+        self.assertIsInstance(final, CommandResult)
+        self.assertEqual((final.status, final.exit_code, final.output), ("error", 4, "first\nsecond\n"))
+        direct = room.exec("exit 4")
+        self.assertEqual(sorted(final.raw), sorted(direct.raw))
+        self.assertEqual(sorted(final.raw["result"]), sorted(direct.raw["result"]))
+        status = handle.wait_status()
+        self.assertEqual((status.state, status.exit_code), ("exited", 4))
+        assert status.result is not None
+        self.assertEqual(status.result.command_id, handle.command_id)
         self.assertEqual("".join(d for _, d in pieces), "first\nsecond\n")
         self.assertEqual(pieces[0][0], 0)
         later = room.command(handle.command_id).status(offset=6)

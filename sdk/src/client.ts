@@ -146,6 +146,8 @@ export interface InstanceFilter {
   /** Only this profile's instances (id or name). */
   profile?: string;
   state?: InstanceState;
+  /** Only instances carrying all these labels (their create's `metadata`), e.g. `{ user: 'u-42' }`. */
+  metadata?: Record<string, string>;
   /** Page size, 1-200 (default 50). */
   limit?: number;
   cursor?: string;
@@ -166,6 +168,7 @@ export class Instances {
     const query = {
       ...(filter.profile === undefined ? {} : { profile_id: await this.#resolve(filter.profile, filter) }),
       ...(filter.state === undefined ? {} : { state: filter.state }),
+      ...(filter.metadata === undefined ? {} : { metadata: metadataQuery(filter.metadata) }),
       ...(filter.limit === undefined ? {} : { limit: String(filter.limit) }),
       ...(filter.cursor === undefined ? {} : { cursor: filter.cursor }),
     };
@@ -204,6 +207,13 @@ export class Keys {
   async revoke(keyId: string, options: RequestOptions = {}): Promise<void> {
     await this.#transport.json('delete', '/api/keys/{key_id}', { params: { key_id: keyId } }, options);
   }
+}
+
+/** The list's `metadata` filter: `k=v` pairs joined by `&`, each part URL-encoded (the transport encodes the whole again). */
+export function metadataQuery(labels: Record<string, string>): string {
+  return Object.entries(labels)
+    .map(([key, value]) => `${encodeURIComponent(key)}=${encodeURIComponent(value)}`)
+    .join('&');
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -4,7 +4,7 @@
 export { DEFAULT_BASE_URL, Instances, Keys, Profiles, Roomkit, type InstanceFilter, type RoomkitOptions } from './client.ts';
 export { RoomkitConnectionError, RoomkitError, type ConnectionErrorCode, type ErrorCode, type RoomkitErrorInit } from './errors.ts';
 export { API_VERSION } from './generated/api.ts';
-export { CommandHandle, contentBytes, Room, RoomPorts, type CreateOptions, type ExecBackgroundOptions, type ExecStreamOptions, type RawFile } from './room.ts';
+export { CommandHandle, contentBytes, Room, RoomPorts, type CreateOptions, type ExecBackgroundOptions, type ExecStreamOptions, type InstanceOptions, type RawFile, type WaitOptions } from './room.ts';
 export type { RequestOptions } from './http.ts';
 export { Terminal, TerminalClosedError, type TerminalClosedReason, type TerminalOptions } from './terminal.ts';
 export type * from './types.ts';

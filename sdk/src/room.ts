@@ -2,7 +2,7 @@
 // and out, delete it. The room is addressed by (profile, room) as the API does; a
 // profile given by name is resolved on first use.
 import { RoomkitConnectionError, RoomkitError } from './errors.ts';
-import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance, PortUrl, RevertResult } from './generated/api.ts';
+import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance, Paths, PortUrl, RevertResult } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';
 import { fromBase64, sleep, toBase64 } from './portable.ts';
 import { openTerminal, type Terminal, type TerminalOptions } from './terminal.ts';
@@ -29,7 +29,10 @@ export interface RoomContext {
   pollIntervalMs: number;
 }
 
-export interface CreateOptions extends RequestOptions {
+/** What a create may ask beyond the profile: env for its commands, labels, a deadline. */
+export type InstanceOptions = Omit<Paths[typeof ROOM]['post']['body'], 'wait'>;
+
+export interface CreateOptions extends RequestOptions, InstanceOptions {
   /** Answer once the instance is ready (default true); false answers at once, still provisioning. */
   wait?: boolean;
   /**
@@ -124,14 +127,21 @@ export class Room {
   /**
    * Creates the room's instance, or returns the live one it already has. Safe to retry
    * (the server keeps one live instance per room), so connection errors and 502-504
-   * are retried. A start failure throws RoomkitError `instance_start_failed`.
+   * are retried. A start failure throws RoomkitError `instance_start_failed`. `env`,
+   * `metadata` and `timeout_s` are the instance's (env values are never answered back);
+   * a live instance made with other ones answers RoomkitError `instance_options_conflict`.
    */
   async create(options: CreateOptions = {}): Promise<Instance> {
     const params = await this.#params(options);
     const { onProgress } = options;
     const wait = options.wait ?? true;
+    const asked = {
+      ...(options.env === undefined ? {} : { env: options.env }),
+      ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
+      ...(options.timeout_s === undefined ? {} : { timeout_s: options.timeout_s }),
+    };
     const send = (waitForReady: boolean) =>
-      this.#ctx.transport.json('post', ROOM, { params, body: { wait: waitForReady } }, { idempotent: true, signal: options.signal });
+      this.#ctx.transport.json('post', ROOM, { params, body: { wait: waitForReady, ...asked } }, { idempotent: true, signal: options.signal });
     if (onProgress === undefined) return send(wait);
 
     let instance = await send(false);
@@ -165,6 +175,16 @@ export class Room {
    */
   async pause(options: RequestOptions = {}): Promise<Instance> {
     return this.#ctx.transport.json('post', `${ROOM}/pause`, { params: await this.#params(options) }, { ...options, idempotent: true });
+  }
+
+  /**
+   * Moves the instance's deadline to now + `timeout_s` (default: its create's) and counts
+   * as activity for its idle limit; the instance answers with the deadline in `expires_at`.
+   * Safe to retry.
+   */
+  async keepAlive(options: { timeout_s?: number } & RequestOptions = {}): Promise<Instance> {
+    const body = options.timeout_s === undefined ? {} : { timeout_s: options.timeout_s };
+    return this.#ctx.transport.json('post', `${ROOM}/keepalive`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: true });
   }
 
   /** Resumes a paused instance and answers once it is ready; a ready one is answered as it is (safe to retry). */
@@ -431,6 +451,9 @@ interface CommandCalls {
   revert(force: boolean, options: RequestOptions): Promise<RevertResult>;
 }
 
+/** How wait() follows a command: its new output as it comes, how often it polls, from which byte. */
+export type WaitOptions = { onOutput?: (data: string, info: { offset: number }) => void; pollIntervalMs?: number; offset?: number } & RequestOptions;
+
 /** A command started in the background (or any command of the room, by id). */
 export class CommandHandle {
   readonly room: Room;
@@ -453,12 +476,28 @@ export class CommandHandle {
   }
 
   /**
-   * Polls until the command ends, passing new output to onOutput, and answers with the
-   * final status. Output the server no longer keeps is skipped (`offset` jumps).
+   * Polls until the command ends, passing new output to onOutput, and answers with its
+   * CommandResult: the same shape `exec()` answers with. Throws RoomkitError
+   * `command_output_expired` when the server no longer keeps the command's outcome (15
+   * minutes after its end, or a restart); `waitStatus()` answers the final status then.
    */
-  async wait(
-    options: { onOutput?: (data: string, info: { offset: number }) => void; pollIntervalMs?: number; offset?: number } & RequestOptions = {},
-  ): Promise<CommandStatus> {
+  async wait(options: WaitOptions = {}): Promise<CommandResult> {
+    const status = await this.waitStatus(options);
+    if (status.result !== null) return status.result;
+    throw new RoomkitError({
+      status: 410,
+      code: 'command_output_expired',
+      message: `command ${status.command_id} ended (${status.state}) but the server no longer keeps its result; its record is in room.commands()`,
+      details: { command_id: status.command_id, state: status.state, exit_code: status.exit_code },
+    });
+  }
+
+  /**
+   * Polls until the command ends, passing new output to onOutput, and answers with the
+   * final status (its `result` is the CommandResult while kept). Output the server no
+   * longer keeps is skipped (`offset` jumps).
+   */
+  async waitStatus(options: WaitOptions = {}): Promise<CommandStatus> {
     let offset = options.offset ?? 0;
     for (;;) {
       const status = await this.status({ offset, signal: options.signal });

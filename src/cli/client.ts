@@ -1,4 +1,4 @@
-// The client commands of `roomkit` (create, exec, cat, put, ls, rm, revert, status, pause, resume, destroy):
+// The client commands of `roomkit` (create, exec, cat, put, ls, rm, revert, status, pause, resume, keepalive, destroy):
 // a room's instance from a shell, through the SDK against a running server. Results
 // go to stdout (as JSON with --json), progress and notes to stderr; a failure is one
 // line `roomkit: error <code>: <message>` on stderr and a non-zero exit.
@@ -52,12 +52,21 @@ export function registerClientCommands(program: Command): void {
 
   roomCommand(program, 'create <room>', 'create the room\'s instance (or find its live one), showing progress on stderr until it is ready')
     .option('--no-wait', 'answer at once, while the instance is still starting')
-    .action(run(async (roomId: string, options: RoomOptions & { wait: boolean }) => {
+    .option('-e, --env <NAME=VALUE>', 'an environment variable for every command of the instance (repeatable)', collectEnv)
+    .option('-l, --label <key=value>', 'a label of the instance, to find it by with `status --label` (repeatable)', collectLabel)
+    .option('--timeout <seconds>', 'stop or pause it (the profile\'s idle_action) this long after its start; `keepalive` moves it', positiveInteger)
+    .action(run(async (roomId: string, options: RoomOptions & { wait: boolean; env?: Record<string, string>; label?: Record<string, string>; timeout?: number }) => {
       const room = roomOf(roomId, options);
       const progress = new Progress(roomId);
       let instance: Instance;
       try {
-        instance = await room.create({ wait: options.wait, onProgress: (i) => progress.update(i) });
+        instance = await room.create({
+          wait: options.wait,
+          onProgress: (i) => progress.update(i),
+          ...(options.env === undefined ? {} : { env: options.env }),
+          ...(options.label === undefined ? {} : { metadata: options.label }),
+          ...(options.timeout === undefined ? {} : { timeout_s: options.timeout }),
+        });
       } finally {
         progress.stop();
       }
@@ -168,14 +177,19 @@ export function registerClientCommands(program: Command): void {
     }));
 
   roomCommand(program, 'status [room]', 'show the room\'s instance, or without a room the organization\'s newest instances')
-    .action(run(async (roomId: string | undefined, options: RoomOptions) => {
+    .option('-l, --label <key=value>', 'without a room: only instances with this label (repeatable: all must match)', collectLabel)
+    .action(run(async (roomId: string | undefined, options: RoomOptions & { label?: Record<string, string> }) => {
       if (roomId !== undefined) {
         const instance = await roomOf(roomId, options).get();
         if (options.json) return printJson(instance);
         return printInstance(instance);
       }
       const client = clientOf(options);
-      const page = await client.instances.list({ ...(options.profile === undefined ? {} : { profile: options.profile }), limit: 20 });
+      const page = await client.instances.list({
+        ...(options.profile === undefined ? {} : { profile: options.profile }),
+        ...(options.label === undefined ? {} : { metadata: options.label }),
+        limit: 20,
+      });
       if (options.json) return printJson(page);
       if (page.instances.length === 0) return void process.stdout.write('no instances\n');
       const names = new Map((await client.profiles.list()).map((p) => [p.profile_id, p.name]));
@@ -197,6 +211,15 @@ export function registerClientCommands(program: Command): void {
       const instance = await roomOf(roomId, options).resume();
       if (options.json) return printJson(instance);
       process.stdout.write(`${instance.state}: room ${roomId}, instance ${instance.instance_id}\n`);
+    }));
+
+  roomCommand(program, 'keepalive <room>', 'move the deadline of the room\'s instance (its --timeout) to now + the timeout, and reset its idle time')
+    .option('--timeout <seconds>', 'seconds from now (default: the --timeout it was created with)', positiveInteger)
+    .action(run(async (roomId: string, options: RoomOptions & { timeout?: number }) => {
+      const instance = await roomOf(roomId, options).keepAlive(options.timeout === undefined ? {} : { timeout_s: options.timeout });
+      if (options.json) return printJson(instance);
+      const until = instance.expires_at === null ? 'it has no deadline; its idle time starts again' : `it runs until ${instance.expires_at}`;
+      process.stdout.write(`${instance.state}: room ${roomId}, instance ${instance.instance_id}: ${until}\n`);
     }));
 
   roomCommand(program, 'destroy <room>', 'stop the room\'s instance and remove it with everything it holds')
@@ -279,6 +302,9 @@ function cliMessage(code: string, message: string, roomId: string | undefined, p
         : `${message.split(';')[0]}; \`roomkit status${of} ${roomId}\` shows its state, or wait with \`roomkit create${of} ${roomId}\``;
     case 'profile_not_found':
       return profile === undefined ? message : `${message}; leave out --profile to use "default"`;
+    case 'instance_options_conflict':
+      if (roomId === undefined) return message;
+      return `${message.split(';')[0]}; \`roomkit keepalive${of} ${roomId} --timeout S\` moves its deadline, or \`roomkit destroy${of} ${roomId}\` and create it again with the new options`;
     default:
       return message;
   }
@@ -360,6 +386,10 @@ function printInstance(instance: Instance): void {
   ];
   if (instance.claimed_at !== null) rows.push(['claimed', `${instance.claimed_at} (from the profile's warm pool)`]);
   if (instance.failure_reason) rows.push(['failure', instance.failure_reason]);
+  const labels = Object.entries(instance.metadata);
+  if (labels.length > 0) rows.push(['labels', labels.map(([k, v]) => `${k}=${v}`).join(', ')]);
+  if (instance.env_names.length > 0) rows.push(['env', `${instance.env_names.join(', ')} (values not shown)`]);
+  if (instance.expires_at !== null) rows.push(['expires', `${instance.expires_at} (timeout ${instance.timeout_s ?? '-'} s; roomkit keepalive moves it)`]);
   for (const [name, value] of rows) process.stdout.write(`${name.padEnd(10)} ${value}\n`);
 }
 
@@ -388,6 +418,12 @@ function positiveInteger(value: string): number {
 function collectEnv(value: string, previous: Record<string, string> | undefined): Record<string, string> {
   const eq = value.indexOf('=');
   if (eq <= 0) throw new InvalidArgumentError('expected NAME=VALUE');
+  return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
+}
+
+function collectLabel(value: string, previous: Record<string, string> | undefined): Record<string, string> {
+  const eq = value.indexOf('=');
+  if (eq <= 0) throw new InvalidArgumentError('expected key=value');
   return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
 }
 

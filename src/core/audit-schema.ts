@@ -17,6 +17,7 @@ export const AUDIT_ACTIONS = [
   'snapshot.delete',
   /** A fork of an instance into other rooms (POST …/fork). */
   'instance.fork',
+  'instance.keepalive',
   'command.run',
   'command.kill',
   'command.revert',

@@ -188,6 +188,11 @@ export const CommandStatus = Type.Object(
     files_changed: Type.Union([Type.Array(FileChange), Type.Null()], { description: 'Once ended and while kept, as in a CommandResult' }),
     files_changed_total: Type.Union([Type.Integer(), Type.Null()]),
     files_changed_truncated: Type.Union([Type.Boolean(), Type.Null()]),
+    result: Type.Union([CommandResult, Type.Null()], {
+      description:
+        'Once it has ended, while its output is kept: its CommandResult, the very shape a foreground command answers with (so a ' +
+        'background command\'s outcome reads like any other); null while it runs and once the output is no longer kept',
+    }),
   },
   { title: 'CommandStatus' },
 );

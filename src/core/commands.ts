@@ -15,6 +15,7 @@ import type { CommandOutcome, CommandSignal, FileChangeEntry } from '../runtimes
 import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import type { Instances } from './instances.ts';
+import { envOf } from './instance-options.ts';
 import { apiPath, fromApiPath, urlSegment } from '../lib/guest-names.ts';
 import { isUuid } from '../lib/ids.ts';
 import { OutputLog, StreamTexts, streamFields } from './output-log.ts';
@@ -206,7 +207,8 @@ export class Commands {
           command: input.command,
           home: spec.home,
           ...(input.cwd === undefined ? {} : { cwd: input.cwd }),
-          env: { ...spec.env, ...input.env },
+          // The profile's, then the instance's create's, then the command's own: the last wins.
+          env: { ...spec.env, ...envOf(instance), ...input.env },
           timeoutMs: timeoutS * 1000,
           maxOutputBytes: this.config.maxOutputBytes,
           onOutput: (chunk, stream) => {
@@ -332,6 +334,7 @@ export class Commands {
       files_changed: result ? result.files_changed : null,
       files_changed_total: result ? result.files_changed_total : record.files_changed_total,
       files_changed_truncated: result ? result.files_changed_truncated : null,
+      result: session?.result ?? null,
     };
   }
 

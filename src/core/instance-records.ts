@@ -10,6 +10,7 @@ import type { Instance, InstancePage, InstancePause, InstanceReasonCode, Instanc
 import { assertTransition, type InstanceState, isState, LIVE_STATES } from './lifecycle.ts';
 import { decodeCursor, encodeCursor } from './page-cursor.ts';
 import type { ProfileSpec } from './profile-schema.ts';
+import { envOf, metadataOf, NO_OPTIONS } from './instance-options.ts';
 
 /** Why an instance is stopping, stopped or failed: in words, as a code, and whose request it was. */
 export interface EndReason {
@@ -21,6 +22,8 @@ export interface EndReason {
 export interface ListOptions {
   profileId?: string;
   state?: InstanceState;
+  /** Only instances carrying every one of these labels. */
+  metadata?: [string, string][];
   limit: number;
   cursor?: string;
 }
@@ -44,6 +47,17 @@ export class InstanceRecords {
       .limit(options.limit + 1);
     if (options.profileId !== undefined) query = query.where('profile_id', '=', options.profileId);
     if (options.state !== undefined) query = query.where('state', '=', options.state);
+    for (const [key, value] of options.metadata ?? []) {
+      query = query.where(({ exists, selectFrom }) =>
+        exists(
+          selectFrom('instance_metadata')
+            .select('instance_metadata.key')
+            .whereRef('instance_metadata.instance_id', '=', 'instances.id')
+            .where('instance_metadata.key', '=', key)
+            .where('instance_metadata.value', '=', value),
+        ),
+      );
+    }
     if (options.cursor !== undefined) {
       const [createdAt, id] = decodeCursor(options.cursor);
       query = query.where((eb) =>
@@ -185,6 +199,10 @@ export class InstanceRecords {
       pause: pauseOf(row),
       claimed_at: row.claimed_at,
       snapshot_id: row.snapshot_id,
+      env_names: Object.keys(envOf(row)).sort(),
+      metadata: await metadataOf(this.db, row.id),
+      timeout_s: row.timeout_s > 0 ? row.timeout_s : null,
+      expires_at: row.expires_at,
       created_at: row.created_at,
       updated_at: row.updated_at,
     };
@@ -227,6 +245,7 @@ export function newInstanceRow(fields: {
     paused_memory_kept: null,
     paused_retention_s: spec.paused_retention_s,
     snapshot_id: fields.snapshotId ?? null,
+    ...NO_OPTIONS,
   };
 }
 

@@ -3,6 +3,7 @@
 // the fields for the routes (validation, OpenAPI) and for core/ (the types derived here).
 import Type from 'typebox';
 import { STATES } from './lifecycle.ts';
+import { InstanceOptionsView } from './instance-options-schema.ts';
 
 export const State = Type.Enum(STATES);
 
@@ -29,13 +30,14 @@ export const INSTANCE_REASON_CODES = [
   'resume_failed',
   'pause_failed',
   'retention',
+  'timeout',
 ] as const;
 export type InstanceReasonCode = (typeof INSTANCE_REASON_CODES)[number];
 
 export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
   description:
     'Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` ' +
-    '(its idle limit, with the profile\'s `idle_action: pause`), `service_stopped` (settled as paused when the service started again after ' +
+    '(its idle limit, with the profile\'s `idle_action: pause`), `timeout` (its deadline, likewise), `service_stopped` (settled as paused when the service started again after ' +
     'it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` ' +
     '(a command, file or terminal request woke it); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and ' +
     '`failed`: `retention` (paused longer than the profile\'s `paused_retention_s`), `pause_failed` (a pause could not finish), ' +
@@ -43,7 +45,8 @@ export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
     '`lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` ' +
     '(its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` ' +
     '(it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), ' +
-    '`teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, ' +
+    '`timeout` (its deadline passed: the `timeout_s` of its create, moved by keep-alives; paused or stopped as the profile\'s ' +
+    '`idle_action` says), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, ' +
     'removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the ' +
     'instance from its profile\'s warm pool: the entries before it are when it was made)',
 });
@@ -101,6 +104,7 @@ export const Instance = Type.Object(
     snapshot_id: Type.Union([Type.String({ format: 'uuid' }), Type.Null()], {
       description: 'The snapshot the instance started from (`snapshot_id` in the create body, or a fork); null when it started from its profile\'s image',
     }),
+    ...InstanceOptionsView,
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
   },
@@ -129,6 +133,10 @@ export const Instance = Type.Object(
         pause: null,
         claimed_at: null,
         snapshot_id: null,
+        env_names: ['OPENAI_API_KEY'],
+        metadata: { user: 'u-42', app: 'grader' },
+        timeout_s: 600,
+        expires_at: '2026-11-24T05:58:53.911Z',
         created_at: '2026-11-24T05:48:53.911Z',
         updated_at: '2026-11-24T05:48:54.552Z',
       },

@@ -25,6 +25,8 @@ import type { Quotas } from './quotas.ts';
 import type { Metrics } from '../metrics.ts';
 import { type Reconciled, reconcileWithHost } from './reconcile.ts';
 import { Pauses, stateConflict } from './pauses.ts';
+import type { CreateOptions } from './instance-options-schema.ts';
+import { applyOptions, assertSameOptions, checkCreateOptions, deadlinePassed, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
 
 /**
  * A snapshot to start an instance from: its id, and the spec of the instance it was
@@ -108,33 +110,42 @@ export class Instances {
   }
 
   /**
-   * Creates the room's instance, or returns the live one it already has. With `wait`,
+   * Creates the room's instance, or returns the live one it already has (when the options
+   * given are the ones it was made with: instance_options_conflict otherwise). With `wait`,
    * answers once the instance is ready, and throws instance_start_failed if it failed.
    */
   async create(
     organizationId: string,
     profileId: string,
     roomId: string,
-    options: { wait: boolean; snapshot?: SnapshotSource },
+    options: { wait: boolean; snapshot?: SnapshotSource } & CreateOptions,
   ): Promise<{ instance: Instance; created: boolean }> {
     const profile = await this.profiles.get(organizationId, profileId);
-    const from = options.snapshot;
+    const { wait, snapshot: from, ...asked } = options;
+    const spec = from ? fromSnapshotSpec(specOf(profile), from.spec) : specOf(profile);
+    checkCreateOptions(asked, spec);
+    const answerLive = async (live: InstanceRow) => {
+      if (from && live.snapshot_id !== from.id) throw roomOccupied(live, `start one from snapshot ${from.id}`);
+      await assertSameOptions(this.db, live, asked);
+      return { instance: await this.settle(live, wait), created: false };
+    };
     const existing = await this.records.findLive(organizationId, profileId, roomId);
-    if (existing) {
-      if (from && existing.snapshot_id !== from.id) throw roomOccupied(existing, `start one from snapshot ${from.id}`);
-      return { instance: await this.settle(existing, options.wait), created: false };
-    }
+    if (existing) return answerLive(existing);
 
-    // A warm pool's instances start from the image; one from a snapshot is made for its room.
-    const claim = from ? undefined : await this.warmPool.claim(organizationId, profile, roomId);
+    // Options are the record's, not the machine's: a pooled instance takes them as a room
+    // claims it. A warm pool's instances start from the image: one from a snapshot is made for its room.
+    const claim = from ? undefined : await this.warmPool.claim(organizationId, profile, roomId, (trx, id) => applyOptions(trx, id, asked));
     if (claim) {
-      if (claim.claimed) this.metrics?.instanceAssigned('warm_pool');
-      return { instance: await this.settle(claim.row, options.wait), created: claim.claimed };
+      if (!claim.claimed) return answerLive(claim.row);
+      this.metrics?.instanceAssigned('warm_pool');
+      return { instance: await this.settle(claim.row, wait), created: true };
     }
 
     const runtime = this.runtime();
-    const spec = from ? fromSnapshotSpec(specOf(profile), from.spec) : specOf(profile);
-    const row = newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec, ...(from ? { snapshotId: from.id } : {}) });
+    const row: InstanceRow = {
+      ...newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec, ...(from ? { snapshotId: from.id } : {}) }),
+      ...optionColumns(asked),
+    };
     const resources = { memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb };
     // The organization's quotas and the host's admission are checked in the transaction
     // that inserts the row, one create at a time, so racing creates are counted; a
@@ -148,24 +159,25 @@ export class Instances {
           await this.quotas.assertInstanceFits(trx, organizationId, resources);
           await this.admission.assertFits(trx, runtime, resources);
           await insertInstanceRow(trx, row);
+          await writeMetadata(trx, row.id, asked.metadata ?? {});
           return undefined;
         }),
       );
     try {
       // No caller is refused because of a warm pool: pooled instances give way.
       const winner = await this.warmPool.givingWay(organizationId, admit);
-      if (winner) return { instance: await this.settle(winner, options.wait), created: false };
+      if (winner) return answerLive(winner);
     } catch (err) {
       // Another request created the room's instance between our look-up and insert.
       if (!isUniqueViolation(err)) throw err;
       const winner = await this.records.findLive(organizationId, profileId, roomId);
       if (!winner) throw err;
-      return { instance: await this.settle(winner, options.wait), created: false };
+      return answerLive(winner);
     }
 
     this.metrics?.instanceAssigned('cold');
     this.launch(runtime, row, spec);
-    return { instance: await this.settle(row, options.wait), created: true };
+    return { instance: await this.settle(row, wait), created: true };
   }
 
   /** Starts provisioning `row` in the background; the promise settles when provisioning has ended. */
@@ -244,6 +256,19 @@ export class Instances {
       code: 'paused',
       ...(keyId === undefined ? {} : { keyId }),
     });
+    return this.records.view(await this.records.getRow(row.id));
+  }
+
+  /**
+   * A keep-alive: moves the room's instance's deadline to now + `timeoutS` (default its
+   * create's timeout_s) and counts as activity for its idle limit. A paused instance stays
+   * paused (a resume restarts its deadline anyway).
+   */
+  async keepAlive(organizationId: string, profileId: string, roomId: string, options: { timeout_s?: number } = {}): Promise<Instance> {
+    const profile = await this.profiles.get(organizationId, profileId);
+    const row = await this.records.findLive(organizationId, profileId, roomId);
+    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
+    await keepAlive(this.db, row, options.timeout_s, row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec));
     return this.records.view(await this.records.getRow(row.id));
   }
 
@@ -411,7 +436,7 @@ export class Instances {
       .where('state', '=', 'ready')
       // A pooled instance is in no room yet: its limits count from when a room takes it.
       .where('warm_pool_key', 'is', null)
-      .where((eb) => eb.or([eb('idle_timeout_s', '>', 0), eb('max_lifetime_s', '>', 0)]))
+      .where((eb) => eb.or([eb('idle_timeout_s', '>', 0), eb('max_lifetime_s', '>', 0), eb('expires_at', 'is not', null)]))
       .execute();
     const expired: string[] = [];
     for (const row of rows) {
@@ -420,6 +445,8 @@ export class Instances {
       let why: EndReason | undefined;
       if (row.max_lifetime_s > 0 && age >= row.max_lifetime_s) {
         why = { reason: `reached its lifetime limit of ${row.max_lifetime_s} s`, code: 'lifetime' };
+      } else if (deadlinePassed(row, now)) {
+        why = { reason: `its deadline of ${row.expires_at} passed (timeout_s ${row.timeout_s})`, code: 'timeout' };
       } else if (row.idle_timeout_s > 0 && idle >= row.idle_timeout_s && !this.busy(row.id)) {
         why = { reason: `idle for ${row.idle_timeout_s} s`, code: 'idle' };
       }
@@ -427,7 +454,7 @@ export class Instances {
       this.log.info({ instanceId: row.id, reason: why.reason, reasonCode: why.code }, 'instance expired');
       try {
         const runtime = this.runtime();
-        if (why.code === 'idle' && idleAction(row) === 'pause' && Pauses.supported(runtime)) await this.pauses.pause(runtime, row, why);
+        if ((why.code === 'idle' || why.code === 'timeout') && idleAction(row) === 'pause' && Pauses.supported(runtime)) await this.pauses.pause(runtime, row, why);
         else await this.stop(row, why);
         expired.push(row.id);
       } catch (err) {

@@ -12,6 +12,7 @@ import type { Db } from '../store/db.ts';
 import type { InstanceRow } from '../store/schema.ts';
 import type { Admission } from './admission.ts';
 import type { EndReason, InstanceRecords } from './instance-records.ts';
+import { resumedDeadline } from './instance-options.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { machineSpecOf } from './profiles.ts';
 import type { Quotas } from './quotas.ts';
@@ -135,7 +136,12 @@ export class Pauses {
           instance_id: row.id,
         });
       }
-      await db.updateTable('instances').set({ paused_at: null, paused_memory_kept: null, last_active_at: nowIso() }).where('id', '=', row.id).execute();
+      // A fresh run: its deadline (timeout_s) counts from the resume.
+      await db
+        .updateTable('instances')
+        .set({ paused_at: null, paused_memory_kept: null, last_active_at: nowIso(), ...resumedDeadline(current) })
+        .where('id', '=', row.id)
+        .execute();
       await records.transitionFrom(row.id, 'resuming', 'ready', why);
       log.info({ instanceId: row.id, elapsedMs: Math.round(performance.now() - started), reasonCode: why.code }, 'instance resumed');
     })();

@@ -13,6 +13,7 @@ import { AppError } from '../errors.ts';
 import { RuntimeFeatureUnavailable, type TerminalSession } from '../runtimes/types.ts';
 import type { EndReason } from './instance-records.ts';
 import type { Instances } from './instances.ts';
+import { envOf } from './instance-options.ts';
 
 /** Bounds of a terminal's size, in character cells; 80x24 unless asked. */
 export const TERMINAL_SIZE = { minCols: 1, maxCols: 1000, minRows: 1, maxRows: 1000, defaultCols: 80, defaultRows: 24 } as const;
@@ -202,7 +203,7 @@ export class Terminals {
         terminalId: id,
         user: spec.user,
         home: spec.home,
-        env: spec.env,
+        env: { ...spec.env, ...envOf(instance) },
         cols,
         rows,
         ...(options.command === undefined ? {} : { command: options.command }),

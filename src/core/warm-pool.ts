@@ -89,9 +89,16 @@ export class WarmPool {
   /**
    * Gives the room a pooled instance of the profile when one is ready: `claimed` true
    * with it, or false with the room's live instance when it already has one; undefined
-   * when the pool has nothing to give (the caller makes one).
+   * when the pool has nothing to give (the caller makes one). `onClaim` writes what the
+   * create asked of the instance (its options) in the claim's transaction, and gives the
+   * columns it set.
    */
-  async claim(organizationId: string, profile: Profile, roomId: string): Promise<{ row: InstanceRow; claimed: boolean } | undefined> {
+  async claim(
+    organizationId: string,
+    profile: Profile,
+    roomId: string,
+    onClaim?: (trx: Db, instanceId: string) => Promise<Partial<InstanceRow>>,
+  ): Promise<{ row: InstanceRow; claimed: boolean } | undefined> {
     if (profile.warm_pool === 0 && profile.warm_pool_instances.ready === 0) return undefined;
     const key = warmPoolKey(specOf(profile));
     const profileId = profile.profile_id;
@@ -139,7 +146,8 @@ export class WarmPool {
           key_id: null,
         })
         .execute();
-      return { row: { ...pooled, room_id: roomId, warm_pool_key: null, claimed_at: at, last_active_at: at, updated_at: at }, claimed: true };
+      const asked = onClaim === undefined ? {} : await onClaim(trx, pooled.id);
+      return { row: { ...pooled, room_id: roomId, warm_pool_key: null, claimed_at: at, last_active_at: at, updated_at: at, ...asked }, claimed: true };
     });
     if (outcome?.claimed) {
       this.log.info({ instanceId: outcome.row.id, profileId, roomId }, 'instance claimed from the warm pool');

@@ -61,6 +61,7 @@ export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
   'POST /api/profile/:profile_id/room/:room_id/snapshots': 'snapshot.create',
   'POST /api/profile/:profile_id/room/:room_id/fork': 'instance.fork',
   'DELETE /api/snapshots/:snapshot_id': 'snapshot.delete',
+  'POST /api/profile/:profile_id/room/:room_id/keepalive': 'instance.keepalive',
   'POST /api/profile/:profile_id/room/:room_id/command': 'command.run',
   'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/kill': 'command.kill',
   'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/revert': 'command.revert',

@@ -277,6 +277,24 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('org_quotas').addColumn('snapshots', 'integer').execute();
     },
   },
+  '0014_instance_options': {
+    async up(db: Kysely<any>) {
+      // What a create asked beyond its profile: environment variables for its commands, a
+      // deadline (timeout_s, moved by keep-alives), and labels, a row per key so that the
+      // list can filter by them with plain SQL.
+      await db.schema.alterTable('instances').addColumn('env', 'text').execute();
+      await db.schema.alterTable('instances').addColumn('timeout_s', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      await db.schema.alterTable('instances').addColumn('expires_at', 'text').execute();
+      await db.schema
+        .createTable('instance_metadata')
+        .addColumn('instance_id', 'text', (c) => c.notNull().references('instances.id'))
+        .addColumn('key', 'text', (c) => c.notNull())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('instance_metadata_pk', ['instance_id', 'key'])
+        .execute();
+      await db.schema.createIndex('instance_metadata_key_value').on('instance_metadata').columns(['key', 'value']).execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

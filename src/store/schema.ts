@@ -73,6 +73,12 @@ export interface InstancesTable {
   paused_retention_s: number;
   /** The snapshot the instance started from; null for one started from its image. */
   snapshot_id: string | null;
+  /** JSON of the environment variables its create set; null when none. */
+  env: string | null;
+  /** Its create's timeout_s; 0 = none. */
+  timeout_s: number;
+  /** When its deadline passes (timeout_s, moved by keep-alives); null when it has none. */
+  expires_at: string | null;
 }
 
 export interface SnapshotsTable {
@@ -96,6 +102,13 @@ export interface SnapshotsTable {
   created_at: string;
   /** Set when it was deleted (its files are gone); it then no longer answers. */
   deleted_at: string | null;
+}
+
+/** An instance's labels (its create's metadata), one row per key, so that the list filters by them in SQL. */
+export interface InstanceMetadataTable {
+  instance_id: string;
+  key: string;
+  value: string;
 }
 
 export interface CommandsTable {
@@ -197,6 +210,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   profiles: ProfilesTable;
   instances: InstancesTable;
+  instance_metadata: InstanceMetadataTable;
   instance_events: InstanceEventsTable;
   network_leases: NetworkLeasesTable;
   commands: CommandsTable;

@@ -252,7 +252,7 @@ describe('the SDK and the CLI', () => {
     await r.sendStdin(handle.commandId, new Uint8Array(Buffer.from('world\n')));
     assert.equal((await handle.closeStdin()).closed, true);
     const ended = await handle.wait({ pollIntervalMs: 100 });
-    assert.equal(ended.stdout, 'HELLO WORLD\n');
+    assert.equal(ended.result.stdout, 'HELLO WORLD\n');
   });
 
   it('CLI: exec gives piped stdin to the command and writes its stderr to stderr', async () => {

@@ -99,6 +99,30 @@ describe('create', () => {
   });
 });
 
+describe('create options and keep-alive', () => {
+  it('sends env, metadata and timeout_s; the list filters by metadata; keepAlive moves the deadline', async () => {
+    const other = rk.room('sdk', 'with-options');
+    const made = await other.create({ env: { TOKEN: 'secret value' }, metadata: { app: 'sdk test', user: 'u&1' }, timeout_s: 600 });
+    try {
+      assert.deepEqual(made.env_names, ['TOKEN']);
+      assert.deepEqual(made.metadata, { app: 'sdk test', user: 'u&1' });
+      assert.equal(made.timeout_s, 600);
+      assert.equal((await other.exec('printf %s "$TOKEN"')).result.output, 'secret value');
+      // Labels with spaces and & survive the filter's encoding.
+      const found = await rk.instances.list({ metadata: { user: 'u&1', app: 'sdk test' } });
+      assert.deepEqual(found.instances.map((i) => i.instance_id), [made.instance_id]);
+      assert.deepEqual((await rk.instances.list({ metadata: { user: 'u&2' } })).instances, []);
+      const kept = await other.keepAlive({ timeout_s: 1200 });
+      assert.ok(Date.parse(kept.expires_at!) > Date.parse(made.expires_at!) + 500_000);
+      const conflict = await rejection(other.create({ timeout_s: 60 }));
+      assert.equal(conflict.code, 'instance_options_conflict');
+      assert.equal(conflict.status, 409);
+    } finally {
+      await other.delete();
+    }
+  });
+});
+
 describe('exec', () => {
   it('answers the CommandResult with output and exit code; a failing command is a result, not an exception', async () => {
     const ok = await room.exec('echo hello; echo oops >&2');
@@ -171,9 +195,18 @@ describe('execStream and background commands', () => {
     assert.equal(handle.last?.state, 'running');
     const seen: string[] = [];
     const final = await handle.wait({ pollIntervalMs: 100, onOutput: (data) => seen.push(data) });
-    assert.equal(final.state, 'exited');
-    assert.equal(final.exit_code, 4);
+    // The same CommandResult that exec() answers with.
+    assert.equal(final.status, 'error');
+    assert.equal(final.result.exit_code, 4);
+    assert.equal(final.result.output, 'first\nsecond\n');
+    assert.equal(final.command_id, handle.commandId);
+    const direct = await room.exec('exit 4');
+    assert.deepEqual(Object.keys(final).sort(), Object.keys(direct).sort());
+    assert.deepEqual(Object.keys(final.result).sort(), Object.keys(direct.result).sort());
     assert.equal(seen.join(''), 'first\nsecond\n');
+    const status = await handle.waitStatus();
+    assert.equal(status.state, 'exited');
+    assert.equal(status.exit_code, 4);
     const again = await room.command(handle.commandId).status();
     assert.equal(again.output, 'first\nsecond\n');
   });
@@ -407,7 +440,7 @@ describe('agreement with the server', () => {
         update: () => client.profiles.update('by-name', { vcpus: 1 }),
         delete: () => client.profiles.delete('by-name'),
       },
-      Instances: { list: () => client.instances.list({ profile: 'by-name', state: 'ready', limit: 5 }), all: async () => (await client.instances.all().next()).value },
+      Instances: { list: () => client.instances.list({ profile: 'by-name', state: 'ready', metadata: { app: 'a b' }, limit: 5 }), all: async () => (await client.instances.all().next()).value },
       Keys: { list: () => client.keys.list(), create: () => client.keys.create({ name: 'k' }), revoke: () => client.keys.revoke('22222222-2222-4222-8222-222222222222') },
       Room: {
         profileId: () => r.profileId(),
@@ -415,6 +448,7 @@ describe('agreement with the server', () => {
         get: () => r.get(),
         delete: () => r.delete(),
         pause: () => r.pause(),
+        keepAlive: () => r.keepAlive({ timeout_s: 60 }),
         resume: () => r.resume(),
         exec: () => r.exec('true'),
         execStream: () => r.execStream('true'),
@@ -444,6 +478,7 @@ describe('agreement with the server', () => {
       CommandHandle: {
         status: () => handle.status({ offset: 3 }),
         wait: () => handle.wait(),
+        waitStatus: () => handle.waitStatus(),
         kill: () => handle.kill('TERM'),
         sendStdin: () => handle.sendStdin(new Uint8Array([1, 2]), { close: true }),
         closeStdin: () => handle.closeStdin(),
@@ -513,7 +548,7 @@ function answerFor(method: string, url: URL, init: RequestInit | undefined): Res
     return json(body.background ? { command_id: id, state: 'running' } : { command_id: id, result: { exit_code: 0 } }, body.background ? 202 : 200);
   }
   if (path.endsWith('/stdin')) return json({ command_id: id, bytes: 0, total_bytes: 0, closed: false });
-  if (/\/commands\/[^/]+(\/kill)?$/.test(path)) return json({ command_id: id, state: 'exited', output: '', output_offset: 0, next_offset: 0 });
+  if (/\/commands\/[^/]+(\/kill)?$/.test(path)) return json({ command_id: id, state: 'exited', output: '', output_offset: 0, next_offset: 0, result: { command_id: id } });
   if (path.includes('/file/')) return json({ file_path: '/home/user/a', content: '', encoding: 'utf-8', instance_id: id });
   return json({ instance_id: id, profile_id: id, state: 'ready', profiles: [], keys: [], commands: [], entries: [], next_cursor: null, status: 'ok' });
 }

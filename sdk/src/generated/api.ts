@@ -40,6 +40,7 @@ export type KnownErrorCode =
   | 'profile_name_taken'
   | 'instance_not_ready'
   | 'instance_state_conflict'
+  | 'instance_options_conflict'
   | 'command_not_running'
   | 'stdin_not_open'
   | 'feature_unavailable'
@@ -106,7 +107,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -246,6 +247,8 @@ export interface CommandStatus {
   files_changed: FileChange[] | null;
   files_changed_total: number | null;
   files_changed_truncated: boolean | null;
+  /** Once it has ended, while its output is kept: its CommandResult, the very shape a foreground command answers with (so a background command's outcome reads like any other); null while it runs and once the output is no longer kept */
+  result: CommandResult | null;
 }
 
 export interface CreatedApiKey {
@@ -325,8 +328,8 @@ export interface Instance {
     at: string;
     /** Why it got to this state, in words */
     reason?: string;
-    /** Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` (its idle limit, with the profile's `idle_action: pause`), `service_stopped` (settled as paused when the service started again after it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` (a command, file or terminal request woke it); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and `failed`: `retention` (paused longer than the profile's `paused_retention_s`), `pause_failed` (a pause could not finish), `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
-    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed' | 'paused' | 'resumed' | 'auto_resumed' | 'resume_failed' | 'pause_failed' | 'retention';
+    /** Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` (its idle limit, with the profile's `idle_action: pause`), `timeout` (its deadline, likewise), `service_stopped` (settled as paused when the service started again after it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` (a command, file or terminal request woke it); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and `failed`: `retention` (paused longer than the profile's `paused_retention_s`), `pause_failed` (a pause could not finish), `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `timeout` (its deadline passed: the `timeout_s` of its create, moved by keep-alives; paused or stopped as the profile's `idle_action` says), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
+    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed' | 'paused' | 'resumed' | 'auto_resumed' | 'resume_failed' | 'pause_failed' | 'retention' | 'timeout';
     /** The API key whose request caused this step (a delete) */
     key_id?: string;
   }[];
@@ -353,6 +356,14 @@ export interface Instance {
   claimed_at: string | null;
   /** The snapshot the instance started from (`snapshot_id` in the create body, or a fork); null when it started from its profile's image */
   snapshot_id: string | null;
+  /** The names of the variables its create set (`env`), sorted; their values are not shown */
+  env_names: string[];
+  /** Its labels (`metadata` of its create); `{}` when none */
+  metadata: Record<string, string>;
+  /** The `timeout_s` of its create; null when none was given */
+  timeout_s: number | null;
+  /** When its deadline passes (its create's `timeout_s`, moved by keep-alives and restarted by a resume); null when it has none. The profile's idle and lifetime limits apply besides. */
+  expires_at: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -826,6 +837,12 @@ export interface Paths {
         wait?: boolean;
         /** Start from this snapshot of the organization (POST …/snapshots) instead of the profile's image */
         snapshot_id?: string;
+        /** Environment variables for every command, background command and terminal of this instance: set over the profile's `env`, under a command's own `env`. At most 100 names (`[A-Za-z_][A-Za-z0-9_]*`, not starting with ROOMKIT_), values of up to 4096 characters, 65536 bytes in all. Values are never answered back (they are often secrets): the instance shows `env_names`. */
+        env?: Record<string, string>;
+        /** Labels of the instance, e.g. `{"user": "u-42", "app": "grader"}`: shown on the instance, and GET /api/instances?metadata=… filters by them. At most 50; keys of 1-64 characters `[A-Za-z0-9._/-]` (starting with a letter or digit), values of up to 256 characters. */
+        metadata?: Record<string, string>;
+        /** Seconds the instance may run from its create (or its last keep-alive): when they have passed it is paused or stopped as the profile's `idle_action` says (state history: `timeout`). At most the profile's `max_lifetime_s` when that is not 0. POST …/keepalive moves the deadline. */
+        timeout_s?: number;
       };
       responses: {
         200: Instance;
@@ -903,6 +920,28 @@ export interface Paths {
       };
     };
   };
+  '/api/profile/{profile_id}/room/{room_id}/keepalive': {
+    /** Keep the room's instance alive */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** Seconds from now to the new deadline, at most the profile's `max_lifetime_s` when that is not 0 (default: the instance's `timeout_s`; without either, only the idle limit is reset) */
+        timeout_s?: number;
+      };
+      responses: {
+        200: Instance;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+  };
   '/api/instances': {
     /** List instances */
     get: {
@@ -910,6 +949,8 @@ export interface Paths {
       query: {
         profile_id?: string;
         state?: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed';
+        /** Only instances carrying all these labels: `key=value` pairs joined by `&`, the whole URL-encoded as one parameter, e.g. `metadata=user%3Du-42%26app%3Dgrader` for `user=u-42&app=grader` (the form of E2B's list). Keys and values inside are URL-encoded too; exact match, case-sensitive. */
+        metadata?: string;
         /** 1-200, default 50 */
         limit?: string;
         cursor?: string;
@@ -1532,7 +1573,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;

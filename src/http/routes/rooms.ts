@@ -4,6 +4,8 @@ import Type from 'typebox';
 import type { Services } from '../../services.ts';
 import { callerOf } from '../auth.ts';
 import { Instance, InstancePage, State } from '../../core/instance-schema.ts';
+import { CreateOptionsFields, KeepAliveBody, METADATA_QUERY_DESCRIPTION } from '../../core/instance-options-schema.ts';
+import { parseMetadataQuery } from '../../core/instance-options.ts';
 import { errorResponses, RoomParams } from '../schemas.ts';
 import type { App } from '../types.ts';
 
@@ -19,8 +21,11 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
         description:
           'Starts an instance from the profile in this room. By default answers when it is `ready` (201), or with ' +
           '`instance_start_failed` if it failed. With `"wait": false` answers 202 at once; poll GET for its state. ' +
-          'If the room already has a live instance, answers 200 with it: a retry never makes a second machine. With ' +
-          '`snapshot_id`, the instance starts from that snapshot\'s files (its image and disk size are the snapshot\'s; memory, ' +
+          'If the room already has a live instance, answers 200 with it: a retry never makes a second machine. A create does ' +
+          'not change a live instance: the options it gives (`env`, `metadata`, `timeout_s`; a field left out is not compared) ' +
+          'must be the ones the instance was made with, else 409 `instance_options_conflict` naming the fields that differ. ' +
+          'Options are the record\'s, not the machine\'s: a create with them still takes an instance from the profile\'s warm pool. ' +
+          'With `snapshot_id`, the instance starts from that snapshot\'s files (its image and disk size are the snapshot\'s; memory, ' +
           'CPUs, network and time limits are this profile\'s); a room whose live instance did not start from it answers ' +
           '409 `room_occupied`.',
         tags: ['instances'],
@@ -31,8 +36,12 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
             snapshot_id: Type.Optional(
               Type.String({ format: 'uuid', description: 'Start from this snapshot of the organization (POST …/snapshots) instead of the profile\'s image' }),
             ),
+            ...CreateOptionsFields,
           },
-          { additionalProperties: false },
+          {
+            additionalProperties: false,
+            examples: [{ env: { OPENAI_API_KEY: 'sk-example' }, metadata: { user: 'u-42', app: 'grader' }, timeout_s: 600 }],
+          },
         ),
         response: {
           200: Instance,
@@ -44,11 +53,11 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
     },
     async (request, reply) => {
       const { profile_id, room_id } = request.params;
-      const wait = request.body.wait ?? true;
+      const { wait: waitAsked, snapshot_id: snapshotId, ...options } = request.body;
+      const wait = waitAsked ?? true;
       const organizationId = callerOf(request).organizationId;
-      const snapshotId = request.body.snapshot_id;
       const snapshot = snapshotId === undefined ? undefined : await snapshots.source(organizationId, snapshotId);
-      const { instance, created } = await instances.create(organizationId, profile_id, room_id, { wait, ...(snapshot ? { snapshot } : {}) });
+      const { instance, created } = await instances.create(organizationId, profile_id, room_id, { wait, ...options, ...(snapshot ? { snapshot } : {}) });
       const status = !created ? 200 : wait ? 201 : 202;
       return reply.code(status).send(instance);
     },
@@ -137,18 +146,45 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
     },
   );
 
+  app.post(
+    `${ROOM_PATH}/keepalive`,
+    {
+      schema: {
+        operationId: 'keepAliveInstance',
+        summary: 'Keep the room\'s instance alive',
+        description:
+          'Moves the instance\'s deadline to now + `timeout_s` (default: the `timeout_s` of its create; without either it keeps ' +
+          'having none) and counts as activity for its idle limit. Answers the instance, its new deadline in `expires_at`. ' +
+          'A paused instance stays paused (a resume restarts its deadline). The profile\'s `max_lifetime_s` still applies: ' +
+          'a `timeout_s` above it is refused.',
+        tags: ['instances'],
+        params: RoomParams,
+        body: { ...KeepAliveBody, examples: [{ timeout_s: 600 }] },
+        response: { 200: Instance, ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (request) => {
+      const { profile_id, room_id } = request.params;
+      const timeoutS = request.body?.timeout_s;
+      return instances.keepAlive(callerOf(request).organizationId, profile_id, room_id, timeoutS === undefined ? {} : { timeout_s: timeoutS });
+    },
+  );
+
   app.get(
     '/api/instances',
     {
       schema: {
         operationId: 'listInstances',
         summary: 'List instances',
-        description: 'The organization\'s instances, newest first, including stopped and failed ones. Pass `next_cursor` back as `cursor` for the next page.',
+        description:
+          'The organization\'s instances, newest first, including stopped and failed ones. Pass `next_cursor` back as `cursor` for ' +
+          'the next page. `metadata` keeps those carrying all the labels it names.',
         tags: ['instances'],
         querystring: Type.Object(
           {
             profile_id: Type.Optional(Type.String({ format: 'uuid' })),
             state: Type.Optional(State),
+            metadata: Type.Optional(Type.String({ maxLength: 16384, description: METADATA_QUERY_DESCRIPTION, examples: ['user%3Du-42%26app%3Dgrader'] })),
             limit: Type.Optional(Type.String({ pattern: '^(200|1[0-9]{2}|[1-9][0-9]?)$', description: '1-200, default 50' })),
             cursor: Type.Optional(Type.String({ maxLength: 512 })),
           },
@@ -161,8 +197,9 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
       },
     },
     async (request) => {
-      const { profile_id, state, limit, cursor } = request.query;
+      const { profile_id, state, metadata, limit, cursor } = request.query;
       return instances.list(callerOf(request).organizationId, {
+        ...(metadata === undefined ? {} : { metadata: parseMetadataQuery(metadata) }),
         limit: limit === undefined ? 50 : Number(limit),
         ...(profile_id === undefined ? {} : { profileId: profile_id }),
         ...(state === undefined ? {} : { state }),
