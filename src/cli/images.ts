@@ -7,6 +7,7 @@ import type { Profile } from '../core/profile-schema.ts';
 import { LIVE_STATES } from '../core/lifecycle.ts';
 import { ImageStore } from '../images/builder.ts';
 import { createLogger } from '../log.ts';
+import { LayerSnapshots } from '../runtimes/gvisor/snapshots.ts';
 import { Profiles } from '../core/profiles.ts';
 import { type Db, openSqliteStore } from '../store/db.ts';
 import { CliError } from './errors.ts';
@@ -82,6 +83,8 @@ export async function imagesPrune(options: Common): Promise<void> {
     const live = await services.db.selectFrom('instances').select('id').where('state', 'in', LIVE_STATES).execute();
     return new Set(live.map((row) => imageKeyOf(config.dataDir, row.id)).filter((k): k is string => k !== undefined));
   });
+  // Snapshots are restored over the image they were taken over.
+  for (const key of new LayerSnapshots(config.dataDir, createLogger('silent')).imageKeys()) inUse.add(key);
   const removed = await imageStore(options, false).prune(inUse);
   if (options.json) process.stdout.write(`${JSON.stringify({ removed, kept: [...inUse] })}\n`);
   else process.stdout.write(removed.length ? `removed ${removed.join(', ')}\n` : 'nothing to remove\n');

@@ -154,6 +154,50 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       assert.ok(!(await runtime.list()).includes(req.instanceId));
     });
 
+    it('saves an instance\'s files as a snapshot and starts another instance from it, or declares that it cannot', async () => {
+      const { runtime } = subject;
+      if (!runtime.capabilities.snapshot) {
+        assert.equal(runtime.snapshot, undefined, 'a runtime that cannot take snapshots has no snapshot()');
+        assert.equal(runtime.deleteSnapshot, undefined, 'a runtime that cannot take snapshots has no deleteSnapshot()');
+        return;
+      }
+      assert.ok(runtime.snapshot && runtime.deleteSnapshot && runtime.listSnapshots, 'capabilities.snapshot needs snapshot(), deleteSnapshot() and listSnapshots()');
+      const home = subject.spec.home;
+      const source = request();
+      await runtime.provision(source);
+      await runtime.writeFile(source.instanceId, 'saved.txt', Buffer.from('saved'), { home });
+      const snapshotId = randomUUID();
+      const outcome = await runtime.snapshot(source.instanceId, snapshotId);
+      assert.equal(typeof outcome.memoryKept, 'boolean');
+      assert.ok(outcome.diskBytes > 0, 'a snapshot says what disk it holds');
+      assert.ok((await runtime.listSnapshots()).includes(snapshotId));
+      // The source goes on; what it writes afterwards is not in the snapshot.
+      await runtime.writeFile(source.instanceId, 'later.txt', Buffer.from('later'), { home });
+      const copy = request({ fromSnapshot: snapshotId });
+      await runtime.provision(copy);
+      assert.deepEqual(copy.steps, [...PROVISION_STEPS]);
+      const info = await runtime.statFile(copy.instanceId, 'saved.txt', { home });
+      assert.equal(info.size, 5);
+      await assert.rejects(runtime.statFile(copy.instanceId, 'later.txt', { home }), GuestFileError);
+      // A paused instance can be saved too, and stays paused.
+      if (runtime.pause) {
+        await runtime.pause(source.instanceId);
+        const pausedSnapshot = randomUUID();
+        await runtime.snapshot(source.instanceId, pausedSnapshot);
+        assert.equal((await runtime.health(source.instanceId)).healthy, false);
+        await runtime.deleteSnapshot(pausedSnapshot);
+      }
+      await runtime.deleteSnapshot(snapshotId);
+      await runtime.deleteSnapshot(snapshotId);
+      assert.ok(!(await runtime.listSnapshots()).includes(snapshotId));
+      // An instance started from it keeps its own files.
+      assert.equal((await runtime.statFile(copy.instanceId, 'saved.txt', { home })).size, 5);
+      // A snapshot that is not there: the provision fails and leaves nothing.
+      const missing = request({ fromSnapshot: randomUUID() });
+      await assert.rejects(runtime.provision(missing));
+      assert.ok(!(await runtime.list()).includes(missing.instanceId));
+    });
+
     describe('commands and files in one instance', () => {
       let id = '';
       const home = () => subject.spec.home;

@@ -1,0 +1,243 @@
+// Snapshots and forks on real gVisor instances over the API: a snapshot restored into
+// another room has the files (created ones, an image file changed and one deleted), its
+// own instance id and address; fork into 3 rooms gives 3 independent instances and keeps
+// no snapshot; a refused fork starts none; a paused instance's snapshot leaves it paused;
+// a layer with undo points (btrfs) is restored beside its source and keeps undo working;
+// another organization cannot see or use a snapshot id; the quota; and what a stop of the
+// service leaves half made is removed at the next start.
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+
+let t: TestApp;
+let org: TestOrg;
+let other: TestOrg;
+let profile: string;
+let undoProfile: string;
+
+const room = (name: string, profileId = profile) => `/api/profile/${profileId}/room/${name}`;
+
+async function api(method: 'GET' | 'POST' | 'DELETE', url: string, payload?: Record<string, unknown>, who: TestOrg = org) {
+  return t.app.inject({ method, url, headers: who.headers, ...(payload ? { payload } : {}) });
+}
+
+async function run(name: string, command: string, profileId = profile): Promise<string> {
+  const res = await api('POST', `${room(name, profileId)}/command`, { command });
+  assert.equal(res.statusCode, 200, res.body);
+  assert.equal(res.json().result.exit_code, 0, res.json().result.output);
+  return res.json().result.output;
+}
+
+async function snapshot(name: string, profileId = profile, body: Record<string, unknown> = {}) {
+  const res = await api('POST', `${room(name, profileId)}/snapshots`, body);
+  assert.equal(res.statusCode, 201, res.body);
+  return res.json();
+}
+
+const snapshotsDir = () => join(t.dataDir, 'snapshots');
+
+before(async () => {
+  t = await startTestApp({ gvisorPool: '10.254.0.0/24', config: { guestAgent: 'on' } });
+  assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
+  org = await t.newOrg();
+  other = await t.newOrg();
+  profile = await t.createProfile(org, { name: 'snap', memory_mb: 512, disk_mb: 512, network: { egress: 'none' }, command_timeout_s: 60 });
+  undoProfile = await t.createProfile(org, { name: 'snap-undo', keep_undo: true, memory_mb: 512, disk_mb: 512, network: { egress: 'none' } });
+  const created = await api('POST', room('src'));
+  assert.equal(created.statusCode, 201, created.body);
+  // A created file, an image file changed as root, and an image file deleted.
+  await run('src', 'mkdir -p work && echo from-src > work/note && head -c 300000 /dev/urandom > work/blob && md5sum work/blob > work/blob.md5');
+  await run('src', 'echo changed | sudo tee /etc/motd > /dev/null && sudo rm /etc/issue.net');
+});
+
+after(async () => {
+  if (!t) return;
+  const live = await api('GET', '/api/instances?limit=50');
+  for (const i of live.json().instances ?? []) {
+    if (i.state !== 'stopped' && i.state !== 'failed') await api('DELETE', room(i.room_id, i.profile_id));
+  }
+  await t.closeLeavingNothing();
+});
+
+describe('a snapshot', () => {
+  let snapshotId: string;
+
+  it('saves a ready instance\'s files, costing its changes on disk, not its size', async () => {
+    const taken = await snapshot('src', profile, { name: 'after-setup' });
+    snapshotId = taken.snapshot_id;
+    assert.equal(taken.state, 'ready');
+    assert.equal(taken.name, 'after-setup');
+    assert.equal(taken.memory_kept, false);
+    assert.equal(taken.disk_mb, 512);
+    assert.equal(taken.room_id, 'src');
+    // The layer is sparse: what the instance wrote (300 kB) plus ext4's own metadata, not 512 MiB.
+    assert.ok(taken.disk_bytes > 300_000 && taken.disk_bytes < 32 * 1024 * 1024, `disk_bytes ${taken.disk_bytes}`);
+    assert.deepEqual(readdirSync(join(snapshotsDir(), snapshotId)).sort(), ['layer.img', 'snapshot.json']);
+    // The source goes on as it was.
+    assert.equal((await api('GET', room('src'))).json().state, 'ready');
+    assert.match(await run('src', 'cat work/note'), /from-src/);
+    const listed = await api('GET', '/api/snapshots');
+    assert.deepEqual(listed.json().snapshots.map((s: { snapshot_id: string }) => s.snapshot_id), [snapshotId]);
+    assert.equal((await api('GET', '/api/usage')).json().quotas.snapshots.used, 1);
+  });
+
+  it('starts an instance in another room with the files, its own id and its own address', async () => {
+    const created = await api('POST', room('copy'), { snapshot_id: snapshotId });
+    assert.equal(created.statusCode, 201, created.body);
+    const copy = created.json();
+    assert.equal(copy.snapshot_id, snapshotId);
+    assert.equal(copy.resources.disk_mb, 512);
+    const source = (await api('GET', room('src'))).json();
+    assert.notEqual(copy.instance_id, source.instance_id);
+    assert.equal(await run('copy', 'cat work/note; md5sum -c work/blob.md5; cat /etc/motd; test -e /etc/issue.net || echo issue.net-absent'), 'from-src\nwork/blob: OK\nchanged\nissue.net-absent\n');
+    const [srcAddress, copyAddress] = [await run('src', 'hostname -I'), await run('copy', 'hostname -I')];
+    assert.match(copyAddress, /^10\.254\.0\.\d+/);
+    assert.notEqual(copyAddress.trim(), srcAddress.trim());
+    // A retry of the same create answers the same instance; one from another snapshot is refused.
+    const again = await api('POST', room('copy'), { snapshot_id: snapshotId });
+    assert.equal(again.statusCode, 200);
+    assert.equal(again.json().instance_id, copy.instance_id);
+    const occupied = await api('POST', room('src'), { snapshot_id: snapshotId });
+    assert.equal(occupied.statusCode, 409);
+    assert.equal(occupied.json().error, 'room_occupied');
+    assert.match(occupied.json().message, /DELETE \/api\/profile\//);
+  });
+
+  it('is not visible to, nor usable by, another organization', async () => {
+    const otherProfile = (await api('GET', '/api/profiles', undefined, other)).json().profiles[0].profile_id;
+    for (const res of [
+      await api('POST', `/api/profile/${otherProfile}/room/steal`, { snapshot_id: snapshotId }, other),
+      await api('GET', `/api/snapshots/${snapshotId}`, undefined, other),
+      await api('DELETE', `/api/snapshots/${snapshotId}`, undefined, other),
+    ]) {
+      assert.equal(res.statusCode, 404, res.body);
+      assert.equal(res.json().error, 'snapshot_not_found');
+    }
+    assert.deepEqual((await api('GET', '/api/snapshots', undefined, other)).json().snapshots, []);
+    assert.equal((await api('GET', `/api/profile/${otherProfile}/room/steal`, undefined, other)).statusCode, 404);
+    assert.equal((await api('GET', `/api/snapshots/${snapshotId}`)).statusCode, 200);
+  });
+
+  it('of a paused instance leaves it paused; deleting a snapshot frees its files and spares its instances', async () => {
+    await run('copy', 'echo from-copy > work/copy-only');
+    const paused = await api('POST', `${room('copy')}/pause`);
+    assert.equal(paused.json().state, 'paused', paused.body);
+    const taken = await snapshot('copy');
+    assert.equal((await api('GET', room('copy'))).json().state, 'paused');
+    const second = await api('POST', room('copy2'), { snapshot_id: taken.snapshot_id });
+    assert.equal(second.statusCode, 201, second.body);
+    assert.equal(await run('copy2', 'cat work/note work/copy-only'), 'from-src\nfrom-copy\n');
+
+    const deleted = await api('DELETE', `/api/snapshots/${taken.snapshot_id}`);
+    assert.equal(deleted.statusCode, 200, deleted.body);
+    assert.equal(existsSync(join(snapshotsDir(), taken.snapshot_id)), false);
+    assert.equal((await api('GET', `/api/snapshots/${taken.snapshot_id}`)).json().error, 'snapshot_not_found');
+    assert.equal((await api('POST', room('copy3'), { snapshot_id: taken.snapshot_id })).json().error, 'snapshot_not_found');
+    assert.equal(await run('copy2', 'cat work/copy-only'), 'from-copy\n');
+  });
+
+  it('counts against the organization\'s snapshots quota', async () => {
+    const used = (await api('GET', '/api/usage')).json().quotas.snapshots.used;
+    await t.services.quotas.setOverrides(org.organizationId, { snapshots: used });
+    try {
+      const refused = await api('POST', `${room('src')}/snapshots`);
+      assert.equal(refused.statusCode, 403, refused.body);
+      assert.equal(refused.json().error, 'quota_exceeded');
+      assert.equal(refused.json().details.quota, 'snapshots');
+      assert.equal((await api('GET', '/api/snapshots')).json().snapshots.length, used);
+    } finally {
+      await t.services.quotas.setOverrides(org.organizationId, { snapshots: null });
+    }
+  });
+});
+
+describe('fork', () => {
+  it('into 3 rooms gives 3 independent instances, and keeps no snapshot', async () => {
+    const before = (await api('GET', '/api/snapshots')).json().snapshots.length;
+    const res = await api('POST', `${room('src')}/fork`, { rooms: ['f1', 'f2', 'f3'] });
+    assert.equal(res.statusCode, 201, res.body);
+    const { instances, snapshot: kept } = res.json();
+    assert.equal(kept, null);
+    assert.deepEqual(instances.map((i: { room_id: string; state: string }) => [i.room_id, i.state]), [['f1', 'ready'], ['f2', 'ready'], ['f3', 'ready']]);
+    assert.equal(new Set(instances.map((i: { instance_id: string }) => i.instance_id)).size, 3);
+    for (const name of ['f1', 'f2', 'f3']) assert.equal(await run(name, 'cat work/note'), 'from-src\n');
+    await run('f1', 'echo only-f1 > work/mine');
+    for (const name of ['f2', 'f3', 'src']) assert.equal(await run(name, 'test -e work/mine || echo absent'), 'absent\n');
+    assert.equal((await api('GET', '/api/snapshots')).json().snapshots.length, before);
+    assert.equal(readdirSync(snapshotsDir()).length, before);
+  });
+
+  it('is refused as a whole when one room has a live instance: no copy starts', async () => {
+    const res = await api('POST', `${room('src')}/fork`, { rooms: ['f4', 'f1'] });
+    assert.equal(res.statusCode, 409, res.body);
+    assert.equal(res.json().error, 'room_occupied');
+    assert.match(res.json().message, /room "f1"/);
+    assert.equal((await api('GET', room('f4'))).statusCode, 404);
+    for (const body of [{ rooms: [] }, { rooms: ['a', 'a'] }, { rooms: ['bad/room'] }, { rooms: Array.from({ length: 21 }, (_, i) => `r${i}`) }]) {
+      const bad = await api('POST', `${room('src')}/fork`, body);
+      assert.equal(bad.statusCode, 400, JSON.stringify(body));
+      assert.equal(bad.json().error, 'validation_error');
+    }
+  });
+});
+
+describe('a layer with undo points', () => {
+  it('is restored beside its source, without the source\'s undo points, and reverts its own commands', async () => {
+    const created = await api('POST', room('u-src', undoProfile));
+    assert.equal(created.statusCode, 201, created.body);
+    await run('u-src', 'echo v1 > f.txt', undoProfile);
+    const taken = await snapshot('u-src', undoProfile);
+    const copy = await api('POST', room('u-copy', undoProfile), { snapshot_id: taken.snapshot_id });
+    assert.equal(copy.statusCode, 201, copy.body);
+    // Both btrfs layers are mounted at once (the copy got a file system id of its own).
+    const copyId = copy.json().instance_id;
+    assert.deepEqual(readdirSync(join(t.dataDir, 'instances', copyId, 'layer', 'undo')), []);
+    const changed = await api('POST', `${room('u-copy', undoProfile)}/command`, { command: 'cat f.txt; echo v2 > f.txt' });
+    assert.equal(changed.json().result.output, 'v1\n');
+    const reverted = await api('POST', `${room('u-copy', undoProfile)}/commands/${changed.json().command_id}/revert`);
+    assert.equal(reverted.statusCode, 200, reverted.body);
+    assert.equal(await run('u-copy', 'cat f.txt', undoProfile), 'v1\n');
+    assert.equal(await run('u-src', 'cat f.txt', undoProfile), 'v1\n');
+    await api('DELETE', `/api/snapshots/${taken.snapshot_id}`);
+  });
+});
+
+describe('after a stop of the service', () => {
+  it('removes a snapshot it was still taking, and files the store does not know', async () => {
+    const half = randomUUID();
+    await t.services.db
+      .insertInto('snapshots')
+      .values({
+        id: half,
+        organization_id: org.organizationId,
+        name: null,
+        state: 'creating',
+        source_instance_id: randomUUID(),
+        profile_id: profile,
+        room_id: 'src',
+        runtime: 'gvisor',
+        spec: '{"image":"debian:bookworm","disk_mb":512}',
+        memory_kept: 0,
+        disk_bytes: 0,
+        created_at: new Date().toISOString(),
+        deleted_at: null,
+      })
+      .execute();
+    const stray = randomUUID();
+    mkdirSync(join(snapshotsDir(), half));
+    mkdirSync(join(snapshotsDir(), stray));
+    // The one being taken is listed, as `creating`, until the next start removes it.
+    const listed = (await api('GET', '/api/snapshots')).json().snapshots;
+    assert.equal(listed.find((s: { snapshot_id: string }) => s.snapshot_id === half)?.state, 'creating');
+    const kept = listed.filter((s: { snapshot_id: string }) => s.snapshot_id !== half).map((s: { snapshot_id: string }) => s.snapshot_id);
+    await t.services.snapshots.reconcile();
+    assert.equal(existsSync(join(snapshotsDir(), half)), false);
+    assert.equal(existsSync(join(snapshotsDir(), stray)), false);
+    assert.equal(await t.services.db.selectFrom('snapshots').select('id').where('id', '=', half).executeTakeFirst(), undefined);
+    assert.deepEqual((await api('GET', '/api/snapshots')).json().snapshots.map((s: { snapshot_id: string }) => s.snapshot_id), kept);
+    for (const id of kept) assert.ok(existsSync(join(snapshotsDir(), id, 'layer.img')), id);
+  });
+});
