@@ -289,6 +289,27 @@ describe('crash recovery: roomkit serve killed with SIGKILL and started again', 
     await releasedFor(id);
   });
 
+  it('thaws a writable layer a snapshot left frozen at the crash, so the adopted instance writes again', async () => {
+    const made = await createReady('frozen');
+    const layer = join(dataDir, 'instances', made.instance_id, 'layer');
+    // As a crash during a snapshot's copy leaves it: the layer's file system frozen.
+    const frozen = await run('fsfreeze', ['--freeze', layer], { timeoutMs: 10_000 });
+    assert.equal(frozen.code, 0, frozen.stderr);
+    try {
+      await crash();
+      await start();
+      const res = await api('POST', `${room('frozen')}/command`, { command: 'echo after > after.txt && cat after.txt', timeout_s: 20 });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal(res.body.result.exit_code, 0, JSON.stringify(res.body.result));
+      assert.equal(res.body.result.output, 'after\n');
+    } finally {
+      await run('fsfreeze', ['--unfreeze', layer], { timeoutMs: 10_000 });
+    }
+    const deleted = await api('DELETE', room('frozen'));
+    assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
+    await releasedFor(made.instance_id);
+  });
+
   it('adopts an instance whose command was running at the crash, records the command as interrupted and ends its processes', async () => {
     const made = await createReady('r-exec');
     const id = made.instance_id;
