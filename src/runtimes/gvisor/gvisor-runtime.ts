@@ -1,15 +1,15 @@
 // The gVisor runtime: each instance is a runsc sandbox (ptrace platform) in its own
 // network namespace, on an overlay of the profile's cached image and a writable layer
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
-// any step fails, undoes everything before rejecting. Commands and file operations go
-// through roomkit's agent inside the instance (agent-exec.ts, agent-files.ts), or are
-// `runsc exec`s (commands.ts, file-operations.ts) when an instance has no agent or it
-// does not answer. A sandbox that
+// any step fails, undoes everything before rejecting. Commands run in command-runner.ts;
+// file operations go through roomkit's agent inside the instance (agent-files.ts), or
+// are `runsc exec`s (file-operations.ts) when an instance has no agent or it does not
+// answer. Pause and resume are pause.ts's, snapshots snapshots.ts's. A sandbox that
 // ends by itself (sandbox-watch.ts) and the memory guard's kills are reported to core/
 // as runtime events. Over 400 lines, because provisioning's steps and their undo read
-// best in one place, in order.
+// best in one place, in order, beside the adopt, sweep and close that must agree with them.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ChangeTracking } from '../../config.ts';
@@ -18,7 +18,7 @@ import { isMountPoint, mountDiskImage, mountOverlay, mountsUnder, unmountAll } f
 import { mountBtrfsImage } from '../../host/btrfs.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT, OUTPUT_RELAY } from '../../images/guest-additions.ts';
-import { AGENT_PORT, type AgentChannel, type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
+import { AGENT_PORT, type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -27,7 +27,6 @@ import type {
   CommandRequest,
   CommandSignal,
   FileAccess,
-  FileChangeEntry,
   GuestDirEntry,
   GuestFileInfo,
   HostCost,
@@ -45,34 +44,26 @@ import type {
   TerminalRequest,
   TerminalSession,
 } from '../types.ts';
-import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
+import { RuntimeFeatureUnavailable } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
 import { ranOutOfMemory } from './cgroups.ts';
 import { ChangeTracker } from './change-tracker.ts';
-import { COMMAND_MARKER, type ExecChild, KILL_SCRIPT, LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
+import { type ExecChild, KILL_SCRIPT, LingeringPipes } from './commands.ts';
 import * as files from './file-operations.ts';
 import * as agentFiles from './agent-files.ts';
-import { AgentConnectionLost, type AgentCommandOptions, agentRun, runAgentCommand } from './agent-exec.ts';
+import { agentRun } from './agent-exec.ts';
+import { CommandRunner } from './command-runner.ts';
 import { openAgentTerminal } from './agent-terminal.ts';
-import { FRAME } from '../agent/frames.ts';
 import { checkReady, type Exec, startRootService, waitForAgent, waitForInit, writeAgentKey, writeGuestConfig } from './guest-boot.ts';
 import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
-import { addMimeTypes } from './mime-sniffing.ts';
 import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
 import { LayerSnapshots, thaw } from './snapshots.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type UndoLimits, UndoPoints } from './undo.ts';
-import { revertCommand } from './undo-revert.ts';
 import { type Teardown, Teardowns } from './teardown.ts';
-
-/** The exit code of a command whose instance went away under it (as SIGKILL gives). */
-const KILLED_EXIT_CODE = 137;
-
-/** A writable layer with less than this free is full, for a command's end reason. */
-const DISK_FULL_BYTES = 1024 * 1024;
 
 /** Instances a sweep tears down at once. */
 const SWEEPS_AT_ONCE = 8;
@@ -113,8 +104,6 @@ export class GvisorRuntime implements Runtime {
   private readonly guestAgent: boolean;
   /** When the last "agent did not answer" was logged, per instance (one line a minute at most). */
   private readonly agentWarned = new Map<string, number>();
-  /** Connections of running commands whose stdin stays open, by command id. */
-  private readonly inputs = new Map<string, AgentChannel>();
   private readonly changeTracking: ChangeTracking;
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
@@ -128,8 +117,8 @@ export class GvisorRuntime implements Runtime {
   private readonly handles = new Map<string, InstanceHandle>();
   private readonly sandboxWatch: SandboxWatch;
   private readonly listeners: ((event: RuntimeEvent) => void)[] = [];
-  /** Per running command (by id): the instance whose memory guard killed a process of it. */
-  private readonly memoryKilled = new Map<string, string>();
+  /** The command path: commands, their files_changed, reverts, stdin (command-runner.ts). */
+  private readonly commands: CommandRunner;
   /** Instances being torn down: stopped at once, released in the background (teardown.ts). */
   private readonly teardowns: Teardowns;
   /** Undo points of instances with a btrfs layer (undo.ts). */
@@ -161,7 +150,7 @@ export class GvisorRuntime implements Runtime {
       log: this.log,
       runAsRoot: async (id, script, timeoutMs) => (await this.exec(id, ['sh', '-c', script], { as: 'root', timeoutMs })).stdout,
       onKill: (instanceId, kind, kill) => {
-        for (const commandId of kill.commandIds) this.memoryKilled.set(commandId, instanceId);
+        this.commands.noteMemoryKill(instanceId, kill.commandIds);
         options.onMemoryGuardKill?.(instanceId, kind, kill);
         this.emit({ type: 'memory_kill', instanceId, kind, commandIds: kill.commandIds, detail: kill.detail });
       },
@@ -170,6 +159,21 @@ export class GvisorRuntime implements Runtime {
     this.teardowns = new Teardowns({ runsc: this.runsc, pool: this.pool, tag: this.tag, log: this.log });
     this.snapshots = new LayerSnapshots(options.dataDir, this.log);
     this.undo = new UndoPoints({ limits: options.undoLimits ?? { maxPoints: 20, maxBytes: 512 * 1024 * 1024 }, log: this.log });
+    this.commands = new CommandRunner({
+      log: this.log,
+      changeTracker: this.changeTracker,
+      undo: this.undo,
+      memoryGuard: this.memoryGuard,
+      lingering: this.lingering,
+      isHeld: (id) => this.handles.has(id),
+      hasEnded: (id) => this.sandboxWatch.hasEnded(id),
+      agentOf: (h) => this.agentOf(h),
+      viaAgent: (h, operation) => this.viaAgent(h, operation),
+      relay: (h) => this.relay(h),
+      imageOf: (h) => this.imageOf(h),
+      spawnExec: (h, argv, options) => this.spawnExec(h, argv, options),
+      killCommand: (id, commandId, signal) => this.killCommand(id, commandId, signal),
+    });
     this.pauseDeps = {
       runsc: this.runsc,
       pool: this.pool,
@@ -443,7 +447,7 @@ export class GvisorRuntime implements Runtime {
     await this.changeTracker.unwatch(instanceId).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not stop watching the layer'));
     this.sandboxWatch.unwatch(instanceId);
     this.memoryGuard.unwatch(instanceId);
-    for (const [commandId, id] of this.memoryKilled) if (id === instanceId) this.memoryKilled.delete(commandId);
+    this.commands.forget(instanceId);
     this.lingering.closeAll(instanceId);
     return h;
   }
@@ -455,160 +459,15 @@ export class GvisorRuntime implements Runtime {
   }
 
   async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
-    const h = this.handle(instanceId);
-    const undoLayer = h.readMeta()?.undoLayer === true;
-    if (request.keepUndo && !undoLayer) throw new RuntimeFeatureUnavailable('this instance\'s writable layer cannot keep undo points: set keep_undo on its profile, then delete the instance and create it again');
-    // Every command of an undo layer is journaled (a later one can make a revert ambiguous).
-    if (undoLayer) await this.undo.beforeCommand(h, request.commandId, request.keepUndo === true);
-    const image = request.trackChanges ? this.imageOf(h) : undefined;
-    const before = image ? await this.changeTracker.snapshot(h.id, h.upper) : undefined;
-    let outcome: CommandOutcome | undefined;
-    try {
-      outcome = await this.runTracked(h, request, before, image);
-      return outcome;
-    } catch (err) {
-      if (before !== undefined) this.changeTracker.discard(before);
-      throw err;
-    } finally {
-      if (undoLayer) await this.undo.afterCommand(h, request.commandId, outcome?.changes ?? null).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not journal a command\'s changes'));
-    }
+    return this.commands.run(this.handle(instanceId), request);
   }
 
   async revertCommand(instanceId: string, commandId: string, options: { force: boolean }): Promise<RevertOutcome> {
-    const h = this.handle(instanceId);
-    if (h.readMeta()?.undoLayer !== true) {
-      throw new UndoRefused('no_undo_point', 'this instance\'s writable layer keeps no undo points (its profile has no keep_undo): none of its commands can be reverted');
-    }
-    const endpoint = this.agentOf(h);
-    if (!endpoint) throw new RuntimeFeatureUnavailable("this instance runs without roomkit's agent, and a revert writes its files through it");
-    const image = this.imageOf(h);
-    return revertCommand({
-      h,
-      commandId,
-      force: options.force,
-      undo: this.undo,
-      walker: () => this.changeTracker.walkerBinary(),
-      rootfs: image.rootfs,
-      endpoint,
-      track: async (work) => {
-        const before = await this.changeTracker.snapshot(h.id, h.upper);
-        try {
-          await work();
-        } catch (err) {
-          this.changeTracker.discard(before);
-          throw err;
-        }
-        const diff = await this.changeTracker.diff(before, h.upper, image);
-        await addMimeTypes(diff.changes, (argv) => this.spawnExec(h, argv, { as: 'root' }), this.relay(h));
-        return { changes: diff.changes, changesMethod: diff.method };
-      },
-    });
-  }
-
-  private async runTracked(
-    h: InstanceHandle,
-    request: CommandRequest,
-    before: number | undefined,
-    image: { key: string; rootfs: string } | undefined,
-  ): Promise<CommandOutcome> {
-    const instanceId = h.id;
-    const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
-    const env = { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId };
-    const outcome =
-      (
-        await this.viaAgent(h, (endpoint) =>
-          this.agentCommand(h, endpoint, {
-            argv: ['/bin/sh', '-c', script],
-            identity: { as: 'vm', home: request.home },
-            env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-            commandId: request.commandId,
-            timeoutMs: request.timeoutMs,
-            maxOutputBytes: request.maxOutputBytes,
-            ...(request.onOutput ? { onOutput: request.onOutput } : {}),
-            ...(request.stdin ? { input: request.stdin } : {}),
-            ...(request.stdinOpen ? { stdinOpen: true } : {}),
-            onStarted: (channel: AgentChannel) => {
-              if (request.stdinOpen) this.inputs.set(request.commandId, channel);
-              request.onStarted?.({ streamsApart: true });
-            },
-          }).finally(() => this.inputs.delete(request.commandId)),
-        )
-      )?.value ?? (await this.runExecCommand(h, script, env, request));
-    const streams =
-      'stdout' in outcome
-        ? {
-            stdout: { text: outcome.stdout, bytes: outcome.stdoutBytes, truncated: outcome.stdoutTruncated },
-            stderr: { text: outcome.stderr, bytes: outcome.stderrBytes, truncated: outcome.stderrTruncated },
-          }
-        : undefined;
-    // Whether the memory guard ended a process of it: a kill under way is waited for.
-    await this.memoryGuard.settled(instanceId);
-    const outOfMemory = this.memoryKilled.get(request.commandId) === instanceId;
-    this.memoryKilled.delete(request.commandId);
-    // Gone: its sandbox ended, or a delete began (which forgets the handle first).
-    const gone = () => this.sandboxWatch.hasEnded(instanceId) || !this.handles.has(instanceId);
-    let instanceGone = gone();
-    let changes: FileChangeEntry[] | null = null;
-    let changesIncomplete = false;
-    let changesMethod: CommandOutcome['changesMethod'];
-    // A sandbox that ended takes its file system with it soon: no changes are read.
-    if (before !== undefined && image && !instanceGone) {
-      try {
-        const diff = await this.changeTracker.diff(before, h.upper, image);
-        ({ changes, incomplete: changesIncomplete, method: changesMethod } = diff);
-        if (diff.walkedBecause) this.log.info({ instanceId, commandId: request.commandId, reason: diff.walkedBecause }, 'files_changed made by a walk of the layer');
-        await addMimeTypes(changes, (argv) => this.spawnExec(h, argv, { as: 'root' }), this.relay(h));
-      } catch (err) {
-        // A delete that began while the changes were read ends the command; nothing else does.
-        if (!gone()) throw err;
-        instanceGone = true;
-        changes = null;
-      }
-    } else if (before !== undefined) {
-      this.changeTracker.discard(before);
-    }
-    return {
-      output: outcome.output,
-      outputBytes: outcome.outputBytes,
-      outputTruncated: outcome.outputTruncated,
-      ...(streams ? { streams } : {}),
-      exitCode: outcome.exitCode,
-      timedOut: outcome.timedOut,
-      changes,
-      changesIncomplete,
-      ...(changesMethod ? { changesMethod } : {}),
-      outOfMemory,
-      diskFull: !instanceGone && layerFull(h.layer),
-      instanceGone,
-    };
-  }
-
-  /**
-   * A command through the agent. When the connection ends before the command does and
-   * the instance is gone (deleted, or its sandbox ended), that is the command's end, with
-   * the output it had printed; otherwise the agent failed, and so does the command.
-   */
-  private async agentCommand(h: InstanceHandle, endpoint: AgentEndpoint, options: AgentCommandOptions) {
-    try {
-      return await runAgentCommand(endpoint, options);
-    } catch (err) {
-      if (!(err instanceof AgentConnectionLost)) throw err;
-      await new Promise((r) => setTimeout(r, 200)); // the sandbox's end may take a moment to be seen
-      if (this.handles.has(h.id) && !this.sandboxWatch.hasEnded(h.id)) throw err;
-      return { ...err.partial, exitCode: KILLED_EXIT_CODE, signal: null, timedOut: false };
-    }
+    return this.commands.revert(this.handle(instanceId), commandId, options);
   }
 
   async sendInput(instanceId: string, commandId: string, data: Buffer | null): Promise<boolean> {
-    const channel = this.inputs.get(commandId);
-    if (!channel || !this.handles.has(instanceId)) return false;
-    if (data === null) {
-      channel.send(FRAME.close);
-      return true;
-    }
-    channel.send(FRAME.input, data);
-    await channel.drained();
-    return true;
+    return this.handles.has(instanceId) && this.commands.sendInput(commandId, data);
   }
 
   async openTerminal(instanceId: string, request: TerminalRequest): Promise<TerminalSession> {
@@ -624,29 +483,6 @@ export class GvisorRuntime implements Runtime {
       if (err instanceof AgentUnavailable) throw new RuntimeFeatureUnavailable(`the instance's agent does not answer just now (${err.message}); try again in a moment`);
       throw err;
     }
-  }
-
-  /** A command through `runsc exec`, for instances without an agent (or while it does not answer). */
-  private async runExecCommand(h: InstanceHandle, script: string, env: Record<string, string>, request: CommandRequest) {
-    if (request.stdinOpen) {
-      throw new RuntimeFeatureUnavailable(
-        this.agentOf(h)
-          ? "the instance's agent does not answer just now, and input to a running command needs it; try again in a moment"
-          : "this instance runs without roomkit's agent, and input to a running command needs it: give the input at once (`stdin`), or delete the instance and create it again",
-      );
-    }
-    // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
-    const child = this.spawnExec(h, [...this.relay(h), '/bin/sh', '-c', script], { as: 'vm', home: request.home, env, combineOutput: true });
-    child.once('spawn', () => request.onStarted?.({ streamsApart: false }));
-    const outcome = await superviseCommand(child, {
-      timeoutMs: request.timeoutMs,
-      maxOutputBytes: request.maxOutputBytes,
-      ...(request.onOutput ? { onOutput: (chunk: Buffer) => request.onOutput?.(chunk, 'output') } : {}),
-      ...(request.stdin ? { input: request.stdin } : {}),
-      killTree: async () => void (await this.killCommand(h.id, request.commandId)),
-    });
-    if (outcome.lingering) this.lingering.keepDraining(h.id, outcome.lingering);
-    return outcome;
   }
 
   portEndpoint(instanceId: string): PortEndpoint | undefined {
@@ -908,16 +744,6 @@ export class GvisorRuntime implements Runtime {
   /** The instance's handle: the one kept for an instance this runtime runs, else made now. */
   private handle(instanceId: string): InstanceHandle {
     return this.handles.get(instanceId) ?? new InstanceHandle(this.instancesDir, this.tag, instanceId);
-  }
-}
-
-/** Whether a writable layer is full: less than DISK_FULL_BYTES or no inode left. */
-function layerFull(layer: string): boolean {
-  try {
-    const fs = statfsSync(layer);
-    return fs.bavail * fs.bsize < DISK_FULL_BYTES || (fs.files > 0 && fs.ffree === 0);
-  } catch {
-    return false;
   }
 }
 

@@ -1,0 +1,266 @@
+// Commands in a gVisor instance: the command path of the runtime. A command runs
+// through the instance's agent (agent-exec.ts), or as a `runsc exec` through the output
+// relay when the instance has no agent or it does not answer (commands.ts); its
+// files_changed is the layer's change between its start and end (change-tracker.ts), on
+// an undo layer with its undo point and journal entry (undo.ts); its end says whether
+// the memory guard killed a process of it, whether the layer is full, and whether the
+// instance went away under it. Reverts of one command (undo-revert.ts) and input to a
+// running command's stdin are here too.
+import { statfsSync } from 'node:fs';
+import type { Logger } from 'pino';
+import type { AgentChannel, AgentEndpoint } from '../agent/client.ts';
+import { FRAME } from '../agent/frames.ts';
+import type { CommandOutcome, CommandRequest, CommandSignal, FileChangeEntry, RevertOutcome } from '../types.ts';
+import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
+import { AgentConnectionLost, type AgentCommandOptions, runAgentCommand } from './agent-exec.ts';
+import type { ChangeTracker } from './change-tracker.ts';
+import { COMMAND_MARKER, type ExecChild, type LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
+import type { ExecIdentity } from './guest-exec.ts';
+import type { InstanceHandle } from './instance-handle.ts';
+import type { MemoryGuard } from './memory-guard.ts';
+import { addMimeTypes } from './mime-sniffing.ts';
+import type { UndoPoints } from './undo.ts';
+import { revertCommand } from './undo-revert.ts';
+
+/** The exit code of a command whose instance went away under it (as SIGKILL gives). */
+const KILLED_EXIT_CODE = 137;
+
+/** A writable layer with less than this free is full, for a command's end reason. */
+const DISK_FULL_BYTES = 1024 * 1024;
+
+/** What the command path needs of the runtime that owns the instances. */
+export interface CommandRunnerDeps {
+  log: Logger;
+  changeTracker: ChangeTracker;
+  undo: UndoPoints;
+  memoryGuard: MemoryGuard;
+  lingering: LingeringPipes;
+  /** Whether the runtime still holds the instance (false once a delete began). */
+  isHeld(instanceId: string): boolean;
+  /** Whether the instance's sandbox ended by itself. */
+  hasEnded(instanceId: string): boolean;
+  agentOf(h: InstanceHandle): AgentEndpoint | undefined;
+  /** Runs an operation through the agent; undefined when there is none or it did not answer. */
+  viaAgent<T>(h: InstanceHandle, operation: (endpoint: AgentEndpoint) => Promise<T>): Promise<{ value: T } | undefined>;
+  /** The output relay's argv prefix, when the instance's image has it. */
+  relay(h: InstanceHandle): string[];
+  imageOf(h: InstanceHandle): { key: string; rootfs: string };
+  spawnExec(h: InstanceHandle, argv: string[], options: ExecIdentity & { env?: Record<string, string>; combineOutput?: boolean }): ExecChild;
+  killCommand(instanceId: string, commandId: string, signal?: CommandSignal): Promise<number>;
+}
+
+export class CommandRunner {
+  private readonly deps: CommandRunnerDeps;
+  /** Connections of running commands whose stdin stays open, by command id. */
+  private readonly inputs = new Map<string, AgentChannel>();
+  /** Per running command (by id): the instance whose memory guard killed a process of it. */
+  private readonly memoryKilled = new Map<string, string>();
+
+  constructor(deps: CommandRunnerDeps) {
+    this.deps = deps;
+  }
+
+  /** Forgets what it kept about an instance that is being torn down. */
+  forget(instanceId: string): void {
+    for (const [commandId, id] of this.memoryKilled) if (id === instanceId) this.memoryKilled.delete(commandId);
+  }
+
+  /** The memory guard killed processes of these commands in the instance (their outcome says out of memory). */
+  noteMemoryKill(instanceId: string, commandIds: readonly string[]): void {
+    for (const commandId of commandIds) this.memoryKilled.set(commandId, instanceId);
+  }
+
+  /** Runs a command in the instance, with its files_changed and, on an undo layer, its undo point and journal entry. */
+  async run(h: InstanceHandle, request: CommandRequest): Promise<CommandOutcome> {
+    const instanceId = h.id;
+    const undoLayer = h.readMeta()?.undoLayer === true;
+    if (request.keepUndo && !undoLayer) throw new RuntimeFeatureUnavailable('this instance\'s writable layer cannot keep undo points: set keep_undo on its profile, then delete the instance and create it again');
+    // Every command of an undo layer is journaled (a later one can make a revert ambiguous).
+    if (undoLayer) await this.deps.undo.beforeCommand(h, request.commandId, request.keepUndo === true);
+    const image = request.trackChanges ? this.deps.imageOf(h) : undefined;
+    const before = image ? await this.deps.changeTracker.snapshot(h.id, h.upper) : undefined;
+    let outcome: CommandOutcome | undefined;
+    try {
+      outcome = await this.runTracked(h, request, before, image);
+      return outcome;
+    } catch (err) {
+      if (before !== undefined) this.deps.changeTracker.discard(before);
+      throw err;
+    } finally {
+      if (undoLayer) await this.deps.undo.afterCommand(h, request.commandId, outcome?.changes ?? null).catch((err: unknown) => this.deps.log.warn({ instanceId, err }, 'could not journal a command\'s changes'));
+    }
+  }
+
+  /** Puts back what a command run with an undo point changed (undo-revert.ts). */
+  async revert(h: InstanceHandle, commandId: string, options: { force: boolean }): Promise<RevertOutcome> {
+    if (h.readMeta()?.undoLayer !== true) {
+      throw new UndoRefused('no_undo_point', 'this instance\'s writable layer keeps no undo points (its profile has no keep_undo): none of its commands can be reverted');
+    }
+    const endpoint = this.deps.agentOf(h);
+    if (!endpoint) throw new RuntimeFeatureUnavailable("this instance runs without roomkit's agent, and a revert writes its files through it");
+    const image = this.deps.imageOf(h);
+    return revertCommand({
+      h,
+      commandId,
+      force: options.force,
+      undo: this.deps.undo,
+      walker: () => this.deps.changeTracker.walkerBinary(),
+      rootfs: image.rootfs,
+      endpoint,
+      track: async (work) => {
+        const before = await this.deps.changeTracker.snapshot(h.id, h.upper);
+        try {
+          await work();
+        } catch (err) {
+          this.deps.changeTracker.discard(before);
+          throw err;
+        }
+        const diff = await this.deps.changeTracker.diff(before, h.upper, image);
+        await addMimeTypes(diff.changes, (argv) => this.deps.spawnExec(h, argv, { as: 'root' }), this.deps.relay(h));
+        return { changes: diff.changes, changesMethod: diff.method };
+      },
+    });
+  }
+
+  private async runTracked(
+    h: InstanceHandle,
+    request: CommandRequest,
+    before: number | undefined,
+    image: { key: string; rootfs: string } | undefined,
+  ): Promise<CommandOutcome> {
+    const instanceId = h.id;
+    const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
+    const env = { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId };
+    const outcome =
+      (
+        await this.deps.viaAgent(h, (endpoint) =>
+          this.agentCommand(h, endpoint, {
+            argv: ['/bin/sh', '-c', script],
+            identity: { as: 'vm', home: request.home },
+            env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+            commandId: request.commandId,
+            timeoutMs: request.timeoutMs,
+            maxOutputBytes: request.maxOutputBytes,
+            ...(request.onOutput ? { onOutput: request.onOutput } : {}),
+            ...(request.stdin ? { input: request.stdin } : {}),
+            ...(request.stdinOpen ? { stdinOpen: true } : {}),
+            onStarted: (channel: AgentChannel) => {
+              if (request.stdinOpen) this.inputs.set(request.commandId, channel);
+              request.onStarted?.({ streamsApart: true });
+            },
+          }).finally(() => this.inputs.delete(request.commandId)),
+        )
+      )?.value ?? (await this.runExecCommand(h, script, env, request));
+    const streams =
+      'stdout' in outcome
+        ? {
+            stdout: { text: outcome.stdout, bytes: outcome.stdoutBytes, truncated: outcome.stdoutTruncated },
+            stderr: { text: outcome.stderr, bytes: outcome.stderrBytes, truncated: outcome.stderrTruncated },
+          }
+        : undefined;
+    // Whether the memory guard ended a process of it: a kill under way is waited for.
+    await this.deps.memoryGuard.settled(instanceId);
+    const outOfMemory = this.memoryKilled.get(request.commandId) === instanceId;
+    this.memoryKilled.delete(request.commandId);
+    // Gone: its sandbox ended, or a delete began (which forgets the handle first).
+    const gone = () => this.deps.hasEnded(instanceId) || !this.deps.isHeld(instanceId);
+    let instanceGone = gone();
+    let changes: FileChangeEntry[] | null = null;
+    let changesIncomplete = false;
+    let changesMethod: CommandOutcome['changesMethod'];
+    // A sandbox that ended takes its file system with it soon: no changes are read.
+    if (before !== undefined && image && !instanceGone) {
+      try {
+        const diff = await this.deps.changeTracker.diff(before, h.upper, image);
+        ({ changes, incomplete: changesIncomplete, method: changesMethod } = diff);
+        if (diff.walkedBecause) this.deps.log.info({ instanceId, commandId: request.commandId, reason: diff.walkedBecause }, 'files_changed made by a walk of the layer');
+        await addMimeTypes(changes, (argv) => this.deps.spawnExec(h, argv, { as: 'root' }), this.deps.relay(h));
+      } catch (err) {
+        // A delete that began while the changes were read ends the command; nothing else does.
+        if (!gone()) throw err;
+        instanceGone = true;
+        changes = null;
+      }
+    } else if (before !== undefined) {
+      this.deps.changeTracker.discard(before);
+    }
+    return {
+      output: outcome.output,
+      outputBytes: outcome.outputBytes,
+      outputTruncated: outcome.outputTruncated,
+      ...(streams ? { streams } : {}),
+      exitCode: outcome.exitCode,
+      timedOut: outcome.timedOut,
+      changes,
+      changesIncomplete,
+      ...(changesMethod ? { changesMethod } : {}),
+      outOfMemory,
+      diskFull: !instanceGone && layerFull(h.layer),
+      instanceGone,
+    };
+  }
+
+  /**
+   * A command through the agent. When the connection ends before the command does and
+   * the instance is gone (deleted, or its sandbox ended), that is the command's end, with
+   * the output it had printed; otherwise the agent failed, and so does the command.
+   */
+  private async agentCommand(h: InstanceHandle, endpoint: AgentEndpoint, options: AgentCommandOptions) {
+    try {
+      return await runAgentCommand(endpoint, options);
+    } catch (err) {
+      if (!(err instanceof AgentConnectionLost)) throw err;
+      await new Promise((r) => setTimeout(r, 200)); // the sandbox's end may take a moment to be seen
+      if (this.deps.isHeld(h.id) && !this.deps.hasEnded(h.id)) throw err;
+      return { ...err.partial, exitCode: KILLED_EXIT_CODE, signal: null, timedOut: false };
+    }
+  }
+
+  /** Writes to (or closes, with null) the stdin of a running command started with stdinOpen; false when none runs. */
+  async sendInput(commandId: string, data: Buffer | null): Promise<boolean> {
+    const channel = this.inputs.get(commandId);
+    if (!channel) return false;
+    if (data === null) {
+      channel.send(FRAME.close);
+      return true;
+    }
+    channel.send(FRAME.input, data);
+    await channel.drained();
+    return true;
+  }
+
+
+  /** A command through `runsc exec`, for instances without an agent (or while it does not answer). */
+  private async runExecCommand(h: InstanceHandle, script: string, env: Record<string, string>, request: CommandRequest) {
+    if (request.stdinOpen) {
+      throw new RuntimeFeatureUnavailable(
+        this.deps.agentOf(h)
+          ? "the instance's agent does not answer just now, and input to a running command needs it; try again in a moment"
+          : "this instance runs without roomkit's agent, and input to a running command needs it: give the input at once (`stdin`), or delete the instance and create it again",
+      );
+    }
+    // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
+    const child = this.deps.spawnExec(h, [...this.deps.relay(h), '/bin/sh', '-c', script], { as: 'vm', home: request.home, env, combineOutput: true });
+    child.once('spawn', () => request.onStarted?.({ streamsApart: false }));
+    const outcome = await superviseCommand(child, {
+      timeoutMs: request.timeoutMs,
+      maxOutputBytes: request.maxOutputBytes,
+      ...(request.onOutput ? { onOutput: (chunk: Buffer) => request.onOutput?.(chunk, 'output') } : {}),
+      ...(request.stdin ? { input: request.stdin } : {}),
+      killTree: async () => void (await this.deps.killCommand(h.id, request.commandId)),
+    });
+    if (outcome.lingering) this.deps.lingering.keepDraining(h.id, outcome.lingering);
+    return outcome;
+  }
+}
+
+/** Whether a writable layer is full: less than DISK_FULL_BYTES or no inode left. */
+function layerFull(layer: string): boolean {
+  try {
+    const fs = statfsSync(layer);
+    return fs.bavail * fs.bsize < DISK_FULL_BYTES || (fs.files > 0 && fs.ffree === 0);
+  } catch {
+    return false;
+  }
+}
+
