@@ -9,15 +9,15 @@
 // Only objects of this test's own data directory are touched (names carrying its host
 // tag, its runsc root, mounts under it, the server processes it started).
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { mountsUnder } from '../../src/host/mounts.ts';
 import { run } from '../../src/host/run.ts';
 import { tableName } from '../../src/network/firewall.ts';
-import { hostTag, listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
+import { listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
 import { TEST_IMAGES_DIR, testDataDir } from '../support/app.ts';
-import { startServer, type Server } from '../support/cli.ts';
+import { type Json, ServedService } from '../support/served-service.ts';
 import { hostObjects, NOTHING } from '../support/host.ts';
 
 const POOL = '10.245.0.0/25';
@@ -29,37 +29,30 @@ const SERVER_ENV = {
   ROOMKIT_EXPIRY_CHECK_INTERVAL_MS: '300',
 };
 
-// The API's JSON bodies; the assertions that use them check their shape.
-type Json = any;
-
+let svc: ServedService;
 let dataDir: string;
 let tag: string;
-let key: string;
-let server: Server | undefined;
-const servers: Server[] = [];
 let profile: string;
 const instanceIds = new Set<string>();
 
 before(async () => {
-  dataDir = testDataDir('roomkit-pause-', POOL);
-  tag = hostTag(dataDir);
-  await start();
-  key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
+  svc = new ServedService(testDataDir('roomkit-pause-', POOL), SERVER_ENV);
+  ({ dataDir, tag } = svc);
+  await svc.start();
   const res = await api('POST', '/api/profiles', { name: 'small', memory_mb: 512, disk_mb: 512, network: { egress: 'none' }, idle_timeout_s: 0 });
   assert.equal(res.status, 201, JSON.stringify(res.body));
   profile = res.body.profile_id;
 });
 
 after(async () => {
-  if (server && server.child.exitCode === null && server.child.signalCode === null) {
+  if (svc?.running()) {
     // Paused instances outlive a shutdown: delete every live one first.
     for (const instance of await allInstances().catch(() => [])) {
       if (!['stopped', 'failed'].includes(instance.state)) await api('DELETE', `/api/profile/${instance.profile_id}/room/${instance.room_id}`);
     }
-    await server.stop();
+    await svc.server!.stop();
   }
-  const logFile = process.env.ROOMKIT_TEST_LOG_FILE;
-  if (logFile) writeFileSync(logFile, servers.map((s, i) => `==== server ${i + 1}\n${s.output().stdout}${s.output().stderr}`).join('\n'));
+  svc?.keepLogs();
   if (dataDir && existsSync(dataDir)) {
     const left = await hostObjects(dataDir, [...instanceIds]);
     const clean = JSON.stringify({ ...left, egressRules: [] }) === JSON.stringify(NOTHING);
@@ -77,28 +70,17 @@ after(async () => {
   }
 });
 
-async function start(): Promise<void> {
-  server = await startServer(dataDir, [], SERVER_ENV);
-  servers.push(server);
+function start() {
+  return svc.start();
 }
-
-function logTail(lines = 40): string {
-  return servers
-    .flatMap((s) => (s.output().stdout + s.output().stderr).split('\n'))
-    .filter(Boolean)
-    .slice(-lines)
-    .join('\n');
+function api(method: string, path: string, body?: unknown) {
+  return svc.api(method, path, body);
 }
-
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  assert.ok(server);
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+function allInstances() {
+  return svc.allInstances();
+}
+function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, everyMs = 50): Promise<T> {
+  return svc.waitFor(what, probe, timeoutMs, everyMs);
 }
 
 const room = (name: string, p = profile) => `/api/profile/${p}/room/${name}`;
@@ -114,22 +96,6 @@ async function command(name: string, text: string): Promise<Json> {
   const res = await api('POST', `${room(name)}/command`, { command: text });
   assert.equal(res.status, 200, JSON.stringify(res.body));
   return res.body.result;
-}
-
-async function allInstances(): Promise<Json[]> {
-  const res = await api('GET', '/api/instances?limit=200');
-  assert.equal(res.status, 200);
-  return res.body.instances;
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, everyMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${logTail()}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
 }
 
 /** The instance's machine on the host: sandbox, its processes' cgroups, namespace, veth, mounts, egress rule. */
@@ -307,7 +273,7 @@ describe('a crash during a pause or a resume', () => {
     // During the pause.
     const pausing = api('POST', `${room('crash')}/pause`).catch(() => undefined);
     await waitFor('the pause to begin', async () => ((await api('GET', room('crash'))).body.state === 'pausing' ? true : undefined), 10_000, 10);
-    await server!.kill('SIGKILL');
+    await svc.server!.kill('SIGKILL');
     await pausing;
     await start();
     let instance = (await api('GET', room('crash'))).body;
@@ -318,7 +284,7 @@ describe('a crash during a pause or a resume', () => {
     // During the resume.
     const resuming = api('POST', `${room('crash')}/resume`).catch(() => undefined);
     await waitFor('the resume to begin', async () => ((await api('GET', room('crash'))).body.state === 'resuming' ? true : undefined), 10_000, 10);
-    await server!.kill('SIGKILL');
+    await svc.server!.kill('SIGKILL');
     await resuming;
     await start();
     instance = (await api('GET', room('crash'))).body;

@@ -17,9 +17,9 @@ import { mountsUnder } from '../../src/host/mounts.ts';
 import { run } from '../../src/host/run.ts';
 import { ImageStore } from '../../src/images/builder.ts';
 import { tableName } from '../../src/network/firewall.ts';
-import { hostTag, listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
+import { listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
 import { TEST_IMAGES_DIR, testDataDir } from '../support/app.ts';
-import { startServer, type Server } from '../support/cli.ts';
+import { type Json, ServedService } from '../support/served-service.ts';
 import { hostObjects, NOTHING } from '../support/host.ts';
 
 const POOL = '10.215.0.0/24';
@@ -38,12 +38,9 @@ interface Instance {
   state_history: { state: string; at: string; reason?: string }[];
 }
 
+let svc: ServedService;
 let dataDir: string;
 let tag: string;
-let key: string;
-let server: Server | undefined;
-/** Every server started, for the logs and for the clean-up. */
-const servers: Server[] = [];
 let defaultProfile: string;
 /** Every instance made, so the end can check that none left anything. */
 const instanceIds = new Set<string>();
@@ -54,10 +51,9 @@ let buildKey: string | undefined;
 const shmCanary = `/dev/shm/roomkit-recovery-canary-${process.pid}`;
 
 before(async () => {
-  dataDir = testDataDir('roomkit-recovery-', POOL);
-  tag = hostTag(dataDir);
+  svc = new ServedService(testDataDir('roomkit-recovery-', POOL), SERVER_ENV);
+  ({ dataDir, tag } = svc);
   await start();
-  key = readFileSync(join(dataDir, 'initial-api-key'), 'utf8').trim();
   const profiles = await api('GET', '/api/profiles');
   assert.equal(profiles.status, 200);
   const found = (profiles.body.profiles as { name: string; profile_id: string }[]).find((p) => p.name === 'default');
@@ -69,12 +65,8 @@ after(async () => {
   // Clean up whatever a failed test left: first the server (by its pid; its shutdown
   // policy stops every instance), then, only when something is still there, this data
   // directory's own host objects.
-  if (server && server.child.exitCode === null && server.child.signalCode === null) await server.stop();
-  // ROOMKIT_TEST_LOG_FILE=<path> keeps the servers' logs, one after the other.
-  const logFile = process.env.ROOMKIT_TEST_LOG_FILE;
-  if (logFile) {
-    writeFileSync(logFile, servers.map((s, i) => `==== server ${i + 1}\n${s.output().stdout}${s.output().stderr}`).join('\n'));
-  }
+  if (svc?.running()) await svc.server!.stop();
+  svc?.keepLogs();
   await removeAbandonedBuild();
   if (buildKey) rmSync(join(TEST_IMAGES_DIR, buildKey), { recursive: true, force: true });
   rmSync(shmCanary, { force: true });
@@ -88,42 +80,20 @@ after(async () => {
 
 // ---------------------------------------------------------------------------------
 
-async function start(): Promise<Server> {
-  server = await startServer(dataDir, [], SERVER_ENV);
-  servers.push(server);
-  return server;
+function start() {
+  return svc.start();
 }
-
-/** Starts the server again if a failed test left none running. */
-async function ensureRunning(): Promise<void> {
-  if (!server || server.child.exitCode !== null || server.child.signalCode !== null) await start();
+function ensureRunning() {
+  return svc.ensureRunning();
 }
-
-/** The crash: SIGKILL to the server process only. */
-async function crash(): Promise<void> {
-  assert.ok(server);
-  const { signal } = await server.kill('SIGKILL');
-  assert.equal(signal, 'SIGKILL');
+function crash() {
+  return svc.crash();
 }
-
-/** The end of the servers' log lines, for assertion messages. */
-function logTail(lines = 40): string {
-  const all = servers.flatMap((s) => (s.output().stdout + s.output().stderr).split('\n'));
-  return all.filter(Boolean).slice(-lines).join('\n');
+function logTail(lines?: number) {
+  return svc.logTail(lines);
 }
-
-// The API's JSON bodies; the assertions that use them check their shape.
-type Json = any;
-
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
-  assert.ok(server);
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+function api(method: string, path: string, body?: unknown) {
+  return svc.api(method, path, body);
 }
 
 const room = (name: string, profile = defaultProfile) => `/api/profile/${profile}/room/${name}`;
@@ -140,21 +110,11 @@ async function getRoom(name: string, profile = defaultProfile): Promise<{ status
   return api('GET', room(name, profile));
 }
 
-/** Every instance of the organization, including stopped and failed ones. */
-async function allInstances(): Promise<Instance[]> {
-  const res = await api('GET', '/api/instances?limit=200');
-  assert.equal(res.status, 200);
-  return res.body.instances;
+function allInstances(): Promise<Instance[]> {
+  return svc.allInstances();
 }
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${logTail()}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
+function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number, everyMs = 100): Promise<T> {
+  return svc.waitFor(what, probe, timeoutMs, everyMs);
 }
 
 /** What the host still holds for one instance (empty lists when nothing). */
@@ -526,10 +486,10 @@ describe('crash recovery: roomkit serve killed with SIGKILL and started again', 
 
   it('leaves nothing of the data directory on the host after SIGTERM with the stop policy', async () => {
     await ensureRunning();
-    assert.ok(server);
+    assert.ok(svc.server);
     const live = (await allInstances()).filter((i) => i.state === 'ready');
     assert.ok(live.length > 0, 'some instances should be running to be stopped');
-    const stopped = await server.stop();
+    const stopped = await svc.server.stop();
     assert.equal(stopped.code, 0, stopped.stderr);
     const left = await hostObjects(dataDir, [...instanceIds]);
     assert.deepEqual(left, NOTHING);
