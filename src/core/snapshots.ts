@@ -13,6 +13,7 @@ import type { Db } from '../store/db.ts';
 import type { InstanceRow, SnapshotRow } from '../store/schema.ts';
 import { type Instances, roomOccupied, type SnapshotSource } from './instances.ts';
 import { decodeCursor, encodeCursor } from './page-cursor.ts';
+import { appErrorOfRuntime } from './runtime-errors.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { specOf, type Profiles } from './profiles.ts';
 import type { Quotas } from './quotas.ts';
@@ -72,6 +73,8 @@ export class Snapshots {
       log.error({ instanceId: instance.id, snapshotId: row.id, err }, 'could not take a snapshot');
       await runtime.deleteSnapshot(row.id).catch(() => {});
       await db.deleteFrom('snapshots').where('id', '=', row.id).execute();
+      const known = appErrorOfRuntime(err);
+      if (known) throw known;
       throw new AppError('snapshot_failed', `the snapshot could not be taken (${message}); the instance is as it was, try again`, {
         instance_id: instance.id,
       });

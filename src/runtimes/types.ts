@@ -255,6 +255,9 @@ export interface TerminalSession {
 /** The runtime cannot do this for this instance (see RuntimeCapabilities). */
 export class RuntimeFeatureUnavailable extends Error {}
 
+/** The host has not the disk a runtime operation needs (e.g. a snapshot's copy); the message says how much. */
+export class HostOutOfSpace extends Error {}
+
 export type RuntimeHealth = { healthy: true } | { healthy: false; reason: string };
 
 /**

@@ -3,12 +3,19 @@
 // own instance id and address; fork into 3 rooms gives 3 independent instances and keeps
 // no snapshot; a refused fork starts none; a paused instance's snapshot leaves it paused;
 // a layer with undo points (btrfs) is restored beside its source and keeps undo working;
-// another organization cannot see or use a snapshot id; the quota; and what a stop of the
-// service leaves half made is removed at the next start.
+// another organization cannot see or use a snapshot id; the quota; what a stop of the
+// service leaves half made is removed at the next start; and a copy that would leave the
+// host's disk too full is refused.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { createLogger } from '../../src/log.ts';
+import { run as runOnHost } from '../../src/host/run.ts';
+import { InstanceHandle } from '../../src/runtimes/gvisor/instance-handle.ts';
+import { LayerSnapshots } from '../../src/runtimes/gvisor/snapshots.ts';
+import { HostOutOfSpace } from '../../src/runtimes/types.ts';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
@@ -239,5 +246,43 @@ describe('after a stop of the service', () => {
     assert.equal(await t.services.db.selectFrom('snapshots').select('id').where('id', '=', half).executeTakeFirst(), undefined);
     assert.deepEqual((await api('GET', '/api/snapshots')).json().snapshots.map((s: { snapshot_id: string }) => s.snapshot_id), kept);
     for (const id of kept) assert.ok(existsSync(join(snapshotsDir(), id, 'layer.img')), id);
+  });
+});
+
+describe('a snapshot\'s copy', () => {
+  it('is refused when it would leave the data directory\'s disk too full, and taken where there is room', async () => {
+    // A paused instance's layer (not mounted, so nothing to freeze): an 8 MB file and its record.
+    const make = (dataDir: string) => {
+      const h = new InstanceHandle(join(dataDir, 'instances'), 'test', randomUUID());
+      mkdirSync(h.dir, { recursive: true });
+      writeFileSync(h.diskImage, Buffer.alloc(8 * 1024 * 1024, 1));
+      h.writeMeta({ instanceId: h.id, imageKey: 'k', netns: 'n', hostIf: 'h', guestIf: 'g', home: '/home/user', egress: 'none', memoryMb: 256 });
+      return h;
+    };
+    const log = createLogger('silent');
+    const small = mkdtempSync(join(tmpdir(), 'roomkit-snapshot-space-'));
+    const roomy = mkdtempSync(join(t.dataDir, 'space-'));
+    try {
+      // 64 MB of disk: far below the 1 GiB a copy must leave free.
+      const mounted = await runOnHost('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', small], { timeoutMs: 10_000 });
+      assert.equal(mounted.code, 0, mounted.stderr);
+      const tight = new LayerSnapshots(small, log);
+      const id = randomUUID();
+      await assert.rejects(tight.save(make(small), id, async () => {}), (err: unknown) => {
+        assert.ok(err instanceof HostOutOfSpace);
+        assert.match(err.message, /must stay free/);
+        return true;
+      });
+      assert.deepEqual(tight.list(), []);
+      // The same copy where there is room.
+      const ok = new LayerSnapshots(roomy, log);
+      const taken = await ok.save(make(roomy), id, async () => {});
+      assert.ok(taken.diskBytes >= 8 * 1024 * 1024);
+      assert.deepEqual(ok.list(), [id]);
+    } finally {
+      await runOnHost('umount', [small], { timeoutMs: 10_000 });
+      rmSync(small, { recursive: true, force: true });
+      rmSync(roomy, { recursive: true, force: true });
+    }
   });
 });

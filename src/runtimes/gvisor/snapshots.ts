@@ -16,17 +16,25 @@
 // A btrfs layer (one that keeps undo points) is copied the same way; each copy made
 // from it gets a file system id of its own (btrfstune -m) so that both can be mounted
 // at once, and loses the source's undo points (they belong to the source's commands).
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { deleteSubvolume } from '../../host/btrfs.ts';
 import { isMountPoint } from '../../host/mounts.ts';
 import { run, runChecked } from '../../host/run.ts';
+import { formatBytes } from '../../lib/format-size.ts';
+import { HostOutOfSpace } from '../types.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 
 /** How long copying one layer may take (a full 10 GiB layer at ~100 MiB/s, with room). */
 const COPY_TIMEOUT_MS = 10 * 60_000;
 const TOOL_TIMEOUT_MS = 30_000;
+/**
+ * Free disk a snapshot's copy must leave in the data directory: instances' sparse layers
+ * grow into it, and a host file system that fills up fails them all. The larger of this
+ * and a twentieth of the file system.
+ */
+const KEEP_FREE_BYTES = 1024 * 1024 * 1024;
 /** Snapshot ids are uuids: nothing else is ever a path below the snapshots directory. */
 const SNAPSHOT_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -77,6 +85,7 @@ export class LayerSnapshots {
     const meta = h.readMeta();
     if (!meta?.imageKey) throw new Error(`instance ${h.id} has no record of what it was made from`);
     if (!existsSync(h.diskImage)) throw new Error(`instance ${h.id} has no writable layer`);
+    assertRoomFor(this.dir, allocatedBytes(h.diskImage));
     const dir = this.dirOf(snapshotId);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const partial = join(dir, 'layer.img.partial');
@@ -160,6 +169,19 @@ export async function thaw(mountPoint: string, log: Logger): Promise<void> {
 /** Copies a sparse file keeping its holes (only the blocks in use are read and written). */
 async function copySparse(from: string, to: string): Promise<void> {
   await runChecked('cp', ['--sparse=always', '--', from, to], { timeoutMs: COPY_TIMEOUT_MS });
+}
+
+/** Refuses a copy of `bytes` that would leave the file system of `dir` with less than it must keep free. */
+function assertRoomFor(dir: string, bytes: number): void {
+  const fs = statfsSync(dir);
+  const free = fs.bavail * fs.bsize;
+  const keep = Math.max(KEEP_FREE_BYTES, Math.floor((fs.blocks * fs.bsize) / 20));
+  if (free - bytes < keep) {
+    throw new HostOutOfSpace(
+      `the host's data directory has ${formatBytes(free)} free; this snapshot needs ${formatBytes(bytes)} and ${formatBytes(keep)} must stay free ` +
+        "for the instances' writable layers: delete snapshots or instances you no longer need, or ask the operator for more disk",
+    );
+  }
 }
 
 /** Bytes of disk a file's blocks take (a sparse file's holes take none). */
