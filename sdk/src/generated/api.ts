@@ -989,6 +989,7 @@ export interface Paths {
         409: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
+        507: ErrorBody;
       };
     };
   };
@@ -1017,6 +1018,7 @@ export interface Paths {
         409: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
+        507: ErrorBody;
       };
     };
   };

@@ -26,7 +26,7 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
         tags: ['snapshots'],
         params: RoomParams,
         body: Type.Optional(CreateSnapshotBody),
-        response: { 201: Snapshot, ...errorResponses(400, 401, 403, 404, 409, 500, 503) },
+        response: { 201: Snapshot, ...errorResponses(400, 401, 403, 404, 409, 500, 503, 507) },
       },
     },
     async (request, reply) => {
@@ -53,7 +53,7 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
         tags: ['snapshots'],
         params: RoomParams,
         body: ForkBody,
-        response: { 201: ForkResult, ...errorResponses(400, 401, 403, 404, 409, 500, 503) },
+        response: { 201: ForkResult, ...errorResponses(400, 401, 403, 404, 409, 500, 503, 507) },
       },
     },
     async (request, reply) => {
