@@ -1,7 +1,7 @@
 """roomkit's Python SDK: ``Roomkit()``, then ``client.room(profile, room)`` to create an
 instance, run commands in it, move files in and out and hand its tools to a model.
 Standard library only."""
-from .client import DEFAULT_BASE_URL, Instances, Keys, Profiles, Roomkit
+from .client import DEFAULT_BASE_URL, Instances, Keys, Profiles, Roomkit, Snapshots
 from .commands import CommandHandle, CommandStream
 from .errors import RoomkitError
 from .models import (
@@ -22,6 +22,7 @@ from .models import (
     FileContent,
     FileDeleted,
     FileWritten,
+    ForkResult,
     Health,
     Instance,
     InstancePage,
@@ -34,6 +35,8 @@ from .models import (
     Quota,
     Resources,
     RevertResult,
+    Snapshot,
+    SnapshotPage,
     StateChange,
     StdinWritten,
     ToolCallResult,
@@ -67,6 +70,7 @@ __all__ = [
     "FileContent",
     "FileDeleted",
     "FileWritten",
+    "ForkResult",
     "Health",
     "Instance",
     "InstancePage",
@@ -83,6 +87,9 @@ __all__ = [
     "Room",
     "Roomkit",
     "RoomkitError",
+    "Snapshot",
+    "SnapshotPage",
+    "Snapshots",
     "StateChange",
     "StdinWritten",
     "PortResponse",

@@ -1,5 +1,5 @@
 """The client: where the server is, which key to send, how patient to be; and the
-organization-wide resources (profiles, instances, keys, usage, audit). Rooms come
+organization-wide resources (profiles, instances, snapshots, keys, usage, audit). Rooms come
 from ``Roomkit.room()``."""
 import os
 import re
@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from ._transport import Transport
 from .errors import RoomkitError
-from .models import ApiKey, AuditPage, CreatedApiKey, Health, Instance, InstancePage, Profile, Usage
+from .models import ApiKey, AuditPage, CreatedApiKey, Health, Instance, InstancePage, Profile, Snapshot, SnapshotPage, Usage
 from .room import Room
 from .version import __version__
 
@@ -58,6 +58,7 @@ class Roomkit:
         self._lock = threading.Lock()
         self.profiles = Profiles(self)
         self.instances = Instances(self)
+        self.snapshots = Snapshots(self)
         self.keys = Keys(self)
 
     def room(self, profile: str, room_id: str) -> Room:
@@ -221,6 +222,38 @@ class Instances:
 
     def delete(self, profile: str, room_id: str) -> Instance:
         return self._client.room(profile, room_id).delete()
+
+
+class Snapshots:
+    """The organization's snapshots, newest first: a room's instance takes one with
+    ``room.snapshot()``, and ``room.create(snapshot_id=...)`` starts an instance from one."""
+
+    def __init__(self, client: Roomkit) -> None:
+        self._client = client
+
+    def list(self, *, instance_id: Optional[str] = None, limit: Optional[int] = None, cursor: Optional[str] = None) -> SnapshotPage:
+        """One page; pass ``next_cursor`` back as ``cursor`` for the next. ``instance_id``
+        keeps the snapshots taken of that instance."""
+        query = {"instance_id": instance_id, "limit": limit, "cursor": cursor}
+        return SnapshotPage.from_dict(self._client._transport.json("GET", "/api/snapshots", query=query))
+
+    def all(self, *, instance_id: Optional[str] = None, limit: Optional[int] = None) -> Iterator[Snapshot]:
+        """Every snapshot matching the filter, page after page."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.list(instance_id=instance_id, limit=limit, cursor=cursor)
+            yield from page.snapshots
+            cursor = page.next_cursor
+            if cursor is None:
+                return
+
+    def get(self, snapshot_id: str) -> Snapshot:
+        return Snapshot.from_dict(self._client._transport.json("GET", "/api/snapshots/{snapshot_id}", params={"snapshot_id": snapshot_id}))
+
+    def delete(self, snapshot_id: str) -> Snapshot:
+        """Deletes the snapshot and frees its disk; instances started from it keep their
+        files. Answers with the snapshot as it was. Not retried."""
+        return Snapshot.from_dict(self._client._transport.json("DELETE", "/api/snapshots/{snapshot_id}", params={"snapshot_id": snapshot_id}))
 
 
 class Keys:

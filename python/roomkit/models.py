@@ -113,6 +113,8 @@ class Instance(Model):
     timeout_s: Optional[int]
     #: When its deadline passes (``timeout_s``, moved by ``keep_alive()``); None when it has none.
     expires_at: Optional[str]
+    #: The snapshot it started from (``create(snapshot_id=...)`` or a fork); None: its profile's image.
+    snapshot_id: Optional[str]
     created_at: str
     updated_at: str
 
@@ -122,6 +124,46 @@ class InstancePage(Model):
     instances: List[Instance]
     #: Pass back as ``cursor`` for the next page; None on the last.
     next_cursor: Optional[str]
+
+
+# Snapshots
+
+@dataclass
+class Snapshot(Model):
+    """An instance's files saved under an id the organization owns; it outlives the instance."""
+    snapshot_id: str
+    #: The name given when it was taken; None when none was.
+    name: Optional[str]
+    #: ``creating`` while its files are copied, then ``ready``.
+    state: str
+    #: The instance it was taken of, and that instance's profile and room.
+    instance_id: str
+    profile_id: str
+    room_id: str
+    #: The image its files sit on; an instance started from it runs on the same image.
+    image: str
+    #: Size of its writable layer: the disk size of an instance started from it.
+    disk_mb: int
+    #: Bytes of host disk it holds (the image is shared, not copied).
+    disk_bytes: int
+    #: Whether its memory and processes were saved too; False: its files only.
+    memory_kept: bool
+    created_at: str
+
+
+@dataclass
+class SnapshotPage(Model):
+    snapshots: List[Snapshot]
+    #: Pass back as ``cursor`` for the next page; None on the last.
+    next_cursor: Optional[str]
+
+
+@dataclass
+class ForkResult(Model):
+    """What a fork started: one instance per room asked, in that order (``ready``, or
+    ``failed`` with its ``failure_reason``), and the snapshot they came from when kept."""
+    instances: List[Instance]
+    snapshot: Optional[Snapshot]
 
 
 # Profiles and keys
@@ -504,7 +546,7 @@ class Quota(Model):
 @dataclass
 class Usage(Model):
     organization_id: str
-    #: instances, memory_mb, vcpus, disk_mb, concurrent_commands, commands_per_minute
+    #: instances, memory_mb, vcpus, disk_mb, concurrent_commands, commands_per_minute, snapshots
     quotas: Dict[str, Quota]
 
 

@@ -1,8 +1,8 @@
-"""A room of a profile and its instance: create it, run commands in it, move files in
-and out, hand its tools to a model, delete it. The room is addressed by (profile,
+"""A room of a profile and its instance: create it, snapshot and fork it, run commands
+in it, move files in and out, hand its tools to a model, delete it. The room is addressed by (profile,
 room) as the API does; a profile given by name is resolved on first use."""
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 from .commands import CommandHandle, CommandStream, stdin_fields
 from .errors import RoomkitError
@@ -14,9 +14,11 @@ from .models import (
     FileContent,
     FileDeleted,
     FileWritten,
+    ForkResult,
     Instance,
     PortResponse,
     PortUrl,
+    Snapshot,
     StdinWritten,
 )
 from .tools import Tools
@@ -60,6 +62,7 @@ class Room:
         env: Optional[Dict[str, str]] = None,
         metadata: Optional[Dict[str, str]] = None,
         timeout_s: Optional[int] = None,
+        snapshot_id: Optional[str] = None,
     ) -> Instance:
         """Creates the room's instance, or returns the live one it already has.
 
@@ -68,7 +71,9 @@ class Room:
         (``instances.list(metadata=...)`` filters by them), ``timeout_s`` pauses or stops it
         that long after its start unless ``keep_alive()`` moves the deadline. A live
         instance made with other options raises RoomkitError ``instance_options_conflict``.
-        ``wait=False`` answers at once, still provisioning. With ``on_progress`` the SDK
+        ``snapshot_id`` starts it from a snapshot of the organization (``room.snapshot()``)
+        instead of the profile's image; a room whose live instance started otherwise
+        raises RoomkitError ``room_occupied``. ``wait=False`` answers at once, still provisioning. With ``on_progress`` the SDK
         creates without waiting and polls, calling it with the instance at the start and
         whenever its state or progress text changes. Safe to retry (a room has one live
         instance), so connection errors and 502-504 are retried. A start failure raises
@@ -82,6 +87,8 @@ class Room:
             asked["metadata"] = metadata
         if timeout_s is not None:
             asked["timeout_s"] = timeout_s
+        if snapshot_id is not None:
+            asked["snapshot_id"] = snapshot_id
 
         def send(wait_for_ready: bool) -> Instance:
             answer = self._transport.json("POST", ROOM, params=params, body={"wait": wait_for_ready, **asked}, idempotent=True)
@@ -129,6 +136,29 @@ class Room:
         """Resumes a paused instance and answers once it is ready; a ready one is answered
         as it is, so this is retried like a read."""
         return Instance.from_dict(self._transport.json("POST", f"{ROOM}/resume", params=self._params(), idempotent=True))
+
+    def snapshot(self, name: Optional[str] = None) -> Snapshot:
+        """Saves the instance's files (ready or paused; it stays as it was) as a snapshot
+        the organization owns, and answers once it is ``ready``. It outlives the instance:
+        ``create(snapshot_id=...)`` starts instances from it in any room, and
+        ``client.snapshots`` lists and deletes them. Not retried: a repeat would take a
+        second snapshot."""
+        body = {} if name is None else {"name": name}
+        return Snapshot.from_dict(self._transport.json("POST", f"{ROOM}/snapshots", params=self._params(), body=body, idempotent=False))
+
+    def fork(self, rooms: Sequence[str], *, keep_snapshot: bool = False) -> ForkResult:
+        """Starts a copy of the instance's files in each of ``rooms`` (same profile, none
+        with a live instance) in one call, and answers once every copy is ready or failed:
+        one instance per room in that order, a failed one with its ``failure_reason``. A
+        refusal (``room_occupied``, a quota) starts none. The snapshot the copies come from
+        is deleted afterwards unless ``keep_snapshot`` (then it is the answer's
+        ``snapshot``). Not retried: a repeat would find the rooms occupied."""
+        if isinstance(rooms, str):
+            raise TypeError('rooms is a list of room ids, e.g. ["copy-1", "copy-2"]')
+        body: Dict[str, Any] = {"rooms": list(rooms)}
+        if keep_snapshot:
+            body["keep_snapshot"] = True
+        return ForkResult.from_dict(self._transport.json("POST", f"{ROOM}/fork", params=self._params(), body=body, idempotent=False))
 
     # Commands
 

@@ -18,7 +18,7 @@ class Service(unittest.TestCase):
     def test_usage_lists_every_quota(self) -> None:
         usage = client().usage()
         self.assertRegex(usage.organization_id, UUID)
-        self.assertEqual(set(usage.quotas), {"instances", "memory_mb", "vcpus", "disk_mb", "concurrent_commands", "commands_per_minute"})
+        self.assertEqual(set(usage.quotas), {"instances", "memory_mb", "vcpus", "disk_mb", "concurrent_commands", "commands_per_minute", "snapshots"})
         self.assertGreater(usage.quotas["instances"].limit, 0)
 
 

@@ -28,10 +28,12 @@ TITLED = {
     "FileChange": roomkit.FileChange,
     "FileContent": roomkit.FileContent,
     "FileWritten": roomkit.FileWritten,
+    "ForkResult": roomkit.ForkResult,
     "Instance": roomkit.Instance,
     "PortUrl": roomkit.PortUrl,
     "Profile": roomkit.Profile,
     "RevertResult": roomkit.RevertResult,
+    "Snapshot": roomkit.Snapshot,
     "StdinWritten": roomkit.StdinWritten,
     "ToolCallResult": roomkit.ToolCallResult,
     "ToolEndpoint": roomkit.ToolEndpoint,
@@ -43,6 +45,7 @@ UNTITLED_OK = {"Error", "TerminalTicket", "PortUrlRequest"}
 #: Answers without a title, by the operation and status that give them.
 BY_ROUTE = {
     ("get", "/api/instances", "200"): roomkit.InstancePage,
+    ("get", "/api/snapshots", "200"): roomkit.SnapshotPage,
     ("get", "/api/profile/{profile_id}/room/{room_id}/commands", "200"): roomkit.CommandPage,
     ("get", "/api/profile/{profile_id}/room/{room_id}/files", "200"): roomkit.DirectoryListing,
     ("delete", "/api/profile/{profile_id}/room/{room_id}/file/{path}", "200"): roomkit.FileDeleted,
@@ -70,7 +73,7 @@ class EveryOperation(unittest.TestCase):
 
     def test_each_method_named_exists_and_sends_its_operation(self) -> None:
         shared()  # the profile the calls name
-        classes = {name: getattr(roomkit, name) for name in ("Roomkit", "Profiles", "Instances", "Keys", "Room", "CommandHandle", "Tools", "Ports")}
+        classes = {name: getattr(roomkit, name) for name in ("Roomkit", "Profiles", "Instances", "Snapshots", "Keys", "Room", "CommandHandle", "Tools", "Ports")}
         for operation, row in OPERATIONS.items():
             with self.subTest(operation=operation):
                 cls, method = row.method.split(".")

@@ -1,11 +1,11 @@
 // The client: where the server is, which key to send, how patient to be; and the
-// organization-wide resources (profiles, instances, keys). Rooms come from `room()`.
+// organization-wide resources (profiles, instances, snapshots, keys). Rooms come from `room()`.
 import { RoomkitError } from './errors.ts';
-import type { ApiKey, CreatedApiKey, Instance, Profile, Usage } from './generated/api.ts';
+import type { ApiKey, CreatedApiKey, Instance, Profile, Snapshot, Usage } from './generated/api.ts';
 import { type RequestOptions, Transport } from './http.ts';
 import { environmentVariable } from './portable.ts';
 import { Room, type RoomContext } from './room.ts';
-import type { Health, InstancePage, InstanceState, KeyCreate, ProfileCreate, ProfileUpdate } from './types.ts';
+import type { Health, InstancePage, InstanceState, KeyCreate, ProfileCreate, ProfileUpdate, SnapshotPage } from './types.ts';
 
 export const DEFAULT_BASE_URL = 'http://127.0.0.1:8080';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -31,6 +31,7 @@ export class Roomkit {
   readonly baseUrl: string;
   readonly profiles: Profiles;
   readonly instances: Instances;
+  readonly snapshots: Snapshots;
   readonly keys: Keys;
   readonly #transport: Transport;
   readonly #context: RoomContext;
@@ -63,6 +64,7 @@ export class Roomkit {
     };
     this.profiles = new Profiles(this.#transport, (p, o) => this.resolveProfileId(p, o));
     this.instances = new Instances(this.#transport, (p, o) => this.resolveProfileId(p, o));
+    this.snapshots = new Snapshots(this.#transport);
     this.keys = new Keys(this.#transport);
   }
 
@@ -183,6 +185,58 @@ export class Instances {
       yield* page.instances;
       cursor = page.next_cursor ?? undefined;
     } while (cursor !== undefined);
+  }
+}
+
+export interface SnapshotFilter {
+  /** Only snapshots taken of this instance. */
+  instanceId?: string;
+  /** Page size, 1-200 (default 50). */
+  limit?: number;
+  cursor?: string;
+}
+
+/**
+ * The organization's snapshots, newest first: a room's instance takes one with
+ * `room.snapshot()`, and `room.create({ snapshot_id })` starts an instance from one.
+ */
+export class Snapshots {
+  readonly #transport: Transport;
+
+  constructor(transport: Transport) {
+    this.#transport = transport;
+  }
+
+  /** One page; pass `next_cursor` back as `cursor` for the next. */
+  async list(filter: SnapshotFilter & RequestOptions = {}): Promise<SnapshotPage> {
+    const query = {
+      ...(filter.instanceId === undefined ? {} : { instance_id: filter.instanceId }),
+      ...(filter.limit === undefined ? {} : { limit: String(filter.limit) }),
+      ...(filter.cursor === undefined ? {} : { cursor: filter.cursor }),
+    };
+    return this.#transport.json('get', '/api/snapshots', { query }, { signal: filter.signal });
+  }
+
+  /** Every snapshot matching the filter, page after page. */
+  async *all(filter: Omit<SnapshotFilter, 'cursor'> & RequestOptions = {}): AsyncGenerator<Snapshot> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.list({ ...filter, ...(cursor === undefined ? {} : { cursor }) });
+      yield* page.snapshots;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  async get(snapshotId: string, options: RequestOptions = {}): Promise<Snapshot> {
+    return this.#transport.json('get', '/api/snapshots/{snapshot_id}', { params: { snapshot_id: snapshotId } }, options);
+  }
+
+  /**
+   * Deletes the snapshot and frees its disk; instances started from it keep their files.
+   * Answers with the snapshot as it was. Not retried: a repeat would answer snapshot_not_found.
+   */
+  async delete(snapshotId: string, options: RequestOptions = {}): Promise<Snapshot> {
+    return this.#transport.json('delete', '/api/snapshots/{snapshot_id}', { params: { snapshot_id: snapshotId } }, options);
   }
 }
 

@@ -2,7 +2,7 @@
 // and out, delete it. The room is addressed by (profile, room) as the API does; a
 // profile given by name is resolved on first use.
 import { RoomkitConnectionError, RoomkitError } from './errors.ts';
-import type { CommandResult, CommandStatus, FileContent, FileWritten, Instance, Paths, PortUrl, RevertResult } from './generated/api.ts';
+import type { CommandResult, CommandStatus, FileContent, FileWritten, ForkResult, Instance, Paths, PortUrl, RevertResult, Snapshot } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';
 import { fromBase64, sleep, toBase64 } from './portable.ts';
 import { openTerminal, type Terminal, type TerminalOptions } from './terminal.ts';
@@ -130,6 +130,9 @@ export class Room {
    * are retried. A start failure throws RoomkitError `instance_start_failed`. `env`,
    * `metadata` and `timeout_s` are the instance's (env values are never answered back);
    * a live instance made with other ones answers RoomkitError `instance_options_conflict`.
+   * `snapshot_id` starts it from a snapshot of the organization (`room.snapshot()`) instead
+   * of the profile's image; a room whose live instance started otherwise answers
+   * RoomkitError `room_occupied`.
    */
   async create(options: CreateOptions = {}): Promise<Instance> {
     const params = await this.#params(options);
@@ -139,6 +142,7 @@ export class Room {
       ...(options.env === undefined ? {} : { env: options.env }),
       ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
       ...(options.timeout_s === undefined ? {} : { timeout_s: options.timeout_s }),
+      ...(options.snapshot_id === undefined ? {} : { snapshot_id: options.snapshot_id }),
     };
     const send = (waitForReady: boolean) =>
       this.#ctx.transport.json('post', ROOM, { params, body: { wait: waitForReady, ...asked } }, { idempotent: true, signal: options.signal });
@@ -185,6 +189,30 @@ export class Room {
   async keepAlive(options: { timeout_s?: number } & RequestOptions = {}): Promise<Instance> {
     const body = options.timeout_s === undefined ? {} : { timeout_s: options.timeout_s };
     return this.#ctx.transport.json('post', `${ROOM}/keepalive`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: true });
+  }
+
+  /**
+   * Saves the instance's files (ready or paused; it stays as it was) as a snapshot the
+   * organization owns, and answers once it is `ready`. It outlives the instance: start
+   * instances from it in any room with `create({ snapshot_id })`; `client.snapshots`
+   * lists and deletes them. Not retried: a repeat would take a second snapshot.
+   */
+  async snapshot(options: { name?: string } & RequestOptions = {}): Promise<Snapshot> {
+    const body = options.name === undefined ? {} : { name: options.name };
+    return this.#ctx.transport.json('post', `${ROOM}/snapshots`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: false });
+  }
+
+  /**
+   * Starts a copy of the instance's files in each of `rooms` (same profile, none with a
+   * live instance), in one call, and answers once every copy is ready or failed: one
+   * instance per room in that order, a failed one with its `failure_reason`. A refusal
+   * (RoomkitError `room_occupied`, a quota) starts none. The snapshot the copies come from
+   * is deleted afterwards unless `keepSnapshot` (then it is the answer's `snapshot`).
+   * Not retried: a repeat would find the rooms occupied.
+   */
+  async fork(rooms: string[], options: { keepSnapshot?: boolean } & RequestOptions = {}): Promise<ForkResult> {
+    const body = { rooms, ...(options.keepSnapshot === undefined ? {} : { keep_snapshot: options.keepSnapshot }) };
+    return this.#ctx.transport.json('post', `${ROOM}/fork`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: false });
   }
 
   /** Resumes a paused instance and answers once it is ready; a ready one is answered as it is (safe to retry). */

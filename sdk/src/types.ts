@@ -12,12 +12,14 @@ export type {
   FileChange,
   FileContent,
   FileWritten,
+  ForkResult,
   Instance,
   KnownErrorCode,
   Paths,
   PortUrl,
   Profile,
   RevertResult,
+  Snapshot,
   Usage,
 } from './generated/api.ts';
 
@@ -30,6 +32,7 @@ export type ProfileUpdate = Paths['/api/profiles/{profile_id}']['patch']['body']
 export type KeyCreate = Paths['/api/keys']['post']['body'];
 export type Health = Paths['/healthz']['get']['responses'][200];
 export type InstancePage = Paths['/api/instances']['get']['responses'][200];
+export type SnapshotPage = Paths['/api/snapshots']['get']['responses'][200];
 export type CommandPage = Paths[`${RoomPath}/commands`]['get']['responses'][200];
 export type DirectoryListing = Paths[`${RoomPath}/files`]['get']['responses'][200];
 export type DirectoryEntry = DirectoryListing['entries'][number];

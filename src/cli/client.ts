@@ -1,4 +1,5 @@
-// The client commands of `roomkit` (create, exec, cat, put, ls, rm, revert, status, pause, resume, keepalive, destroy):
+// The client commands of `roomkit` (create, exec, cat, put, ls, rm, revert, status, pause, resume, keepalive, destroy;
+// snapshots and fork are in snapshots.ts):
 // a room's instance from a shell, through the SDK against a running server. Results
 // go to stdout (as JSON with --json), progress and notes to stderr; a failure is one
 // line `roomkit: error <code>: <message>` on stderr and a non-zero exit.
@@ -24,7 +25,7 @@ const EXEC_FAILURE_EXIT = 125;
 const MAX_STDIN_READ_BYTES = 64 * 1024 * 1024;
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
-interface ConnectionOptions {
+export interface ConnectionOptions {
   url?: string;
   apiKey?: string;
   json?: boolean;
@@ -55,7 +56,8 @@ export function registerClientCommands(program: Command): void {
     .option('-e, --env <NAME=VALUE>', 'an environment variable for every command of the instance (repeatable)', collectEnv)
     .option('-l, --label <key=value>', 'a label of the instance, to find it by with `status --label` (repeatable)', collectLabel)
     .option('--timeout <seconds>', 'stop or pause it (the profile\'s idle_action) this long after its start; `keepalive` moves it', positiveInteger)
-    .action(run(async (roomId: string, options: RoomOptions & { wait: boolean; env?: Record<string, string>; label?: Record<string, string>; timeout?: number }) => {
+    .option('--from-snapshot <id>', 'start it from this snapshot (`roomkit snapshots` lists them) instead of the profile\'s image')
+    .action(run(async (roomId: string, options: RoomOptions & { wait: boolean; env?: Record<string, string>; label?: Record<string, string>; timeout?: number; fromSnapshot?: string }) => {
       const room = roomOf(roomId, options);
       const progress = new Progress(roomId);
       let instance: Instance;
@@ -66,6 +68,7 @@ export function registerClientCommands(program: Command): void {
           ...(options.env === undefined ? {} : { env: options.env }),
           ...(options.label === undefined ? {} : { metadata: options.label }),
           ...(options.timeout === undefined ? {} : { timeout_s: options.timeout }),
+          ...(options.fromSnapshot === undefined ? {} : { snapshot_id: options.fromSnapshot }),
         });
       } finally {
         progress.stop();
@@ -73,7 +76,8 @@ export function registerClientCommands(program: Command): void {
       if (options.json) return printJson(instance);
       const how =
         instance.state !== 'ready' ? '' : instance.claimed_at !== null ? ' (from the profile\'s warm pool)' : progress.reported ? ` in ${progress.elapsed()}` : ' (already running)';
-      process.stdout.write(`${instance.state}: room ${roomId} (profile ${options.profile ?? 'default'}), instance ${instance.instance_id}${how}\n`);
+      const from = instance.snapshot_id === null ? '' : ` from snapshot ${instance.snapshot_id}`;
+      process.stdout.write(`${instance.state}: room ${roomId} (profile ${options.profile ?? 'default'}), instance ${instance.instance_id}${from}${how}\n`);
     }));
 
   roomCommand(program, 'exec <room> <command...>', 'run a shell command in the room\'s instance and exit with its exit code')
@@ -250,7 +254,7 @@ export function roomCommand(program: Command, nameAndArgs: string, description: 
   return command;
 }
 
-function clientOf(options: ConnectionOptions): Roomkit {
+export function clientOf(options: ConnectionOptions): Roomkit {
   const apiKey = options.apiKey ?? process.env.ROOMKIT_API_KEY;
   if (apiKey === undefined || apiKey.trim() === '') {
     throw new ClientError('missing_api_key', 'no API key: set ROOMKIT_API_KEY or pass --api-key (`roomkit keys create --org NAME` makes one)');
@@ -275,9 +279,9 @@ export function run<A extends unknown[]>(action: (...args: A) => Promise<void>, 
     } catch (err) {
       if (!(err instanceof RoomkitError || err instanceof RoomkitConnectionError || err instanceof ClientError)) throw err;
       const roomId = typeof args[0] === 'string' ? args[0] : undefined;
-      process.stderr.write(`roomkit: error ${err.code}: ${cliMessage(err.code, err.message, roomId, (options as RoomOptions | undefined)?.profile)}\n`);
+      const details = err instanceof RoomkitError ? err.details : undefined;
+      process.stderr.write(`roomkit: error ${err.code}: ${cliMessage(err.code, err.message, roomId, (options as RoomOptions | undefined)?.profile, details)}\n`);
       if (options?.json) {
-        const details = err instanceof RoomkitError ? err.details : undefined;
         const requestId = err instanceof RoomkitError ? err.requestId : undefined;
         printJson({ error: err.code, message: err.message, ...(details ? { details } : {}), ...(requestId ? { request_id: requestId } : {}) });
       }
@@ -290,8 +294,9 @@ export function run<A extends unknown[]>(action: (...args: A) => Promise<void>, 
  * The server's messages advise REST calls with UUIDs; on the command line the same
  * advice is a roomkit command with names. Codes without a CLI form keep the message.
  */
-function cliMessage(code: string, message: string, roomId: string | undefined, profile: string | undefined): string {
+function cliMessage(code: string, message: string, roomId: string | undefined, profile: string | undefined, details: Record<string, unknown> | undefined): string {
   const of = profile === undefined ? '' : ` --profile ${profile}`;
+  const first = message.split(';')[0];
   switch (code) {
     case 'instance_not_found':
       return roomId === undefined ? message : `no instance in room "${roomId}"; create one with \`roomkit create${of} ${roomId}\``;
@@ -305,6 +310,18 @@ function cliMessage(code: string, message: string, roomId: string | undefined, p
     case 'instance_options_conflict':
       if (roomId === undefined) return message;
       return `${message.split(';')[0]}; \`roomkit keepalive${of} ${roomId} --timeout S\` moves its deadline, or \`roomkit destroy${of} ${roomId}\` and create it again with the new options`;
+    case 'room_occupied': {
+      const occupied = typeof details?.room_id === 'string' ? details.room_id : roomId;
+      return occupied === undefined ? message : `${first}; \`roomkit destroy${of} ${occupied}\` first, or use another room`;
+    }
+    case 'snapshot_not_found':
+      return `${first}; \`roomkit snapshots\` lists them`;
+    case 'snapshot_unusable':
+      return typeof details?.snapshot_id === 'string' ? `${first}; retry once \`roomkit snapshots show ${details.snapshot_id}\` says ready` : message;
+    case 'instance_state_conflict':
+      // "poll GET …" becomes the command that shows the state; other advice stays.
+      if (roomId === undefined || !message.includes('poll GET')) return message;
+      return `${message.split(/;? poll GET| \(poll GET/)[0]}; \`roomkit status${of} ${roomId}\` shows its state`;
     default:
       return message;
   }
@@ -393,12 +410,12 @@ function printInstance(instance: Instance): void {
   for (const [name, value] of rows) process.stdout.write(`${name.padEnd(10)} ${value}\n`);
 }
 
-function printTable(header: string[], rows: string[][]): void {
+export function printTable(header: string[], rows: string[][]): void {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   for (const row of [header, ...rows]) process.stdout.write(`${row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')}\n`);
 }
 
-function printJson(value: unknown): void {
+export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 

@@ -8,6 +8,7 @@ import { backup } from './backup.ts';
 import { doctor } from './doctor.ts';
 import { registerClientCommands } from './client.ts';
 import { registerShellCommand } from './shell.ts';
+import { registerSnapshotCommands } from './snapshots.ts';
 import { CliError } from './errors.ts';
 import { imagesBuild, imagesList, imagesPrune } from './images.ts';
 import { keysCreate } from './keys.ts';
@@ -127,6 +128,7 @@ images
   });
 
 registerClientCommands(program);
+registerSnapshotCommands(program);
 registerShellCommand(program);
 
 try {

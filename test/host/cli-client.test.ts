@@ -1,4 +1,5 @@
-// The client commands of `roomkit` (create, exec, cat, put, ls, rm, status, destroy),
+// The client commands of `roomkit` (create, exec, cat, put, ls, rm, status, destroy,
+// snapshot, fork, snapshots),
 // run as a user runs them: the real bin/roomkit.mjs as a child process, against a real
 // server listening on a port, with a real gVisor instance shared by the tests.
 import assert from 'node:assert/strict';
@@ -276,5 +277,86 @@ describe('roomkit status and destroy', () => {
     const res = await roomkit(['exec', '--profile', 'cli']);
     assert.equal(res.code, 2);
     assert.match(res.stderr, /missing required argument/);
+  });
+});
+
+describe('roomkit snapshot, create --from-snapshot, fork and snapshots', () => {
+  const cli = (...args: string[]) => roomkit([args[0]!, '--profile', 'cli', ...args.slice(1)]);
+
+  it('saves a room, starts another from it, forks it into two rooms that change apart, lists, shows and deletes', async () => {
+    const rooms = ['snap-src', 'restored', 'fork-a', 'fork-b'];
+    const snapshotIds: string[] = [];
+    try {
+      const source = await cli('create', '--json', 'snap-src');
+      assert.equal(source.code, 0, source.stderr);
+      const sourceId = JSON.parse(text(source)).instance_id as string;
+      assert.equal((await cli('exec', 'snap-src', 'echo one > state.txt')).code, 0);
+
+      const taken = await cli('snapshot', '--name', 'first', 'snap-src');
+      assert.equal(taken.code, 0, taken.stderr);
+      const id = new RegExp(`^ready: snapshot (\\S+) "first" of room snap-src, instance ${sourceId} \\(\\d+(\\.\\d)? (bytes|KiB|MiB) on disk\\)\\n$`).exec(text(taken))?.[1];
+      assert.ok(id !== undefined && UUID.test(id), text(taken));
+      snapshotIds.push(id);
+      assert.equal(taken.stderr, `start an instance from it with \`roomkit create --profile cli --from-snapshot ${id} ROOM\`\n`);
+      assert.equal((await cli('exec', 'snap-src', 'echo changed > state.txt')).code, 0);
+
+      const restored = await cli('create', '--from-snapshot', id, 'restored');
+      assert.equal(restored.code, 0, restored.stderr);
+      assert.match(text(restored), new RegExp(`^ready: room restored \\(profile cli\\), instance ${UUID.source.slice(1, -1)} from snapshot ${id} in \\d+\\.\\d s\\n$`));
+      assert.equal(text(await cli('cat', 'restored', 'state.txt')), 'one\n', 'the snapshot\'s files, not the later change');
+
+      const forked = await cli('fork', 'snap-src', 'fork-a', 'fork-b', '--keep-snapshot');
+      assert.equal(forked.code, 0, forked.stderr);
+      const lines = text(forked).trim().split('\n');
+      assert.equal(lines.length, 2, text(forked));
+      assert.match(lines[0]!, /^ready: room fork-a, instance \S+$/);
+      assert.match(lines[1]!, /^ready: room fork-b, instance \S+$/);
+      const kept = /^kept snapshot (\S+): `roomkit create --profile cli --from-snapshot \1 ROOM` starts more, `roomkit snapshots rm \1` deletes it\n$/.exec(forked.stderr)?.[1];
+      assert.ok(kept !== undefined, forked.stderr);
+      snapshotIds.push(kept);
+      assert.equal((await cli('exec', 'fork-a', 'echo two > state.txt')).code, 0);
+      assert.equal(text(await cli('cat', 'fork-a', 'state.txt')), 'two\n');
+      assert.equal(text(await cli('cat', 'fork-b', 'state.txt')), 'changed\n', 'a change in one copy is absent in the other');
+      const occupied = await cli('fork', 'snap-src', 'fork-a');
+      assert.equal(occupied.code, 1);
+      assert.match(occupied.stderr, /^roomkit: error room_occupied: room "fork-a" already has an instance \([^)]*\); `roomkit destroy --profile cli fork-a` first, or use another room\n$/);
+
+      const table = await roomkit(['snapshots']);
+      assert.equal(table.code, 0, table.stderr);
+      const rows = text(table).trim().split('\n');
+      assert.match(rows[0]!, /^SNAPSHOT +NAME +STATE +ROOM +PROFILE +SIZE +CREATED$/);
+      assert.equal(rows.length, 3, text(table));
+      // A fork's own snapshot is named after the room it was made of.
+      assert.match(rows[1]!, new RegExp(`^${kept} +fork of snap-src +ready +snap-src +cli +\\d+\\.\\d (B|KiB|MiB) +\\d{4}-`));
+      assert.match(rows[2]!, new RegExp(`^${id} +first +ready +snap-src +cli +\\d+\\.\\d (B|KiB|MiB) +\\d{4}-`));
+      const listed = await roomkit(['snapshots', 'list', '--json', '--instance', sourceId]);
+      assert.deepEqual(JSON.parse(text(listed)).snapshots.map((s: { snapshot_id: string }) => s.snapshot_id), [kept, id]);
+      const shown = await roomkit(['snapshots', 'show', id]);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(text(shown), new RegExp(`^snapshot +${id}\\nname +first\\nstate +ready\\ntaken of +room snap-src \\(profile \\S+\\), instance ${sourceId}\\n`));
+
+      const removed = await roomkit(['snapshots', 'rm', id]);
+      assert.equal(removed.code, 0, removed.stderr);
+      assert.equal(text(removed), `deleted snapshot ${id}\n`);
+      const again = await roomkit(['snapshots', 'rm', id]);
+      assert.equal(again.code, 1);
+      assert.equal(again.stderr, `roomkit: error snapshot_not_found: no snapshot ${id} in this organization; \`roomkit snapshots\` lists them\n`);
+      const gone = await cli('create', '--from-snapshot', id, 'from-gone');
+      assert.equal(gone.code, 1);
+      assert.match(gone.stderr, /^roomkit: error snapshot_not_found: /);
+      assert.deepEqual(JSON.parse(text(await roomkit(['snapshots', '--json']))).snapshots.map((s: { snapshot_id: string }) => s.snapshot_id), [kept]);
+    } finally {
+      for (const room of rooms) await cli('destroy', room);
+      for (const id of snapshotIds) await roomkit(['snapshots', 'rm', id]);
+    }
+  });
+
+  it('a usage error exits 2: fork without a new room, snapshots rm without an id', async () => {
+    const fork = await roomkit(['fork', 'snap-src']);
+    assert.equal(fork.code, 2);
+    assert.match(fork.stderr, /missing required argument 'new-rooms'/);
+    const rm = await roomkit(['snapshots', 'rm']);
+    assert.equal(rm.code, 2);
+    assert.match(rm.stderr, /missing required argument 'id'/);
   });
 });

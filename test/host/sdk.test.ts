@@ -1,6 +1,6 @@
 // The TypeScript SDK against a real server listening on a port, with real gVisor
 // instances: create with progress, commands (plain, streamed, background), files in
-// and out, typed errors, the retry policy, and that the SDK cannot drift from the
+// and out, snapshots and fork, typed errors, the retry policy, and that the SDK cannot drift from the
 // server's OpenAPI document. One instance serves every test that needs one, which is
 // why this is one file of over 400 lines.
 import assert from 'node:assert/strict';
@@ -20,6 +20,7 @@ import {
   Roomkit,
   RoomkitConnectionError,
   RoomkitError,
+  Snapshots,
   type Instance,
 } from '../../sdk/src/index.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
@@ -441,6 +442,12 @@ describe('agreement with the server', () => {
         delete: () => client.profiles.delete('by-name'),
       },
       Instances: { list: () => client.instances.list({ profile: 'by-name', state: 'ready', metadata: { app: 'a b' }, limit: 5 }), all: async () => (await client.instances.all().next()).value },
+      Snapshots: {
+        list: () => client.snapshots.list({ instanceId: '44444444-4444-4444-8444-444444444444', limit: 5, cursor: 'c' }),
+        all: async () => (await client.snapshots.all().next()).value,
+        get: () => client.snapshots.get('44444444-4444-4444-8444-444444444444'),
+        delete: () => client.snapshots.delete('44444444-4444-4444-8444-444444444444'),
+      },
       Keys: { list: () => client.keys.list(), create: () => client.keys.create({ name: 'k' }), revoke: () => client.keys.revoke('22222222-2222-4222-8222-222222222222') },
       Room: {
         profileId: () => r.profileId(),
@@ -450,6 +457,8 @@ describe('agreement with the server', () => {
         pause: () => r.pause(),
         keepAlive: () => r.keepAlive({ timeout_s: 60 }),
         resume: () => r.resume(),
+        snapshot: () => r.snapshot({ name: 'n' }),
+        fork: () => r.fork(['y', 'z'], { keepSnapshot: true }),
         exec: () => r.exec('true'),
         execStream: () => r.execStream('true'),
         execBackground: () => r.execBackground('true', { stdin: new Uint8Array([1]), stdinOpen: true }),
@@ -485,7 +494,7 @@ describe('agreement with the server', () => {
         revert: () => handle.revert({ force: true }),
       },
     };
-    const classes = { Roomkit, Profiles, Instances, Keys, Room, CommandHandle };
+    const classes = { Roomkit, Profiles, Instances, Snapshots, Keys, Room, CommandHandle };
     for (const [name, cls] of Object.entries(classes)) {
       const methods = Object.getOwnPropertyNames(cls.prototype).filter((m) => m !== 'constructor' && typeof (cls.prototype as unknown as Record<string, unknown>)[m] === 'function').sort();
       assert.deepEqual(Object.keys(exercised[name]!).sort(), methods, `${name}: exercise every public method here`);
@@ -497,6 +506,55 @@ describe('agreement with the server', () => {
     for (const call of calls) {
       const [method, path] = call.split(' ') as [string, string];
       assert.ok(routes.some((r) => r.method === method && r.pattern.test(path)), `${call} is not a route of /openapi.json`);
+    }
+  });
+});
+
+describe('snapshots and fork', () => {
+  it('snapshots the instance, starts another room from it, forks it into two independent rooms, lists and deletes', async () => {
+    await room.writeFile('snap/state.txt', 'before the snapshot');
+    const snapshot = await room.snapshot({ name: 'sdk test' });
+    assert.match(snapshot.snapshot_id, UUID);
+    assert.deepEqual([snapshot.state, snapshot.name, snapshot.instance_id, snapshot.room_id], ['ready', 'sdk test', instance.instance_id, 'main']);
+    await room.writeFile('snap/state.txt', 'after the snapshot');
+    const restoredRoom = rk.room('sdk', 'restored');
+    const forkRooms = [rk.room('sdk', 'fork-a'), rk.room('sdk', 'fork-b')];
+    const kept: string[] = [snapshot.snapshot_id];
+    try {
+      const restored = await restoredRoom.create({ snapshot_id: snapshot.snapshot_id });
+      assert.equal(restored.state, 'ready');
+      assert.notEqual(restored.instance_id, instance.instance_id);
+      assert.equal(restored.snapshot_id, snapshot.snapshot_id);
+      assert.equal((await restoredRoom.exec('cat snap/state.txt')).result.output, 'before the snapshot');
+      assert.equal((await restoredRoom.create({ snapshot_id: snapshot.snapshot_id })).instance_id, restored.instance_id, 'a second create finds it');
+      await restoredRoom.delete();
+
+      const forked = await room.fork(['fork-a', 'fork-b'], { keepSnapshot: true });
+      assert.deepEqual(forked.instances.map((i) => [i.room_id, i.state]), [['fork-a', 'ready'], ['fork-b', 'ready']]);
+      assert.ok(forked.snapshot, 'keepSnapshot answers the snapshot');
+      kept.push(forked.snapshot.snapshot_id);
+      assert.ok(forked.instances.every((i) => i.snapshot_id === forked.snapshot!.snapshot_id && i.instance_id !== instance.instance_id));
+      await forkRooms[0]!.exec('echo changed in fork-a > snap/state.txt');
+      assert.equal((await forkRooms[0]!.exec('cat snap/state.txt')).result.output, 'changed in fork-a\n');
+      assert.equal((await forkRooms[1]!.exec('cat snap/state.txt')).result.output, 'after the snapshot', 'a change in one copy is absent in the other');
+      const occupied = await rejection(room.fork(['fork-a']));
+      assert.deepEqual([occupied.status, occupied.code], [409, 'room_occupied']);
+
+      const listed = await rk.snapshots.list({ instanceId: instance.instance_id });
+      assert.deepEqual(listed.snapshots.map((s) => s.snapshot_id), [forked.snapshot.snapshot_id, snapshot.snapshot_id], 'newest first');
+      const paged: string[] = [];
+      for await (const s of rk.snapshots.all({ limit: 1 })) paged.push(s.snapshot_id);
+      assert.deepEqual(paged, [forked.snapshot.snapshot_id, snapshot.snapshot_id]);
+      assert.deepEqual(await rk.snapshots.get(snapshot.snapshot_id), listed.snapshots[1]);
+
+      const removed = await rk.snapshots.delete(snapshot.snapshot_id);
+      assert.equal(removed.snapshot_id, snapshot.snapshot_id);
+      assert.deepEqual([(await rejection(rk.snapshots.get(snapshot.snapshot_id))).code, (await rejection(rk.snapshots.delete(snapshot.snapshot_id))).status], ['snapshot_not_found', 404]);
+      assert.equal((await rejection(restoredRoom.create({ snapshot_id: snapshot.snapshot_id }))).code, 'snapshot_not_found');
+      assert.deepEqual((await rk.snapshots.list()).snapshots.map((s) => s.snapshot_id), [forked.snapshot.snapshot_id]);
+    } finally {
+      for (const r of [restoredRoom, ...forkRooms]) await r.delete().catch(() => {});
+      for (const id of kept) await rk.snapshots.delete(id).catch(() => {});
     }
   });
 });
@@ -538,6 +596,7 @@ function answerFor(method: string, url: URL, init: RequestInit | undefined): Res
   if (path === '/api/profiles' && method === 'GET') return json({ profiles: [{ profile_id: id, name: 'by-name', home: '/home/user' }] });
   if (path.startsWith('/api/profiles/')) return json({ profile_id: id, name: 'by-name', home: '/home/user' });
   if (path === '/api/instances') return json({ instances: [], next_cursor: null });
+  if (path === '/api/snapshots') return json({ snapshots: [], next_cursor: null });
   if (path.endsWith('/terminal/ticket')) return json({ ticket: 'rkt_test', expires_at: new Date(Date.now() + 30_000).toISOString() }, 201);
   if (path.endsWith('/command')) {
     const body = JSON.parse(String(init?.body)) as { stream?: boolean; background?: boolean };
