@@ -1,6 +1,8 @@
 // A room of a profile and its instance: create it, run commands in it, move files in
 // and out, delete it. The room is addressed by (profile, room) as the API does; a
 // profile given by name is resolved on first use.
+// Over 400 lines: the Room class is the SDK's whole surface for one room (instance,
+// commands, files, terminals, ports, snapshots), and a class's methods read best together.
 import { RoomkitConnectionError, RoomkitError } from './errors.ts';
 import type { CommandResult, CommandStatus, FileContent, FileWritten, ForkResult, Instance, Paths, PortUrl, RevertResult, Snapshot } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';

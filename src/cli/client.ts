@@ -3,6 +3,7 @@
 // a room's instance from a shell, through the SDK against a running server. Results
 // go to stdout (as JSON with --json), progress and notes to stderr; a failure is one
 // line `roomkit: error <code>: <message>` on stderr and a non-zero exit.
+// Over 400 lines: one short function per command, with the helpers they share.
 import { readFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';

@@ -2,6 +2,8 @@
 // core/ drives the lifecycle and the store; a runtime only does the machine work and
 // reports each provisioning step as it completes. Every runtime must pass the same
 // contract test suite.
+// Over 400 lines: the whole contract in one file, so that a new runtime's author reads it
+// from top to bottom.
 import type { Logger } from 'pino';
 
 export interface RuntimeCapabilities {

@@ -1,4 +1,6 @@
 // The network fence of gVisor instances, tested end to end from inside real sandboxes.
+// Over 400 lines: one set-up (the outside-world namespaces and the instances) serves every
+// check of the fence, which keeps this file's run short.
 //
 // Every address a check sends traffic to is on this machine: the host's own addresses,
 // the instances, and "outside world" hosts this file makes itself as network
