@@ -77,7 +77,7 @@ describe('quotas with real instances', () => {
     const u = await usage(b);
     assert.deepEqual(
       Object.fromEntries(Object.entries(u.quotas).map(([k, v]) => [k, (v as { used: number }).used])),
-      { instances: 1, memory_mb: 1024, vcpus: 1, disk_mb: 2048, concurrent_commands: 0, commands_per_minute: 0 },
+      { instances: 1, memory_mb: 1024, vcpus: 1, disk_mb: 2048, concurrent_commands: 0, commands_per_minute: 0, snapshots: 0 },
     );
     assert.equal((await command(b, 'b1', 'echo b')).statusCode, 200, 'A\'s rate quota is not B\'s');
   });
