@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, existsSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { MAIN, run, scratchDirs } from '../support/cli.ts';
@@ -32,7 +33,7 @@ describe('roomkit doctor', () => {
 });
 
 describe('roomkit images', () => {
-  it('builds a profile\'s image ahead of time, lists it, and prunes what no instance uses', async () => {
+  it('builds a profile\'s image ahead of time, lists it, and prunes what no instance or snapshot uses', async () => {
     const dataDir = tempDir();
     const imagesDir = join(dataDir, 'own-images');
     const env = { ROOMKIT_IMAGES_DIR: imagesDir };
@@ -50,6 +51,15 @@ describe('roomkit images', () => {
 
     const listed = await run(['images', 'list', '--json', '--data-dir', dataDir], { env });
     assert.deepEqual((JSON.parse(listed.stdout) as { key: string }[]).map((i) => i.key), [image.key]);
+
+    // A snapshot taken over the image keeps it: an instance started from the snapshot needs it.
+    const snapshotDir = join(dataDir, 'snapshots', randomUUID());
+    mkdirSync(snapshotDir, { recursive: true });
+    writeFileSync(join(snapshotDir, 'snapshot.json'), JSON.stringify({ snapshotId: 'x', sourceInstanceId: 'y', imageKey: image.key, createdAt: new Date().toISOString() }));
+    const kept = await run(['images', 'prune', '--json', '--data-dir', dataDir], { env });
+    assert.deepEqual(JSON.parse(kept.stdout).removed, []);
+    assert.ok(existsSync(image.rootfs));
+    rmSync(snapshotDir, { recursive: true });
 
     const pruned = await run(['images', 'prune', '--json', '--data-dir', dataDir], { env });
     assert.deepEqual(JSON.parse(pruned.stdout).removed, [image.key]);
