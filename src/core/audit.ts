@@ -15,7 +15,7 @@ import { AppError } from '../errors.ts';
 import type { Db } from '../store/db.ts';
 import type { AuditEventRow } from '../store/schema.ts';
 import type { AuditAction, AuditDecision, AuditEvent, AuditFilesChanged, AuditPage, AuditVia } from './audit-schema.ts';
-import { decodeCursor, encodeCursor } from './page-cursor.ts';
+import { afterCursor, pageOf } from './page-cursor.ts';
 
 /** How long a record waits before its batch is written. */
 export const FLUSH_DELAY_MS = 50;
@@ -179,17 +179,9 @@ export class AuditTrail {
     if (filters.roomId !== undefined) query = query.where('room_id', '=', filters.roomId);
     if (filters.action !== undefined) query = query.where('action', '=', filters.action);
     if (filters.decision !== undefined) query = query.where('decision', '=', filters.decision);
-    if (options.cursor !== undefined) {
-      const [at, id] = decodeCursor(options.cursor);
-      query = query.where((eb) => eb.or([eb('at', '<', at), eb.and([eb('at', '=', at), eb('id', '<', id)])]));
-    }
-    const rows = await query.execute();
-    const page = rows.slice(0, options.limit);
-    const last = page.at(-1);
-    return {
-      events: page.map(toEvent),
-      next_cursor: rows.length > options.limit && last ? encodeCursor(last.at, last.id) : null,
-    };
+    if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'at'));
+    const { page, nextCursor } = pageOf(await query.execute(), options.limit, (r) => r.at);
+    return { events: page.map(toEvent), next_cursor: nextCursor };
   }
 
   /** Removes records older than the retention; answers how many. Nothing when the retention is 0 (keep forever). */

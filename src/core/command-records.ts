@@ -5,7 +5,7 @@ import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import { nowIso } from '../lib/time.ts';
 import { COMMAND_END_REASONS, COMMAND_STATES, type CommandEndReason, type CommandPage, type CommandRecord, type CommandState } from './command-schema.ts';
-import { decodeCursor, encodeCursor } from './page-cursor.ts';
+import { afterCursor, pageOf } from './page-cursor.ts';
 
 export interface StartedCommand {
   id: string;
@@ -85,17 +85,9 @@ export class CommandRecords {
       .orderBy('started_at', 'desc')
       .orderBy('id', 'desc')
       .limit(options.limit + 1);
-    if (options.cursor !== undefined) {
-      const [startedAt, id] = decodeCursor(options.cursor);
-      query = query.where((eb) => eb.or([eb('started_at', '<', startedAt), eb.and([eb('started_at', '=', startedAt), eb('id', '<', id)])]));
-    }
-    const rows = await query.execute();
-    const page = rows.slice(0, options.limit);
-    const last = page.at(-1);
-    return {
-      commands: page.map(toRecord),
-      next_cursor: rows.length > options.limit && last ? encodeCursor(last.started_at, last.id) : null,
-    };
+    if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'started_at'));
+    const { page, nextCursor } = pageOf(await query.execute(), options.limit, (r) => r.started_at);
+    return { commands: page.map(toRecord), next_cursor: nextCursor };
   }
 
   /** Commands recorded as running, with the state of their instance. */

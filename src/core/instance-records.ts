@@ -8,7 +8,7 @@ import type { InstanceRow } from '../store/schema.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Instance, InstancePage, InstancePause, InstanceReasonCode, InstanceResources } from './instance-schema.ts';
 import { assertTransition, type InstanceState, isState, LIVE_STATES } from './lifecycle.ts';
-import { decodeCursor, encodeCursor } from './page-cursor.ts';
+import { afterCursor, pageOf } from './page-cursor.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { envOf, metadataOf, NO_OPTIONS } from './instance-options.ts';
 
@@ -58,19 +58,9 @@ export class InstanceRecords {
         ),
       );
     }
-    if (options.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(options.cursor);
-      query = query.where((eb) =>
-        eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]),
-      );
-    }
-    const rows = await query.execute();
-    const page = rows.slice(0, options.limit);
-    const last = page.at(-1);
-    return {
-      instances: await Promise.all(page.map((r) => this.view(r))),
-      next_cursor: rows.length > options.limit && last ? encodeCursor(last.created_at, last.id) : null,
-    };
+    if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'created_at'));
+    const { page, nextCursor } = pageOf(await query.execute(), options.limit, (r) => r.created_at);
+    return { instances: await Promise.all(page.map((r) => this.view(r))), next_cursor: nextCursor };
   }
 
   /** Moves an instance to `to`, enforcing the state machine, and records the move (with why, for an end). */

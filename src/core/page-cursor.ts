@@ -1,6 +1,8 @@
-// The cursor of a paged list (instances, a room's commands): the sort key and id of the
+// The cursor of a paged list (instances, a room's commands, snapshots, the audit trail): the sort key and id of the
 // last item served, opaque to callers, so the next page starts right after it even when
 // items were added in between.
+// afterCursor() and pageOf() are the two halves every such list shares.
+import { type ExpressionBuilder, sql } from 'kysely';
 import { AppError } from '../errors.ts';
 
 export function encodeCursor(sortKey: string, id: string): string {
@@ -18,4 +20,25 @@ export function decodeCursor(cursor: string): [string, string] {
     // fall through to the error below
   }
   throw new AppError('invalid_cursor', 'cursor is not one this server gave out; start again without it');
+}
+
+/**
+ * The rows after a cursor in a list ordered by `column` then `id`, both descending: the
+ * condition for the query's where(). `column` is the sort key the cursor was made from.
+ */
+export function afterCursor(cursor: string, column: string) {
+  const [key, id] = decodeCursor(cursor);
+  const sortKey = sql.ref(column);
+  const rowId = sql.ref('id');
+  return (eb: ExpressionBuilder<any, any>) => eb.or([eb(sortKey, '<', key), eb.and([eb(sortKey, '=', key), eb(rowId, '<', id)])]);
+}
+
+/**
+ * A page of a list queried with limit + 1 rows: the first `limit`, and the cursor of the
+ * next page (null when that extra row was not there: this page is the last).
+ */
+export function pageOf<T extends { id: string }>(rows: T[], limit: number, sortKey: (row: T) => string): { page: T[]; nextCursor: string | null } {
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return { page, nextCursor: rows.length > limit && last ? encodeCursor(sortKey(last), last.id) : null };
 }

@@ -12,7 +12,7 @@ import type { Runtime, RuntimeSelection, SnapshotRuntime } from '../runtimes/typ
 import type { Db } from '../store/db.ts';
 import type { InstanceRow, SnapshotRow } from '../store/schema.ts';
 import { type Instances, roomOccupied, type SnapshotSource } from './instances.ts';
-import { decodeCursor, encodeCursor } from './page-cursor.ts';
+import { afterCursor, pageOf } from './page-cursor.ts';
 import { appErrorOfRuntime } from './runtime-errors.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { specOf, type Profiles } from './profiles.ts';
@@ -96,14 +96,9 @@ export class Snapshots {
       .orderBy('id', 'desc')
       .limit(options.limit + 1);
     if (options.instanceId !== undefined) query = query.where('source_instance_id', '=', options.instanceId);
-    if (options.cursor !== undefined) {
-      const [createdAt, id] = decodeCursor(options.cursor);
-      query = query.where((eb) => eb.or([eb('created_at', '<', createdAt), eb.and([eb('created_at', '=', createdAt), eb('id', '<', id)])]));
-    }
-    const rows = await query.execute();
-    const page = rows.slice(0, options.limit);
-    const last = page.at(-1);
-    return { snapshots: page.map(view), next_cursor: rows.length > options.limit && last ? encodeCursor(last.created_at, last.id) : null };
+    if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'created_at'));
+    const { page, nextCursor } = pageOf(await query.execute(), options.limit, (r) => r.created_at);
+    return { snapshots: page.map(view), next_cursor: nextCursor };
   }
 
   async get(organizationId: string, snapshotId: string): Promise<Snapshot> {
