@@ -6,13 +6,13 @@
 // bound to the instance's loopback only. The firewall still keeps another instance from
 // the same server the proxy reaches (positive control: the proxy's own fetch).
 import assert from 'node:assert/strict';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Roomkit } from '../../sdk/src/index.ts';
 import WebSocketClient from 'ws';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { run as runCli } from '../support/cli.ts';
+import { rawGet as rawGetAt } from '../support/raw-get.ts';
 
 const DOMAIN = 'preview.test';
 const ROOM = 'web';
@@ -113,18 +113,8 @@ async function waitListening(port: number, timeoutMs = 20_000): Promise<void> {
   }
 }
 
-/** A request with a Host header of our choosing (fetch does not let one set it). */
-function rawGet(path: string, headers: Record<string, string>): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
-  return new Promise((resolve, reject) => {
-    const url = new URL(base);
-    const req = httpRequest({ host: url.hostname, port: url.port, path, headers, setHost: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
+function rawGet(path: string, headers: Record<string, string>) {
+  return rawGetAt(base, path, headers);
 }
 
 /** A signed URL, asked over HTTP so that its path form names the address the service was reached at. */

@@ -5,12 +5,13 @@
 // limit. test/host/ports.test.ts does the same against real instances.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { createServer, type IncomingMessage, request as httpRequest, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { WebSocketServer } from 'ws';
 import { FakeRuntime } from '../support/fake-runtime.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { rawGet as rawGetAt } from '../support/raw-get.ts';
 
 const DOMAIN = 'preview.test';
 let t: TestApp;
@@ -89,18 +90,8 @@ async function signed(port: number, body: Record<string, unknown> = {}) {
   return (await res.json()) as { url: string; path_url: string; host_url?: string; expires_at: string; instance_id: string; port: number };
 }
 
-/** A request with a Host header of our choosing (fetch does not let one set it). */
-function rawGet(path: string, headers: Record<string, string>): Promise<{ status: number; headers: IncomingMessage['headers']; body: string }> {
-  return new Promise((resolve, reject) => {
-    const url = new URL(base);
-    const req = httpRequest({ host: url.hostname, port: url.port, path, headers, setHost: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
+function rawGet(path: string, headers: Record<string, string>) {
+  return rawGetAt(base, path, headers);
 }
 
 /** Opens a WebSocket and collects its first `count` messages. */
