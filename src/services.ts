@@ -1,5 +1,6 @@
 // Composition root: builds roomkit's services and their dependencies in one place, in
-// plain code. The HTTP API, the CLI and tests all start from here.
+// plain code: core/ over the store and the runtime. The HTTP server (which builds the
+// adapters over these), the CLI and tests all start from here.
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { Admission } from './core/admission.ts';
@@ -19,7 +20,6 @@ import { ServedFiles } from './core/served-files.ts';
 import { Quotas } from './core/quotas.ts';
 import { TerminalTickets } from './core/terminal-tickets.ts';
 import { Terminals } from './core/terminals.ts';
-import { RoomTools } from './tools/room-tools.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
@@ -46,8 +46,6 @@ export interface Services {
   terminalTickets: TerminalTickets;
   /** Ports of instances reached from outside (…/ports/{port}/…, signed preview URLs). */
   ports: Ports;
-  /** The agent tool layer: GET .../tools, POST .../tools/call, /mcp. */
-  tools: RoomTools;
   runtime: RuntimeSelection;
   /** This service's Prometheus registry and the figures the layers record. */
   metrics: Metrics;
@@ -85,7 +83,6 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const terminals = new Terminals({ instances, config, log });
     const terminalTickets = new TerminalTickets();
     const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir), config });
-    const tools = new RoomTools({ profiles, instances, commands, reverts, files, config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
     const snapshots = new Snapshots({ db, instances, profiles, quotas, runtime, log });
     // The store is the record; make what exists on the host agree with it.
@@ -114,7 +111,6 @@ export async function createServices(config: Config, log: Logger, options: Servi
       terminals,
       terminalTickets,
       ports,
-      tools,
       runtime,
       metrics,
       audit,

@@ -6,9 +6,9 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { DEFAULT_BASE_URL } from '../../sdk/src/index.ts';
 import { loadConfig } from '../config.ts';
-import { toolLimits } from '../tools/local-backend.ts';
-import { createMcpServer } from '../mcp/server.ts';
-import { RemoteToolBackend } from '../tools/remote-backend.ts';
+import { toolLimits } from '../adapters/tools/local-backend.ts';
+import { createMcpServer } from '../adapters/mcp/server.ts';
+import { RemoteToolBackend } from '../adapters/tools/remote-backend.ts';
 import { CliError } from './errors.ts';
 
 export async function mcpStdio(options: { url?: string | undefined; apiKey?: string | undefined }): Promise<void> {

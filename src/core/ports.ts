@@ -4,7 +4,7 @@
 // operator reserves), and the connections open into each instance: at most
 // ROOMKIT_MAX_PORT_CONNECTIONS_PER_INSTANCE at once, counted as keeping the instance
 // busy (not idle), and ended when the instance stops. It knows nothing of HTTP:
-// http/port-proxy.ts carries the bytes.
+// adapters/rest/port-proxy.ts carries the bytes.
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import type { PortEndpoint } from '../runtimes/types.ts';

@@ -4,7 +4,7 @@
 // from idling out while they are open, closes idle ones, and ends them, with the reason,
 // when their instance stops or the service shuts down. Ending a terminal hangs up its
 // shell and then kills whatever the terminal started that is still running, so nothing
-// of it outlives it. It knows nothing of WebSockets: http/routes/terminal.ts carries a
+// of it outlives it. It knows nothing of WebSockets: adapters/rest/routes/terminal.ts carries a
 // terminal over one.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';

@@ -1,6 +1,10 @@
-// Builds the HTTP API without listening, so tests can call it in-process with
-// inject() and `roomkit serve` can listen on it. Routes stay thin: authenticate,
-// validate (by their schemas), call a service, shape the response.
+// Builds the HTTP server without listening, so tests can call it in-process with
+// inject() and `roomkit serve` can listen on it. The server is the shell (request ids,
+// authentication, rate limits, the Error body, audit hooks, /openapi.json, health); it
+// mounts the adapters that speak a protocol over core/: the REST API
+// (adapters/rest/) and the MCP endpoint (adapters/mcp/), both over the agent tool layer
+// (adapters/tools/) where they offer tools. Routes stay thin: authenticate, validate
+// (by their schemas), call a service, shape the response.
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -12,22 +16,23 @@ import { requestLogContext } from '../log.ts';
 import type { Services } from '../services.ts';
 import { installAudit } from './audit.ts';
 import { authenticate, requiresAuth } from './auth.ts';
-import { resolveProfileNames } from './profile-names.ts';
+import { resolveProfileNames } from '../adapters/rest/profile-names.ts';
 import { installErrorHandling, sendError } from './errors.ts';
-import { auditRoutes } from './routes/audit.ts';
-import { commandRoutes } from './routes/commands.ts';
-import { fileRoutes, rewriteFileUrl } from './routes/files.ts';
-import { keyRoutes } from './routes/keys.ts';
-import { mcpRoutes } from './routes/mcp.ts';
-import { metricsRoutes } from './routes/metrics.ts';
-import { profileRoutes } from './routes/profiles.ts';
-import { snapshotRoutes } from './routes/snapshots.ts';
-import { roomRoutes } from './routes/rooms.ts';
-import { operatorRoutes } from './routes/operator.ts';
-import { PREVIEW_HOST_ROUTE, portRoutes, portUrlRewriter, SIGNED_PATH_ROUTE } from './routes/ports.ts';
-import { MAX_TERMINAL_MESSAGE_BYTES, terminalRoutes } from './routes/terminal.ts';
-import { toolRoutes } from './routes/tools.ts';
-import { usageRoutes } from './routes/usage.ts';
+import { auditRoutes } from '../adapters/rest/routes/audit.ts';
+import { commandRoutes } from '../adapters/rest/routes/commands.ts';
+import { fileRoutes, rewriteFileUrl } from '../adapters/rest/routes/files.ts';
+import { keyRoutes } from '../adapters/rest/routes/keys.ts';
+import { metricsRoutes } from '../adapters/rest/routes/metrics.ts';
+import { profileRoutes } from '../adapters/rest/routes/profiles.ts';
+import { snapshotRoutes } from '../adapters/rest/routes/snapshots.ts';
+import { roomRoutes } from '../adapters/rest/routes/rooms.ts';
+import { operatorRoutes } from '../adapters/rest/routes/operator.ts';
+import { PREVIEW_HOST_ROUTE, portRoutes, portUrlRewriter, SIGNED_PATH_ROUTE } from '../adapters/rest/routes/ports.ts';
+import { MAX_TERMINAL_MESSAGE_BYTES, terminalRoutes } from '../adapters/rest/routes/terminal.ts';
+import { toolRoutes } from '../adapters/rest/routes/tools.ts';
+import { mcpRoutes } from '../adapters/mcp/http-route.ts';
+import { RoomTools } from '../adapters/tools/room-tools.ts';
+import { usageRoutes } from '../adapters/rest/routes/usage.ts';
 import { checkReadiness } from '../core/readiness.ts';
 import { installOpenApi } from './openapi.ts';
 import { installRateLimits } from './rate-limits.ts';
@@ -68,7 +73,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // Behind trusted proxies, request.ip is the client's (from X-Forwarded-For).
     trustProxy: services.config.trustProxy.length > 0 ? [...services.config.trustProxy] : false,
     genReqId: requestIdGenerator(trustedPeers(services.config.trustProxy)),
-    // Requests to a preview host name go to its port whatever their path (routes/ports.ts);
+    // Requests to a preview host name go to its port whatever their path (adapters/rest/routes/ports.ts);
     // file URLs whose paths are not UTF-8 are made routable.
     rewriteUrl: (req) => {
       const url = req.url ?? '/';
@@ -189,7 +194,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
 
   app.addSchema(ErrorBody);
   await installOpenApi(app, services, API_VERSION);
-  // Terminals (routes/terminal.ts). On close, their clients are told the server is going away.
+  // Terminals (adapters/rest/routes/terminal.ts). On close, their clients are told the server is going away.
   await app.register(websocket, {
     options: { maxPayload: MAX_TERMINAL_MESSAGE_BYTES },
     preClose: async () => {
@@ -197,6 +202,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     },
   });
 
+  // Registration order is the order of /openapi.json's paths.
+  const tools = new RoomTools(services);
   keyRoutes(app, services);
   profileRoutes(app, services);
   roomRoutes(app, services);
@@ -205,9 +212,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   fileRoutes(app, services);
   terminalRoutes(app, services);
   portRoutes(app, services);
-  toolRoutes(app, services);
+  toolRoutes(app, services, tools);
   usageRoutes(app, services);
-  mcpRoutes(app, services);
+  mcpRoutes(app, services, tools);
   operatorRoutes(app, services);
   metricsRoutes(app, services);
   auditRoutes(app, services);

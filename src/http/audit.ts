@@ -16,8 +16,8 @@ import type { AuditAction, AuditDecision, AuditFilesChanged } from '../core/audi
 import type { CommandSession } from '../core/commands.ts';
 import { AppError, ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import { isUuid, timeOrderedUuid } from '../lib/ids.ts';
-import { apiErrorOf } from '../tools/executor.ts';
-import type { ToolName } from '../tools/definitions.ts';
+import { apiErrorOf } from '../adapters/tools/executor.ts';
+import type { ToolName } from '../adapters/tools/definitions.ts';
 import { requiresAuth } from './auth.ts';
 import type { App } from './types.ts';
 

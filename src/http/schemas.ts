@@ -19,7 +19,7 @@ export const ErrorBody = Type.Object(
   { $id: 'Error', title: 'Error' },
 );
 
-/** A profile id in a path; its name is accepted too (http/profile-names.ts). */
+/** A profile id in a path; its name is accepted too (adapters/rest/profile-names.ts). */
 const ProfileIdParam = Type.String({ pattern: NAME_PATTERN, description: "Profile id (UUID), or the profile's name" });
 
 export const ProfileParams = Type.Object({ profile_id: ProfileIdParam });

@@ -11,9 +11,9 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type CallToolResult, ToolSchema } from '@modelcontextprotocol/sdk/types.js';
 import pkg from '../../package.json' with { type: 'json' };
-import { toolDefinitions } from '../../src/tools/definitions.ts';
-import { toMcpTool } from '../../src/tools/formats.ts';
-import { toolLimits } from '../../src/tools/local-backend.ts';
+import { toolDefinitions } from '../../src/adapters/tools/definitions.ts';
+import { toMcpTool } from '../../src/adapters/tools/formats.ts';
+import { toolLimits } from '../../src/adapters/tools/local-backend.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { BIN, collect, run } from '../support/cli.ts';
 

@@ -17,7 +17,7 @@ import { TOOL_ACTIONS, ROUTE_ACTIONS, isAuditable } from '../../src/http/audit.t
 import { timeOrderedUuid } from '../../src/lib/ids.ts';
 import { migrate } from '../../src/store/db.ts';
 import type { Database } from '../../src/store/schema.ts';
-import { toolDefinitions } from '../../src/tools/definitions.ts';
+import { toolDefinitions } from '../../src/adapters/tools/definitions.ts';
 import { SQLITE_FILE } from '../../src/store/db.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 

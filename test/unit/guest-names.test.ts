@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { apiPath, decodeName, decodeUrlPath, encodeName, fromApiPath, shellArg, urlSegment } from '../../src/lib/guest-names.ts';
-import { rewriteFileUrl } from '../../src/http/routes/files.ts';
+import { rewriteFileUrl } from '../../src/adapters/rest/routes/files.ts';
 
 const bytes = (...parts: (string | number[])[]) => Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : Buffer.from(p))));
 

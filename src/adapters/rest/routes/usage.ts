@@ -1,9 +1,9 @@
 // GET /api/usage: the caller's organization's use of each of its quotas.
-import type { Services } from '../../services.ts';
-import { callerOf } from '../auth.ts';
-import { Usage } from '../../core/quota-schema.ts';
-import { errorResponses } from '../schemas.ts';
-import type { App } from '../types.ts';
+import type { Services } from '../../../services.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { Usage } from '../../../core/quota-schema.ts';
+import { errorResponses } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 export function usageRoutes(app: App, { quotas }: Services): void {
   app.get(

@@ -8,8 +8,8 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { PortConnection, PortTarget } from '../core/ports.ts';
-import { AppError } from '../errors.ts';
+import type { PortConnection, PortTarget } from '../../core/ports.ts';
+import { AppError } from '../../errors.ts';
 
 export interface ProxyOptions {
   target: PortTarget;

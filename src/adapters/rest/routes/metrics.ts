@@ -2,10 +2,10 @@
 // measured). Open like /healthz unless ROOMKIT_METRICS_TOKEN is set, then only with that
 // bearer token; `off` leaves the route out.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { AppError } from '../../errors.ts';
-import type { Services } from '../../services.ts';
-import type { DocumentedResponse } from '../openapi.ts';
-import type { App } from '../types.ts';
+import { AppError } from '../../../errors.ts';
+import type { Services } from '../../../services.ts';
+import type { DocumentedResponse } from '../../../http/openapi.ts';
+import type { App } from '../../../http/types.ts';
 
 const digest = (text: string) => createHash('sha256').update(text).digest();
 

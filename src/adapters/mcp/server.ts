@@ -17,8 +17,8 @@ import {
   type ServerNotification,
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
-import pkg from '../../package.json' with { type: 'json' };
-import { AppError } from '../errors.ts';
+import pkg from '../../../package.json' with { type: 'json' };
+import { AppError } from '../../errors.ts';
 import type { ToolBackend } from '../tools/backend.ts';
 import { toolDefinitions, type ToolLimits, type ToolScope } from '../tools/definitions.ts';
 import { executeCall, prepareCall } from '../tools/executor.ts';

@@ -7,14 +7,14 @@ import type { FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import type {} from '@fastify/websocket';
 import type { WebSocket } from 'ws';
-import { TICKET_TTL_MS } from '../../core/terminal-tickets.ts';
-import { MAX_TERMINAL_COMMAND_BYTES, type Terminal, type TerminalEnd, type TerminalEndReason, TERMINAL_SIZE } from '../../core/terminals.ts';
-import { AppError } from '../../errors.ts';
-import type { Services } from '../../services.ts';
-import { auditUpgraded } from '../audit.ts';
-import { callerOf } from '../auth.ts';
-import { errorResponses, RoomParams } from '../schemas.ts';
-import type { App } from '../types.ts';
+import { TICKET_TTL_MS } from '../../../core/terminal-tickets.ts';
+import { MAX_TERMINAL_COMMAND_BYTES, type Terminal, type TerminalEnd, type TerminalEndReason, TERMINAL_SIZE } from '../../../core/terminals.ts';
+import { AppError } from '../../../errors.ts';
+import type { Services } from '../../../services.ts';
+import { auditUpgraded } from '../../../http/audit.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { errorResponses, RoomParams } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 const TERMINAL_PATH = '/api/profile/:profile_id/room/:room_id/terminal';
 /** Largest message a client may send (input or control). */

@@ -1,16 +1,16 @@
 // The tool backend over roomkit's own services, acting as one organization: what
 // POST .../tools/call and the MCP server at /mcp run tools with. Everything the
 // organization cannot see is not found, as over HTTP.
-import type { Config } from '../config.ts';
-import type { Commands } from '../core/commands.ts';
-import type { Reverts } from '../core/reverts.ts';
-import { type Files, MAX_LIST_ENTRIES } from '../core/files.ts';
-import type { Instances } from '../core/instances.ts';
-import type { Profile, ProfileSpec } from '../core/profile-schema.ts';
-import { type Profiles, specOf } from '../core/profiles.ts';
-import { AppError } from '../errors.ts';
-import { isUuid } from '../lib/ids.ts';
-import type { CommandSignal } from '../runtimes/types.ts';
+import type { Config } from '../../config.ts';
+import type { Commands } from '../../core/commands.ts';
+import type { Reverts } from '../../core/reverts.ts';
+import { type Files, MAX_LIST_ENTRIES } from '../../core/files.ts';
+import type { Instances } from '../../core/instances.ts';
+import type { Profile, ProfileSpec } from '../../core/profile-schema.ts';
+import { type Profiles, specOf } from '../../core/profiles.ts';
+import { AppError } from '../../errors.ts';
+import { isUuid } from '../../lib/ids.ts';
+import type { CommandSignal } from '../../runtimes/types.ts';
 import type { InstanceInfo, ProfileFacts, RoomRef, ToolBackend } from './backend.ts';
 import type { MachineFacts, ToolLimits } from './definitions.ts';
 

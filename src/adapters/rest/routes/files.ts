@@ -4,14 +4,14 @@ import { createHash } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import Type from 'typebox';
-import { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../../core/file-schema.ts';
-import type { RawFile } from '../../core/files.ts';
-import { AppError } from '../../errors.ts';
-import { decodeUrlPath, urlSegment } from '../../lib/guest-names.ts';
-import type { Services } from '../../services.ts';
-import { callerOf } from '../auth.ts';
-import { errorResponses, RoomParams } from '../schemas.ts';
-import type { App } from '../types.ts';
+import { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../../../core/file-schema.ts';
+import type { RawFile } from '../../../core/files.ts';
+import { AppError } from '../../../errors.ts';
+import { decodeUrlPath, urlSegment } from '../../../lib/guest-names.ts';
+import type { Services } from '../../../services.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { errorResponses, RoomParams } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 const FILE_PATH = '/api/profile/:profile_id/room/:room_id/file/*';
 

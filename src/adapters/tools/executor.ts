@@ -3,9 +3,9 @@
 // outcome. Which errors come back as a result for the model rather than as a failed
 // request is the caller's choice (CallOptions.reportAsResult).
 import Schema from 'typebox/schema';
-import { AppError, ERROR_STATUS } from '../errors.ts';
-import { publicUrl } from '../core/commands.ts';
-import type { CommandSignal } from '../runtimes/types.ts';
+import { AppError, ERROR_STATUS } from '../../errors.ts';
+import { publicUrl } from '../../core/commands.ts';
+import type { CommandSignal } from '../../runtimes/types.ts';
 import type { RoomRef, ToolBackend } from './backend.ts';
 import { DEFAULT_PROFILE, type ToolDefinition, type ToolLimits, type ToolScope } from './definitions.ts';
 import { commandText, fileResult, instanceText, listingText, statusText, type ToolResult } from './results.ts';

@@ -2,10 +2,10 @@
 // the call failed, and the JSON the mapped endpoint answers. The wording is written for
 // a model: what happened, what changed, and how to go on (read more, check a background
 // command, use another tool).
-import type { CommandResult, CommandStatus } from '../core/command-schema.ts';
-import { publicUrl } from '../core/commands.ts';
-import type { DirectoryListing, FileContent } from '../core/file-schema.ts';
-import { formatBytes } from '../lib/format-size.ts';
+import type { CommandResult, CommandStatus } from '../../core/command-schema.ts';
+import { publicUrl } from '../../core/commands.ts';
+import type { DirectoryListing, FileContent } from '../../core/file-schema.ts';
+import { formatBytes } from '../../lib/format-size.ts';
 import type { InstanceInfo } from './backend.ts';
 import { IMAGE_TYPES, MAX_INLINE_IMAGE_BYTES, type ToolLimits } from './definitions.ts';
 

@@ -1,16 +1,16 @@
 // Running commands in a room's instance, and the room's command history.
 import Type from 'typebox';
-import { MAX_COMMAND_BYTES, STDIN_ENCODINGS } from '../../core/command-input.ts';
-import { CommandPage, CommandResult, CommandStatus, StdinWritten } from '../../core/command-schema.ts';
-import { RevertResult } from '../../core/revert-schema.ts';
-import { AppError } from '../../errors.ts';
-import { COMMAND_SIGNALS } from '../../runtimes/types.ts';
-import type { Services } from '../../services.ts';
-import { auditCommandSession } from '../audit.ts';
-import { callerOf } from '../auth.ts';
-import { errorResponses, RoomParams } from '../schemas.ts';
+import { MAX_COMMAND_BYTES, STDIN_ENCODINGS } from '../../../core/command-input.ts';
+import { CommandPage, CommandResult, CommandStatus, StdinWritten } from '../../../core/command-schema.ts';
+import { RevertResult } from '../../../core/revert-schema.ts';
+import { AppError } from '../../../errors.ts';
+import { COMMAND_SIGNALS } from '../../../runtimes/types.ts';
+import type { Services } from '../../../services.ts';
+import { auditCommandSession } from '../../../http/audit.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { errorResponses, RoomParams } from '../../../http/schemas.ts';
 import { COMMAND_EVENT_STREAM, streamCommand } from '../sse.ts';
-import type { App } from '../types.ts';
+import type { App } from '../../../http/types.ts';
 
 const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
 

@@ -1,10 +1,10 @@
 // Profiles: the organization's VM configuration templates.
 import Type from 'typebox';
-import { profileSchemas } from '../../core/profile-schema.ts';
-import type { Services } from '../../services.ts';
-import { callerOf } from '../auth.ts';
-import { errorResponses, ProfileParams } from '../schemas.ts';
-import type { App } from '../types.ts';
+import { profileSchemas } from '../../../core/profile-schema.ts';
+import type { Services } from '../../../services.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { errorResponses, ProfileParams } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 export function profileRoutes(app: App, { profiles, config }: Services): void {
   const schemas = profileSchemas(config);

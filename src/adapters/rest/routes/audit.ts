@@ -1,10 +1,10 @@
 // The organization's audit trail: what its keys changed, when, from where, and what the
 // service decided (see http/audit.ts for what is recorded).
-import { AuditPage, AuditQuery } from '../../core/audit-schema.ts';
-import type { Services } from '../../services.ts';
-import { callerOf } from '../auth.ts';
-import { errorResponses } from '../schemas.ts';
-import type { App } from '../types.ts';
+import { AuditPage, AuditQuery } from '../../../core/audit-schema.ts';
+import type { Services } from '../../../services.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { errorResponses } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 export function auditRoutes(app: App, { audit }: Services): void {
   app.get(

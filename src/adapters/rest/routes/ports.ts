@@ -4,22 +4,22 @@
 // - {port}-{instance_id}.{ROOMKIT_PREVIEW_DOMAIN}: a host name of its own, for web apps
 //   in browsers, with the signed URL's token once in the query and then in a cookie of
 //   that host (requests with such a Host are rewritten to PREVIEW_HOST_ROUTE as they arrive).
-// Each proxies plain HTTP and WebSocket upgrades (http/port-proxy.ts); the routes here
+// Each proxies plain HTTP and WebSocket upgrades (port-proxy.ts); the routes here
 // only find the target, count the connection and choose what is dropped on the way.
 import type { IncomingMessage } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import Type from 'typebox';
-import type { Config } from '../../config.ts';
-import { PortUrl, PortUrlRequest } from '../../core/port-schema.ts';
-import type { PortTarget } from '../../core/ports.ts';
-import { AppError } from '../../errors.ts';
-import type { Services } from '../../services.ts';
-import { auditInstance, auditUpgraded } from '../audit.ts';
-import type { DocumentedResponse } from '../openapi.ts';
-import { callerOf } from '../auth.ts';
+import type { Config } from '../../../config.ts';
+import { PortUrl, PortUrlRequest } from '../../../core/port-schema.ts';
+import type { PortTarget } from '../../../core/ports.ts';
+import { AppError } from '../../../errors.ts';
+import type { Services } from '../../../services.ts';
+import { auditInstance, auditUpgraded } from '../../../http/audit.ts';
+import type { DocumentedResponse } from '../../../http/openapi.ts';
+import { callerOf } from '../../../http/auth.ts';
 import { isUpgrade, type ProxyOptions, proxyHttp, proxyUpgrade } from '../port-proxy.ts';
-import { errorResponses, RoomParams } from '../schemas.ts';
-import type { App } from '../types.ts';
+import { errorResponses, RoomParams } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 const PORT_PATH = '/api/profile/:profile_id/room/:room_id/ports/:port';
 /** Where requests to a preview host name are routed (never reached by its own path on another host). */

@@ -1,11 +1,11 @@
 // The tool layer's backend over roomkit's HTTP API, through the SDK: what `roomkit mcp`
 // runs tools with, on the machine of a desktop agent client, against a roomkit server
 // elsewhere. Failures arrive as the SDK's RoomkitError, whose `code` is the API's.
-import { Roomkit, type RoomkitOptions } from '../../sdk/src/index.ts';
-import type { CommandResult, CommandStatus } from '../core/command-schema.ts';
-import type { RevertResult } from '../core/revert-schema.ts';
-import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../core/file-schema.ts';
-import type { CommandSignal } from '../runtimes/types.ts';
+import { Roomkit, type RoomkitOptions } from '../../../sdk/src/index.ts';
+import type { CommandResult, CommandStatus } from '../../core/command-schema.ts';
+import type { RevertResult } from '../../core/revert-schema.ts';
+import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../../core/file-schema.ts';
+import type { CommandSignal } from '../../runtimes/types.ts';
 import type { InstanceInfo, ProfileFacts, RoomRef, ToolBackend } from './backend.ts';
 
 export class RemoteToolBackend implements ToolBackend {

@@ -3,10 +3,10 @@
 // (one room, or any room of the organization) and the server's limits. GET .../tools,
 // POST .../tools/call, the MCP server at /mcp and `roomkit mcp` all take their tools
 // from here, so they cannot drift apart.
-import { PROFILE_DEFAULTS } from '../core/profile-schema.ts';
-import { formatBytes } from '../lib/format-size.ts';
-import { ROOM_ID_PATTERN, UUID_PATTERN } from '../lib/ids.ts';
-import { COMMAND_SIGNALS } from '../runtimes/types.ts';
+import { PROFILE_DEFAULTS } from '../../core/profile-schema.ts';
+import { formatBytes } from '../../lib/format-size.ts';
+import { ROOM_ID_PATTERN, UUID_PATTERN } from '../../lib/ids.ts';
+import { COMMAND_SIGNALS } from '../../runtimes/types.ts';
 
 /** Tools that act on a room's instance. */
 export const ROOM_TOOLS = ['run_command', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'] as const;

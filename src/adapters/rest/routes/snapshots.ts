@@ -1,11 +1,11 @@
 // Snapshots of a room's instance, forks of it into other rooms, and the organization's
 // snapshots. A create from a snapshot is POST of a room with `snapshot_id` (rooms.ts).
 import Type from 'typebox';
-import type { Services } from '../../services.ts';
-import { callerOf } from '../auth.ts';
-import { CreateSnapshotBody, ForkBody, ForkResult, Snapshot, SnapshotPage } from '../../core/snapshot-schema.ts';
-import { errorResponses, RoomParams } from '../schemas.ts';
-import type { App } from '../types.ts';
+import type { Services } from '../../../services.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { CreateSnapshotBody, ForkBody, ForkResult, Snapshot, SnapshotPage } from '../../../core/snapshot-schema.ts';
+import { errorResponses, RoomParams } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 const ROOM_PATH = '/api/profile/:profile_id/room/:room_id';
 const SnapshotParams = Type.Object({ snapshot_id: Type.String({ format: 'uuid' }) });

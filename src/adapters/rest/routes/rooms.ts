@@ -1,13 +1,13 @@
 // A room's instance: create it, look at it, pause and resume it, delete it; and the organization's list of
 // instances.
 import Type from 'typebox';
-import type { Services } from '../../services.ts';
-import { callerOf } from '../auth.ts';
-import { Instance, InstancePage, State } from '../../core/instance-schema.ts';
-import { CreateOptionsFields, KeepAliveBody, METADATA_QUERY_DESCRIPTION } from '../../core/instance-options-schema.ts';
-import { parseMetadataQuery } from '../../core/instance-options.ts';
-import { errorResponses, RoomParams } from '../schemas.ts';
-import type { App } from '../types.ts';
+import type { Services } from '../../../services.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { Instance, InstancePage, State } from '../../../core/instance-schema.ts';
+import { CreateOptionsFields, KeepAliveBody, METADATA_QUERY_DESCRIPTION } from '../../../core/instance-options-schema.ts';
+import { parseMetadataQuery } from '../../../core/instance-options.ts';
+import { errorResponses, RoomParams } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 const ROOM_PATH = '/api/profile/:profile_id/room/:room_id';
 

@@ -4,12 +4,12 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import Type from 'typebox';
-import { AppError } from '../../errors.ts';
-import type { Services } from '../../services.ts';
-import { QuotaOverrides, Usage } from '../../core/quota-schema.ts';
-import { PROFILE_DEFAULTS } from '../../core/profile-schema.ts';
-import { errorResponses } from '../schemas.ts';
-import type { App } from '../types.ts';
+import { AppError } from '../../../errors.ts';
+import type { Services } from '../../../services.ts';
+import { QuotaOverrides, Usage } from '../../../core/quota-schema.ts';
+import { PROFILE_DEFAULTS } from '../../../core/profile-schema.ts';
+import { errorResponses } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 const OrgParams = Type.Object({
   org: Type.String({ minLength: 1, maxLength: 64, description: "The organization's name or id" }),

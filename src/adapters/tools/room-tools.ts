@@ -1,6 +1,6 @@
 // The tools of one room: GET .../tools describes them from the room's profile, and
 // POST .../tools/call runs them as the caller's organization.
-import { specOf } from '../core/profiles.ts';
+import { specOf } from '../../core/profiles.ts';
 import type { ToolBackend } from './backend.ts';
 import { toolDefinitions, type ToolDefinition, type ToolLimits, type ToolScope } from './definitions.ts';
 import { ARGUMENT_ERRORS, executeCall, prepareCall } from './executor.ts';

@@ -1,10 +1,10 @@
 // API key management for the caller's organization.
 import Type from 'typebox';
-import type { Services } from '../../services.ts';
-import { callerOf } from '../auth.ts';
-import { ApiKey, CreatedApiKey, KeyEnv } from '../../core/key-schema.ts';
-import { errorResponses, KeyParams } from '../schemas.ts';
-import type { App } from '../types.ts';
+import type { Services } from '../../../services.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { ApiKey, CreatedApiKey, KeyEnv } from '../../../core/key-schema.ts';
+import { errorResponses, KeyParams } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 export function keyRoutes(app: App, { organizations }: Services): void {
   app.post(

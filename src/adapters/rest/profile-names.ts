@@ -5,7 +5,7 @@
 // UUID form is taken as an id; a name that names no profile is answered like an unknown
 // id, `404 profile_not_found`.
 import type { FastifyInstance } from 'fastify';
-import type { Profiles } from '../core/profiles.ts';
+import type { Profiles } from '../../core/profiles.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

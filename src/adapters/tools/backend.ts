@@ -2,11 +2,11 @@
 // server (local-backend.ts) or its HTTP API from elsewhere (remote-backend.ts). Both
 // throw errors whose `code` is one of the API's, so the executor words every outcome
 // the same way whichever backend ran it.
-import type { CommandResult, CommandStatus } from '../core/command-schema.ts';
-import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../core/file-schema.ts';
-import type { Instance } from '../core/instance-schema.ts';
-import type { RevertResult } from '../core/revert-schema.ts';
-import type { CommandSignal } from '../runtimes/types.ts';
+import type { CommandResult, CommandStatus } from '../../core/command-schema.ts';
+import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../../core/file-schema.ts';
+import type { Instance } from '../../core/instance-schema.ts';
+import type { RevertResult } from '../../core/revert-schema.ts';
+import type { CommandSignal } from '../../runtimes/types.ts';
 import type { MachineFacts } from './definitions.ts';
 
 /** A room as a tool call names it: the profile by id or name. */

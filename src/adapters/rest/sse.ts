@@ -6,8 +6,8 @@
 // client gets what is kept from where it stopped (an `offset` past the previous piece's
 // end shows what was skipped).
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { CommandSession } from '../core/commands.ts';
-import type { OutputPiece } from '../core/output-log.ts';
+import type { CommandSession } from '../../core/commands.ts';
+import type { OutputPiece } from '../../core/output-log.ts';
 
 /** A comment line this often keeps proxies and clients from timing out a quiet command. */
 const KEEPALIVE_MS = 15_000;

@@ -1,14 +1,15 @@
 // A room's tools for AI agent frameworks: the schema (the spec's "Get tool schema"), in
 // roomkit's own shape or a model vendor's, and a call endpoint that runs one tool and
 // answers with a result ready to hand back to the model.
-import type { FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import { formatTools, TOOL_FORMATS } from '../../tools/formats.ts';
 import type { ToolResult } from '../../tools/results.ts';
-import type { Services } from '../../services.ts';
-import { callerOf } from '../auth.ts';
-import { errorResponses, RoomParams } from '../schemas.ts';
-import type { App } from '../types.ts';
+import type { RoomTools } from '../../tools/room-tools.ts';
+import type { Services } from '../../../services.ts';
+import { callerOf } from '../../../http/auth.ts';
+import { originOf } from '../../../http/origin.ts';
+import { errorResponses, RoomParams } from '../../../http/schemas.ts';
+import type { App } from '../../../http/types.ts';
 
 const TOOLS_PATH = '/api/profile/:profile_id/room/:room_id/tools';
 
@@ -57,11 +58,6 @@ const ToolCallResult = Type.Object(
   { title: 'ToolCallResult' },
 );
 
-/** Where clients reach the service, so results can carry whole public URLs: ROOMKIT_PUBLIC_URL, else the request's own address. */
-export function originOf(request: FastifyRequest, publicUrl: string | undefined): string {
-  return publicUrl ?? `${request.protocol}://${request.host}`;
-}
-
 export function toHttpResult(name: string, result: ToolResult) {
   return {
     name,
@@ -71,7 +67,7 @@ export function toHttpResult(name: string, result: ToolResult) {
   };
 }
 
-export function toolRoutes(app: App, { tools, config }: Services): void {
+export function toolRoutes(app: App, { config }: Services, tools: RoomTools): void {
   app.get(
     TOOLS_PATH,
     {

@@ -3,15 +3,16 @@
 // to the caller's organization, so nothing is kept between requests and any instance of
 // the service can answer any request. Authentication is the API's bearer key.
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { createMcpServer } from '../../mcp/server.ts';
+import type { RoomTools } from '../tools/room-tools.ts';
+import { createMcpServer } from './server.ts';
 import type { Services } from '../../services.ts';
-import { auditToolCalls } from '../audit.ts';
-import { callerOf } from '../auth.ts';
-import { errorResponses } from '../schemas.ts';
-import type { App } from '../types.ts';
-import { originOf } from './tools.ts';
+import { auditToolCalls } from '../../http/audit.ts';
+import { callerOf } from '../../http/auth.ts';
+import { originOf } from '../../http/origin.ts';
+import { errorResponses } from '../../http/schemas.ts';
+import type { App } from '../../http/types.ts';
 
-export function mcpRoutes(app: App, { tools, config, audit }: Services): void {
+export function mcpRoutes(app: App, { config, audit }: Services, tools: RoomTools): void {
   app.post(
     '/mcp',
     {
