@@ -11,6 +11,7 @@ import { statfs } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { Serial } from '../lib/keyed-serial.ts';
 import type { MachineResources, Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { HELD_ON_DISK_STATES, LIVE_STATES } from './lifecycle.ts';
@@ -67,7 +68,7 @@ export function admissibleCount(input: Omit<AdmissionInput, 'request'>, cost: { 
 export class Admission {
   private readonly config: Config;
   private readonly hostMemoryMb: number;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly checks = new Serial();
 
   constructor(deps: { config: Config; hostMemoryMb?: number }) {
     this.config = deps.config;
@@ -76,9 +77,7 @@ export class Admission {
 
   /** Runs `fn` after every admission check before it has ended, so two cannot both take the last room. */
   serial<T>(fn: () => Promise<T>): Promise<T> {
-    const result = this.queue.then(fn);
-    this.queue = result.catch(() => {});
-    return result;
+    return this.checks.run(fn);
   }
 
   /** Throws capacity_exhausted when the host cannot carry one more instance of `request`. Call within serial(). */

@@ -3,6 +3,7 @@
 // bounded at start, and, for a command started with `stdin_open`, the writes that
 // follow while it runs, one at a time and in the order they came).
 import { AppError } from '../errors.ts';
+import { Serial } from '../lib/keyed-serial.ts';
 
 export const STDIN_ENCODINGS = ['utf8', 'base64'] as const;
 export type StdinEncoding = (typeof STDIN_ENCODINGS)[number];
@@ -58,7 +59,7 @@ export class OpenStdin {
   total = 0;
   closed = false;
   /** The writes under way, one after another. */
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly writes = new Serial();
 
   /**
    * Writes `data` (when not empty), then closes the input if `close`, through `send`
@@ -66,7 +67,7 @@ export class OpenStdin {
    * Resolves with whether the command took it; a write after the close is refused.
    */
   write(data: Buffer, close: boolean, send: (data: Buffer | null) => Promise<boolean>): Promise<boolean> {
-    const step = this.queue.then(async () => {
+    const step = this.writes.run(async () => {
       if (this.closed) return 'closed' as const;
       if (data.length > 0) {
         if (!(await send(data))) return false;
@@ -78,7 +79,6 @@ export class OpenStdin {
       }
       return true;
     });
-    this.queue = step.catch(() => {});
     return step.then((outcome) => {
       if (outcome === 'closed') throw new AppError('stdin_not_open', 'the command\'s stdin was closed already; it takes no more input');
       return outcome;

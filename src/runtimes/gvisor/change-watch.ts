@@ -11,6 +11,7 @@ import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { compiled } from '../../host/native.ts';
 import { decodeName, encodeName } from '../../lib/guest-names.ts';
+import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import type { FileChangeEntry } from '../types.ts';
 import type { LowerIndex } from './changes.ts';
 import { LayerPicture, type WatchRecord } from './layer-picture.ts';
@@ -104,8 +105,6 @@ interface Watched {
   picture: LayerPicture;
   /** Known to the current helper; false after the helper died, until added again. */
   added: boolean;
-  /** Requests for this instance, one at a time, so that answers apply in order. */
-  queue: Promise<unknown>;
 }
 
 const hex = (s: string) => encodeName(s).toString('hex');
@@ -115,6 +114,8 @@ export class ChangeWatch {
   private readonly maxPaths: number;
   private helper: Helper | undefined;
   private readonly watched = new Map<string, Watched>();
+  /** Requests per watch, one at a time, so that answers apply in order (keyed by the watch: a new watch of the instance starts afresh). */
+  private readonly requests = new KeyedSerial<Watched>();
 
   /** `binary` gives the compiled helper; `maxPaths` bounds the paths it keeps per instance between two syncs. */
   constructor(binary: () => Promise<string>, maxPaths: number) {
@@ -128,7 +129,7 @@ export class ChangeWatch {
 
   /** Starts watching an instance's layer (mounted at `layer`, the overlay's upper directory in it): lists it once. */
   async watch(instanceId: string, layer: string, upper: string): Promise<void> {
-    const w: Watched = { layer, upper, picture: new LayerPicture(), added: false, queue: Promise.resolve() };
+    const w: Watched = { layer, upper, picture: new LayerPicture(), added: false };
     this.watched.set(instanceId, w);
     try {
       await this.serially(w, () => this.add(instanceId, w));
@@ -191,9 +192,7 @@ export class ChangeWatch {
   }
 
   private serially<T>(w: Watched, op: () => Promise<T>): Promise<T> {
-    const next = w.queue.then(op, op);
-    w.queue = next.catch(() => {});
-    return next;
+    return this.requests.run(w, op);
   }
 
   private async running(): Promise<Helper> {

@@ -18,6 +18,7 @@ import { isMountPoint, mountDiskImage, mountOverlay, mountsUnder, unmountAll } f
 import { mountBtrfsImage } from '../../host/btrfs.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT, OUTPUT_RELAY } from '../../images/guest-additions.ts';
+import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { AGENT_PORT, type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
@@ -130,7 +131,7 @@ export class GvisorRuntime implements Runtime {
   /** Copies of writable layers (snapshots.ts). */
   private readonly snapshots: LayerSnapshots;
   /** The pause, resume or snapshot under way per instance: one at a time, and a destroy waits for it. */
-  private readonly layerWork = new Map<string, Promise<unknown>>();
+  private readonly layerWork = new KeyedSerial<string>();
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -235,16 +236,8 @@ export class GvisorRuntime implements Runtime {
   }
 
   /** Runs one pause, resume or snapshot of the instance at a time, in the order asked. */
-  private async oneAtATime<T>(instanceId: string, work: () => Promise<T>): Promise<T> {
-    const before = this.layerWork.get(instanceId) ?? Promise.resolve();
-    const mine = before.catch(() => {}).then(work);
-    const settled = mine.catch(() => {});
-    this.layerWork.set(instanceId, settled);
-    try {
-      return await mine;
-    } finally {
-      if (this.layerWork.get(instanceId) === settled) this.layerWork.delete(instanceId);
-    }
+  private oneAtATime<T>(instanceId: string, work: () => Promise<T>): Promise<T> {
+    return this.layerWork.run(instanceId, work);
   }
 
   onEvent(listener: (event: RuntimeEvent) => void): void {
@@ -425,7 +418,7 @@ export class GvisorRuntime implements Runtime {
   /** Stops the instance's machine; what it held is released in the background (teardown.ts). */
   async destroy(instanceId: string): Promise<Teardown> {
     // A snapshot copying the layer (frozen meanwhile) finishes first.
-    await this.layerWork.get(instanceId);
+    await this.layerWork.idle(instanceId);
     return this.teardowns.begin(await this.forget(instanceId));
   }
 

@@ -9,6 +9,7 @@ import { existsSync, readFileSync, renameSync, statfsSync, writeFileSync } from 
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { deleteSubvolume, exclusiveBytes, snapshotReadOnly } from '../../host/btrfs.ts';
+import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { type FileChangeEntry, UndoRefused } from '../types.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 
@@ -35,7 +36,7 @@ export class UndoPoints {
   private readonly limits: UndoLimits;
   private readonly log: Logger;
   /** Per instance: the tail of its journal updates, so that they apply one at a time. */
-  private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly updates = new KeyedSerial<string>();
 
   constructor(options: { limits: UndoLimits; log: Logger }) {
     this.limits = options.limits;
@@ -82,7 +83,7 @@ export class UndoPoints {
    * `force`, one whose files a later command changed too.
    */
   async plan(h: InstanceHandle, commandId: string, force: boolean): Promise<{ point: string; paths: string[] }> {
-    await this.queues.get(h.id);
+    await this.updates.idle(h.id);
     const journal = readJournal(h);
     const at = journal.findIndex((e) => e.id === commandId);
     const entry = journal[at];
@@ -152,12 +153,7 @@ export class UndoPoints {
   }
 
   private serial<T>(h: InstanceHandle, work: () => Promise<T>): Promise<T> {
-    const run = (this.queues.get(h.id) ?? Promise.resolve()).catch(() => {}).then(work);
-    this.queues.set(h.id, run);
-    void run.finally(() => {
-      if (this.queues.get(h.id) === run) this.queues.delete(h.id);
-    }).catch(() => {});
-    return run;
+    return this.updates.run(h.id, work);
   }
 }
 
