@@ -25,6 +25,7 @@ import type { Profiles } from './profiles.ts';
 import type { Quotas } from './quotas.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Metrics } from '../metrics.ts';
+import { noteFacts, noteOperation } from './operations.ts';
 
 /**
  * The unauthenticated URL of a file in an instance (the spec's public_url), for a path
@@ -131,6 +132,7 @@ export class Commands {
    * thrown here.
    */
   async start(organizationId: string, profileId: string, roomId: string, input: CommandInput): Promise<CommandSession> {
+    noteOperation('command.run', { profileId, roomId, command: typeof input.command === 'string' ? input.command : undefined });
     validateCommandInput(input);
     const background = input.background === true;
     const stdinOpen = input.stdin_open === true;
@@ -188,6 +190,7 @@ export class Commands {
       done: new Promise<void>((resolve) => (settle = resolve)),
       state: 'running',
     };
+    noteFacts({ instanceId: instance.id, commandId });
     // Counted as running before the first await, so racing requests see it.
     this.sessions.set(commandId, session);
     try {
@@ -346,7 +349,9 @@ export class Commands {
 
   /** Sends a signal to every process of a running command of the room. */
   async kill(organizationId: string, profileId: string, roomId: string, commandId: string, signal: CommandSignal = 'KILL'): Promise<CommandStatus> {
+    noteOperation('command.kill', { profileId, roomId, commandId, signal });
     const row = await this.findRow(organizationId, profileId, roomId, commandId);
+    noteFacts({ instanceId: row.instance_id });
     const session = this.sessions.get(commandId);
     if (row.state !== 'running' || !session || session.state !== 'running') {
       throw new AppError('command_not_running', `command ${commandId} is not running (it is ${session?.state ?? row.state}); there is nothing to kill`);
@@ -379,8 +384,10 @@ export class Commands {
     commandId: string,
     input: { data?: string; encoding?: StdinEncoding; close?: boolean },
   ): Promise<StdinWritten> {
+    noteOperation('command.stdin', { profileId, roomId, commandId });
     // Another organization's command is not found, whatever the body says.
     const row = await this.findRow(organizationId, profileId, roomId, commandId);
+    noteFacts({ instanceId: row.instance_id });
     if (input.data === undefined && input.close !== true) {
       throw new AppError('validation_error', 'nothing to do: send "data" to write input, "close": true to end it, or both');
     }

@@ -15,6 +15,7 @@ import type { ProfileSpec } from './profile-schema.ts';
 import type { Profiles } from './profiles.ts';
 import type { ServedFiles } from './served-files.ts';
 import type { InstanceRow } from '../store/schema.ts';
+import { noteFacts, noteOperation } from './operations.ts';
 
 /** Longest path accepted, in bytes (Linux's PATH_MAX). */
 export const MAX_PATH_BYTES = 4096;
@@ -200,6 +201,7 @@ export class Files {
     path: string,
     data: Buffer,
   ): Promise<FileWritten> {
+    noteOperation('file.write', { profileId, roomId });
     validatePath(path);
     if (data.length > this.config.maxUploadBytes) {
       throw new AppError('body_too_large', `the file is ${data.length} bytes, more than the ${this.config.maxUploadBytes} accepted`);
@@ -207,7 +209,9 @@ export class Files {
     const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
     try {
       const { info, created } = await runtime.writeFile(instanceId, path, data, { home });
-      return { ...shownPath('file_path', info.path), instance_id: instanceId, status: created ? 'created' : 'modified', size: info.size };
+      const shown = shownPath('file_path', info.path);
+      noteFacts({ instanceId, filePath: shown.file_path });
+      return { ...shown, instance_id: instanceId, status: created ? 'created' : 'modified', size: info.size };
     } catch (err) {
       throw appErrorOf(err);
     }
@@ -234,11 +238,14 @@ export class Files {
   }
 
   async delete(organizationId: string, profileId: string, roomId: string, path: string): Promise<FileDeleted> {
+    noteOperation('file.delete', { profileId, roomId });
     validatePath(path);
     const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
     try {
       const { path: deleted } = await runtime.deleteFile(instanceId, path, { home });
-      return { ...shownPath('file_path', deleted), instance_id: instanceId, status: 'deleted' };
+      const shown = shownPath('file_path', deleted);
+      noteFacts({ instanceId, filePath: shown.file_path });
+      return { ...shown, instance_id: instanceId, status: 'deleted' };
     } catch (err) {
       throw appErrorOf(err);
     }

@@ -27,6 +27,7 @@ import { type Reconciled, reconcileWithHost } from './reconcile.ts';
 import { Pauses, stateConflict } from './pauses.ts';
 import type { CreateOptions } from './instance-options-schema.ts';
 import { applyOptions, assertSameOptions, checkCreateOptions, deadlinePassed, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
+import { noteFacts, noteOperation, refineOperation } from './operations.ts';
 
 /**
  * A snapshot to start an instance from: its id, and the spec of the instance it was
@@ -120,11 +121,13 @@ export class Instances {
     roomId: string,
     options: { wait: boolean; snapshot?: SnapshotSource } & CreateOptions,
   ): Promise<{ instance: Instance; created: boolean }> {
+    noteOperation('instance.create', { profileId, roomId });
     const profile = await this.profiles.get(organizationId, profileId);
     const { wait, snapshot: from, ...asked } = options;
     const spec = from ? fromSnapshotSpec(specOf(profile), from.spec) : specOf(profile);
     checkCreateOptions(asked, spec);
     const answerLive = async (live: InstanceRow) => {
+      noteFacts({ instanceId: live.id });
       if (from && live.snapshot_id !== from.id) throw roomOccupied(live, `start one from snapshot ${from.id}`);
       await assertSameOptions(this.db, live, asked);
       return { instance: await this.settle(live, wait), created: false };
@@ -137,6 +140,8 @@ export class Instances {
     const claim = from ? undefined : await this.warmPool.claim(organizationId, profile, roomId, (trx, id) => applyOptions(trx, id, asked));
     if (claim) {
       if (!claim.claimed) return answerLive(claim.row);
+      refineOperation('instance.create', 'instance.claim');
+      noteFacts({ instanceId: claim.row.id });
       this.metrics?.instanceAssigned('warm_pool');
       return { instance: await this.settle(claim.row, wait), created: true };
     }
@@ -175,6 +180,7 @@ export class Instances {
       return answerLive(winner);
     }
 
+    noteFacts({ instanceId: row.id });
     this.metrics?.instanceAssigned('cold');
     this.launch(runtime, row, spec);
     return { instance: await this.settle(row, wait), created: true };
@@ -223,9 +229,11 @@ export class Instances {
    * held right after, in the background (see Runtime.destroy).
    */
   async delete(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
+    noteOperation('instance.delete', { profileId, roomId });
     await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw await this.noInstance(organizationId, profileId, roomId);
+    noteFacts({ instanceId: row.id });
     if (stateOf(row) === 'failed') {
       // Its resources were released when it failed; only hide it from the room.
       await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
@@ -245,9 +253,11 @@ export class Instances {
    * kept); a paused one is answered as it is. `keyId` is the key that asked.
    */
   async pause(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
+    noteOperation('instance.pause', { profileId, roomId });
     await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw await this.noInstance(organizationId, profileId, roomId);
+    noteFacts({ instanceId: row.id });
     if (row.state === 'paused') return this.records.view(row);
     if (row.state !== 'ready') throw stateConflict(row, 'pause');
     const keyId = options.keyId;
@@ -265,18 +275,22 @@ export class Instances {
    * paused (a resume restarts its deadline anyway).
    */
   async keepAlive(organizationId: string, profileId: string, roomId: string, options: { timeout_s?: number } = {}): Promise<Instance> {
+    noteOperation('instance.keepalive', { profileId, roomId });
     const profile = await this.profiles.get(organizationId, profileId);
     const row = await this.records.findLive(organizationId, profileId, roomId);
     if (!row) throw await this.noInstance(organizationId, profileId, roomId);
+    noteFacts({ instanceId: row.id });
     await keepAlive(this.db, row, options.timeout_s, row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec));
     return this.records.view(await this.records.getRow(row.id));
   }
 
   /** Resumes the room's paused instance (answers once it is ready); a ready one is answered as it is. */
   async resume(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
+    noteOperation('instance.resume', { profileId, roomId });
     const profile = await this.profiles.get(organizationId, profileId);
     const row = await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw await this.noInstance(organizationId, profileId, roomId);
+    noteFacts({ instanceId: row.id });
     if (row.state === 'ready') return this.records.view(row);
     const keyId = options.keyId;
     await this.pauses.resume(this.pausableRuntime(), row, row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec), {

@@ -9,6 +9,7 @@ import type { ApiKeyRow, OrganizationRow } from '../store/schema.ts';
 import { generateApiKey, hashApiKey, type KeyEnv, keyPrefix, parseApiKey, sameHash } from './apikeys.ts';
 import { DEFAULT_PROFILE_NAME, type Profiles } from './profiles.ts';
 import { nowIso } from '../lib/time.ts';
+import { noteFacts, noteOperation } from './operations.ts';
 
 /** Who is calling: the result of a successful authentication. */
 export interface Caller {
@@ -78,6 +79,7 @@ export class Organizations {
     organizationId: string,
     options: { env: KeyEnv; name?: string | undefined },
   ): Promise<{ info: ApiKey; secret: string }> {
+    noteOperation('key.create');
     const secret = generateApiKey(options.env);
     const row: ApiKeyRow = {
       id: randomUUID(),
@@ -91,6 +93,7 @@ export class Organizations {
       revoked_at: null,
     };
     await this.db.insertInto('api_keys').values(row).execute();
+    noteFacts({ targetKeyId: row.id });
     return { info: toKeyInfo(row), secret };
   }
 
@@ -107,6 +110,7 @@ export class Organizations {
   }
 
   async revokeKey(organizationId: string, keyId: string): Promise<void> {
+    noteOperation('key.revoke', { targetKeyId: keyId });
     const result = await this.db
       .updateTable('api_keys')
       .set({ revoked_at: nowIso() })

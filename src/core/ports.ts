@@ -12,6 +12,7 @@ import type { EndReason } from './instance-records.ts';
 import type { Instances } from './instances.ts';
 import type { Organizations } from './orgs.ts';
 import type { PreviewGrant, PreviewTokens } from './preview-tokens.ts';
+import { noteFacts, noteOperation } from './operations.ts';
 
 /** Default life of a signed preview URL. */
 export const PREVIEW_URL_DEFAULT_EXPIRY_S = 3600;
@@ -89,12 +90,14 @@ export class Ports {
     expiresInS: number | undefined,
     now = Date.now(),
   ): Promise<{ token: string; target: PortTarget; expiresAt: number }> {
+    noteOperation('port.url', { profileId, roomId });
     const max = this.config.previewUrlMaxExpiryS;
     const seconds = expiresInS ?? Math.min(PREVIEW_URL_DEFAULT_EXPIRY_S, max);
     if (!Number.isInteger(seconds) || seconds < 1 || seconds > max) {
       throw new AppError('validation_error', `expires_in_s must be a whole number of seconds from 1 to ${max} (ROOMKIT_PREVIEW_URL_MAX_EXPIRY_S), got ${seconds}`);
     }
     const target = await this.target(caller.organizationId, profileId, roomId, port);
+    noteFacts({ instanceId: target.instanceId });
     const expiresAt = now + seconds * 1000;
     return { token: this.tokens.sign({ instanceId: target.instanceId, port: target.port, caller, expiresAt }), target, expiresAt };
   }

@@ -20,6 +20,7 @@ import {
 } from './profile-schema.ts';
 import { LIVE_STATES } from './lifecycle.ts';
 import { nowIso } from '../lib/time.ts';
+import { noteFacts, noteOperation } from './operations.ts';
 
 export const DEFAULT_PROFILE_NAME = 'default';
 
@@ -52,6 +53,7 @@ export class Profiles {
   }
 
   async create(organizationId: string, input: ProfileCreate): Promise<Profile> {
+    noteOperation('profile.create');
     const { name, ...fields } = input;
     const spec = applyChanges(defaultSpec(this.limits), fields);
     const now = nowIso();
@@ -70,6 +72,7 @@ export class Profiles {
       if (isUniqueViolation(err)) throw nameTaken(name);
       throw err;
     }
+    noteFacts({ profileId: row.id });
     this.changed(organizationId, row.id);
     return (await this.withPools([row]))[0]!;
   }
@@ -97,6 +100,7 @@ export class Profiles {
   }
 
   async update(organizationId: string, profileId: string, patch: ProfilePatch): Promise<Profile> {
+    noteOperation('profile.update', { profileId });
     const row = await this.getRow(organizationId, profileId);
     const { name, ...fields } = patch;
     const spec = applyChanges(specOf(toProfile(row)), fields);
@@ -121,6 +125,7 @@ export class Profiles {
   }
 
   async delete(organizationId: string, profileId: string): Promise<void> {
+    noteOperation('profile.delete', { profileId });
     const row = await this.getRow(organizationId, profileId);
     await this.db.transaction().execute(async (trx) => {
       const live = await trx

@@ -14,6 +14,7 @@ import type { Profiles } from './profiles.ts';
 import type { RevertResult } from './revert-schema.ts';
 import { appErrorOfRuntime } from './runtime-errors.ts';
 import type { ServedFiles } from './served-files.ts';
+import { noteFacts, noteOperation } from './operations.ts';
 
 export class Reverts {
   private readonly records: CommandRecords;
@@ -31,6 +32,7 @@ export class Reverts {
   }
 
   async revert(organizationId: string, profileId: string, roomId: string, commandId: string, options: { force?: boolean }): Promise<RevertResult> {
+    noteOperation('command.revert', { profileId, roomId, commandId });
     // Another organization's profile or command is not found, like a missing one.
     await this.profiles.get(organizationId, profileId);
     const row = isUuid(commandId) ? await this.records.find(organizationId, profileId, roomId, commandId) : undefined;
@@ -38,6 +40,7 @@ export class Reverts {
       throw new AppError('command_not_found', `no command ${commandId} in room "${roomId}" of profile ${profileId}; GET /api/profile/${profileId}/room/${roomId}/commands lists them`);
     }
     const { row: instance } = await this.instances.requireReady(organizationId, profileId, roomId);
+    noteFacts({ instanceId: instance.id });
     if (instance.id !== row.instance_id) {
       throw new AppError('no_undo_point', `command ${commandId} ran in an earlier instance of the room (${row.instance_id}), whose files are gone; only commands of the room's current instance can be reverted`);
     }

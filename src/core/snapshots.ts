@@ -18,6 +18,7 @@ import type { ProfileSpec } from './profile-schema.ts';
 import { specOf, type Profiles } from './profiles.ts';
 import type { Quotas } from './quotas.ts';
 import type { ForkResult, Snapshot, SnapshotPage } from './snapshot-schema.ts';
+import { noteFacts, noteOperation } from './operations.ts';
 
 export interface SnapshotsDeps {
   db: Db;
@@ -40,7 +41,9 @@ export class Snapshots {
    * resolves once the snapshot is ready.
    */
   async create(organizationId: string, profileId: string, roomId: string, options: { name?: string }): Promise<Snapshot> {
+    noteOperation('snapshot.create', { profileId, roomId });
     const instance = await this.deps.instances.requireLive(organizationId, profileId, roomId);
+    noteFacts({ instanceId: instance.id });
     const runtime = this.snapshotRuntime();
     if (instance.state !== 'ready' && instance.state !== 'paused') throw notSnapshottable(instance);
     const row: SnapshotRow = {
@@ -107,7 +110,9 @@ export class Snapshots {
 
   /** Deletes a snapshot and its files; instances started from it keep their own copies. */
   async delete(organizationId: string, snapshotId: string): Promise<Snapshot> {
+    noteOperation('snapshot.delete');
     const row = await this.row(organizationId, snapshotId);
+    noteFacts({ instanceId: row.source_instance_id ?? undefined, profileId: row.profile_id, roomId: row.room_id });
     const runtime = this.snapshotRuntime();
     await this.deps.db.updateTable('snapshots').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
     await runtime.deleteSnapshot(row.id);
@@ -137,8 +142,9 @@ export class Snapshots {
     roomId: string,
     options: { rooms: string[]; keepSnapshot: boolean },
   ): Promise<ForkResult> {
+    noteOperation('instance.fork', { profileId, roomId });
     const { instances, log } = this.deps;
-    await instances.requireLive(organizationId, profileId, roomId);
+    noteFacts({ instanceId: (await instances.requireLive(organizationId, profileId, roomId)).id });
     for (const room of options.rooms) {
       const live = await instances.liveRow(organizationId, profileId, room);
       if (live) throw roomOccupied(live, 'fork into it');

@@ -7,6 +7,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { AppError } from '../errors.ts';
 import type { Caller } from './orgs.ts';
+import { noteOperation } from './operations.ts';
 
 /** How long a ticket can be used after it was made. */
 export const TICKET_TTL_MS = 30_000;
@@ -26,6 +27,7 @@ export class TerminalTickets {
   private readonly held = new Map<string, Held>();
 
   issue(caller: Caller, profileId: string, roomId: string, now = Date.now()): { ticket: string; expiresAt: string } {
+    noteOperation('terminal.ticket', { profileId, roomId });
     this.prune(now);
     while (this.held.size >= MAX_TICKETS) {
       const oldest = this.held.keys().next().value;

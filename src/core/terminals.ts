@@ -14,6 +14,7 @@ import { RuntimeFeatureUnavailable, type TerminalSession } from '../runtimes/typ
 import type { EndReason } from './instance-records.ts';
 import type { Instances } from './instances.ts';
 import { envOf } from './instance-options.ts';
+import { noteFacts, noteOperation } from './operations.ts';
 
 /** Bounds of a terminal's size, in character cells; 80x24 unless asked. */
 export const TERMINAL_SIZE = { minCols: 1, maxCols: 1000, minRows: 1, maxRows: 1000, defaultCols: 80, defaultRows: 24 } as const;
@@ -186,12 +187,14 @@ export class Terminals {
    * instance cannot have terminals, too many open) are thrown as AppError.
    */
   async open(organizationId: string, profileId: string, roomId: string, options: TerminalOptions = {}): Promise<Terminal> {
+    noteOperation('terminal.open', { profileId, roomId, command: options.command });
     if (this.closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
     const cols = options.cols ?? TERMINAL_SIZE.defaultCols;
     const rows = options.rows ?? TERMINAL_SIZE.defaultRows;
     checkSize(cols, rows);
     if (options.command !== undefined) checkCommand(options.command);
     const { row: instance, spec } = await this.instances.requireReady(organizationId, profileId, roomId);
+    noteFacts({ instanceId: instance.id });
     const runtime = this.instances.activeRuntime();
     this.checkLimit(instance.id);
     // Counted before the first await, so racing opens see it.

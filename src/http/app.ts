@@ -51,6 +51,8 @@ const MAX_PARAM_LENGTH = 4096;
 export interface RouteEntry {
   method: string;
   url: string;
+  /** The audit action the route expects core to name (its config's auditAction). */
+  auditAction?: string | null;
 }
 
 declare module 'fastify' {
@@ -129,7 +131,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.addHook('onRoute', (route) => {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const method of methods) {
-      if (method !== 'HEAD') routes.push({ method, url: route.url });
+      if (method !== 'HEAD') routes.push({ method, url: route.url, ...(route.config?.auditAction === undefined ? {} : { auditAction: route.config.auditAction }) });
       if (method !== 'HEAD' && !known.hasRoute(method as HTTPMethod, route.url)) known.on(method as HTTPMethod, route.url, () => {});
     }
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];

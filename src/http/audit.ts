@@ -1,10 +1,13 @@
 // Feeds the audit trail (core/audit.ts): every state-changing request under /api/
 // (POST, PUT, PATCH, DELETE) by an authenticated caller becomes one record once the
 // service has decided it; over /mcp, every tool call that changes state becomes one.
-// A record says who (the key's id), what (action, route, the ids it names, the command
-// text, exit code and files_changed counts of a command, the path of a file written or
-// deleted), when, from where, and what was decided, read from the response's status and
-// Error code, so that any refusal (quota, rate limit) is recorded without knowing its source.
+// What was done (the action, the ids, the command text, the path of a file) is what core
+// said as it ran (core/operations.ts: the request runs inside an operation note); a route
+// names the action it expects (its config's `auditAction`) for a request refused before
+// core ran, and its path parameters stand in for the ids core did not get to. This file
+// adds who (the key's id), when, from where, and what was decided, read from the
+// response's status and Error code, so that any refusal (quota, rate limit) is recorded
+// without knowing its source.
 //
 // Never recorded: the API key, request or response bodies as a whole, file contents,
 // command output, environment values. Requests without a valid key belong to no
@@ -14,10 +17,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AuditRecord, AuditTrail } from '../core/audit.ts';
 import type { AuditAction, AuditDecision, AuditFilesChanged } from '../core/audit-schema.ts';
 import type { CommandSession } from '../core/commands.ts';
+import { actionOf, newOperationNote, withOperationNote, type OperationFacts, type OperationNote } from '../core/operations.ts';
 import { AppError, ERROR_STATUS, type ErrorCode } from '../errors.ts';
-import { isUuid, timeOrderedUuid } from '../lib/ids.ts';
-import { apiErrorOf } from '../adapters/tools/executor.ts';
-import type { ToolName } from '../adapters/tools/definitions.ts';
+import { timeOrderedUuid } from '../lib/ids.ts';
 import { requiresAuth } from './auth.ts';
 import type { App } from './types.ts';
 
@@ -26,12 +28,21 @@ declare module 'fastify' {
     /** The audit record being gathered for a state-changing request; null for the rest. */
     audit: AuditNote | null;
   }
+  interface FastifyContextConfig {
+    /**
+     * The action a state-changing route expects core to name: what a request refused
+     * before core ran (validation, rate limits) is recorded as. Null: nothing unless core names one.
+     */
+    auditAction?: AuditAction | null;
+  }
 }
 
 interface AuditNote {
   eventId: string;
   at: string;
   startMs: number;
+  /** What core says the request did, as it runs. */
+  operation: OperationNote;
   /** The object the route answered with (before serialization). */
   payload?: unknown;
   errorCode?: string;
@@ -43,53 +54,8 @@ interface AuditNote {
 }
 
 const STATE_CHANGING: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
-const TOOLS_CALL_ROUTE = '/api/profile/:profile_id/room/:room_id/tools/call';
 const TERMINAL_ROUTE = '/api/profile/:profile_id/room/:room_id/terminal';
 const PORT_ROUTE = '/api/profile/:profile_id/room/:room_id/ports/:port/*';
-
-/** The action of each state-changing API route; a route missing here is recorded as `other`. */
-export const ROUTE_ACTIONS: Readonly<Record<string, AuditAction>> = {
-  'POST /api/keys': 'key.create',
-  'DELETE /api/keys/:key_id': 'key.revoke',
-  'POST /api/profiles': 'profile.create',
-  'PATCH /api/profiles/:profile_id': 'profile.update',
-  'DELETE /api/profiles/:profile_id': 'profile.delete',
-  'POST /api/profile/:profile_id/room/:room_id': 'instance.create',
-  'DELETE /api/profile/:profile_id/room/:room_id': 'instance.delete',
-  'POST /api/profile/:profile_id/room/:room_id/pause': 'instance.pause',
-  'POST /api/profile/:profile_id/room/:room_id/resume': 'instance.resume',
-  'POST /api/profile/:profile_id/room/:room_id/snapshots': 'snapshot.create',
-  'POST /api/profile/:profile_id/room/:room_id/fork': 'instance.fork',
-  'DELETE /api/snapshots/:snapshot_id': 'snapshot.delete',
-  'POST /api/profile/:profile_id/room/:room_id/keepalive': 'instance.keepalive',
-  'POST /api/profile/:profile_id/room/:room_id/command': 'command.run',
-  'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/kill': 'command.kill',
-  'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/revert': 'command.revert',
-  'POST /api/profile/:profile_id/room/:room_id/commands/:command_id/stdin': 'command.stdin',
-  'PUT /api/profile/:profile_id/room/:room_id/file/*': 'file.write',
-  'DELETE /api/profile/:profile_id/room/:room_id/file/*': 'file.delete',
-  [`GET ${TERMINAL_ROUTE}`]: 'terminal.open',
-  [`POST ${TERMINAL_ROUTE}/ticket`]: 'terminal.ticket',
-  [`POST ${TOOLS_CALL_ROUTE}`]: 'tool.call',
-  'POST /api/profile/:profile_id/room/:room_id/ports/:port/url': 'port.url',
-  [`GET ${PORT_ROUTE}`]: 'port.websocket',
-  ...Object.fromEntries(['POST', 'PUT', 'PATCH', 'DELETE'].map((method) => [`${method} ${PORT_ROUTE}`, 'port.request' as const])),
-};
-
-/** The action of each tool that changes state; the read-only tools (null) are not recorded. */
-export const TOOL_ACTIONS: Readonly<Record<ToolName, AuditAction | null>> = {
-  run_command: 'command.run',
-  kill_command: 'command.kill',
-  revert_command: 'command.revert',
-  write_file: 'file.write',
-  delete_file: 'file.delete',
-  create_instance: 'instance.create',
-  delete_instance: 'instance.delete',
-  command_output: null,
-  read_file: null,
-  list_files: null,
-  get_instance: null,
-};
 
 /**
  * Whether a request is one the audit trail records (when its caller is authenticated):
@@ -110,9 +76,24 @@ export function installAudit(app: App, trail: AuditTrail): void {
       throw new AppError('audit_unavailable', 'the audit trail cannot keep up with its store right now; try again shortly', { retry_after_s: 5 });
     }
     const now = Date.now();
-    request.audit = { eventId: timeOrderedUuid(now), at: new Date(now).toISOString(), startMs: performance.now(), perToolCall: false, settled: false };
+    const expected = request.routeOptions.config.auditAction;
+    request.audit = {
+      eventId: timeOrderedUuid(now),
+      at: new Date(now).toISOString(),
+      startMs: performance.now(),
+      operation: newOperationNote(expected === undefined ? 'other' : expected),
+      perToolCall: false,
+      settled: false,
+    };
     // Streams write the response themselves (no onSend): they are recorded when it ends.
     reply.raw.once('close', () => settle(trail, request, reply));
+  });
+
+  // The handler (and core under it) runs inside the request's operation note. Entered
+  // here, after the body is read, since reading it leaves the request's async context.
+  app.addHook('preHandler', (request, _reply, done) => {
+    if (request.audit) withOperationNote(request.audit.operation, done);
+    else done();
   });
 
   app.addHook('preSerialization', async (request, _reply, payload) => {
@@ -148,24 +129,36 @@ export function auditUpgraded(request: FastifyRequest, trail: AuditTrail, answer
   settle(trail, request, undefined, 101);
 }
 
+/** How a tool call over MCP ended: its structured result, or the API error code it failed with. */
+export interface ToolCallOutcome {
+  structured?: unknown;
+  errorCode?: string;
+}
+
 /**
  * For /mcp: the request is not a record, each tool call that changes state is. Answers
- * the hook the MCP server calls as a tool call starts; it returns what to call as it ends.
+ * the hook the MCP server calls as a tool call starts: the note to run the call in, and
+ * what to call as it ends.
  */
 export function auditToolCalls(request: FastifyRequest, trail: AuditTrail) {
   if (request.audit) request.audit.perToolCall = true;
-  return (name: string, args: unknown) => {
+  return () => {
     const startMs = performance.now();
     const now = Date.now();
     const eventId = timeOrderedUuid(now);
-    return (outcome: { structured?: unknown; error?: unknown }): void => {
+    // An unknown tool is a call whose effect the service cannot tell.
+    const operation = newOperationNote('tool.call');
+    const ended = (outcome: ToolCallOutcome): void => {
       const caller = request.caller;
       if (!caller) return;
-      const facts = toolFacts(name, args, outcome.structured);
-      if (!facts) return;
-      const errorCode = outcome.error === undefined ? apiErrorCode(outcome.structured) : (apiErrorOf(outcome.error)?.error ?? 'internal_error');
+      const action = actionOf(operation);
+      if (action === null) return;
+      const errorCode = outcome.errorCode ?? apiErrorCode(outcome.structured);
       trail.record({
-        ...facts,
+        ...factsOf(operation, {}, objectOf(outcome.structured)),
+        ...(action === 'command.run' ? commandOutcome(outcome.structured) : {}),
+        action,
+        tool: operation.tool?.slice(0, 128),
         eventId,
         organizationId: caller.organizationId,
         at: new Date(now).toISOString(),
@@ -181,6 +174,7 @@ export function auditToolCalls(request: FastifyRequest, trail: AuditTrail) {
         error: errorCode,
       });
     };
+    return { operation, ended };
   };
 }
 
@@ -192,7 +186,7 @@ function settle(trail: AuditTrail, request: FastifyRequest, reply: FastifyReply 
   if (note.perToolCall || !caller) return;
   const route = request.routeOptions.url ?? request.url.split('?')[0] ?? request.url;
   const status = upgradedStatus ?? reply?.raw.statusCode ?? 500;
-  const facts = describe(request, route, note, status);
+  const facts = describe(request, note);
   if (!facts) return;
   const errorCode = note.errorCode ?? facts.toolError ?? note.session?.error?.code;
   trail.record({
@@ -214,70 +208,76 @@ function settle(trail: AuditTrail, request: FastifyRequest, reply: FastifyReply 
 
 type Facts = Omit<AuditRecord, 'eventId' | 'organizationId' | 'at' | 'durationMs' | 'requestId' | 'keyId' | 'clientAddress' | 'method' | 'route' | 'status' | 'decision' | 'error'>;
 
-/** What a request did, from its route, parameters, body and answer; undefined for a read-only tool call. */
-function describe(request: FastifyRequest, route: string, note: AuditNote, status: number): { record: Facts; toolError?: string | undefined } | undefined {
-  const params = (request.params ?? {}) as Record<string, unknown>;
+/**
+ * What a request did: the action and objects core named, else what the route expected
+ * and the ids its parameters and answer name; undefined for a call that changed nothing
+ * (a read-only tool call).
+ */
+function describe(request: FastifyRequest, note: AuditNote): { record: Facts; toolError?: string | undefined } | undefined {
+  const operation = note.operation;
+  const action = actionOf(operation);
+  if (action === null) return undefined;
+  const params = objectOf(request.params);
   const body = objectOf(request.body);
   const payload = objectOf(note.payload);
-  const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
-  const base = { profileId: text(params.profile_id), roomId: text(params.room_id) };
-
-  if (route === TOOLS_CALL_ROUTE && request.method === 'POST') {
-    const name = text(body.name) ?? '';
-    const facts = toolFacts(name, body.arguments, payload.structured_content);
-    if (!facts) return undefined;
-    return { record: { ...facts, ...base, via: 'tools' }, toolError: apiErrorCode(payload.structured_content) };
+  if (operation.tool !== undefined) {
+    // POST …/tools/call: the tool's result is the answer's structured content.
+    const structured = payload.structured_content;
+    const record: Facts = {
+      ...factsOf(operation, { profileId: text(params.profile_id), roomId: text(params.room_id) }, objectOf(structured)),
+      ...(action === 'command.run' ? commandOutcome(structured) : {}),
+      via: 'tools',
+      action,
+      tool: operation.tool.slice(0, 128),
+    };
+    return { record, toolError: apiErrorCode(structured) };
   }
-
-  let action = ROUTE_ACTIONS[`${request.method} ${route}`] ?? 'other';
-  // A create that gave the room an instance from its profile's warm pool (201 with claimed_at; a 200 returns the room's own).
-  if (action === 'instance.create' && status === 201 && typeof payload.claimed_at === 'string') action = 'instance.claim';
   const record: Facts = {
+    ...factsOf(
+      operation,
+      {
+        profileId: text(params.profile_id),
+        roomId: text(params.room_id),
+        commandId: text(params.command_id),
+        targetKeyId: action === 'key.revoke' ? text(params.key_id) : undefined,
+        command: action === 'terminal.open' ? text(objectOf(request.query).command) : action === 'command.run' ? text(body.command) : undefined,
+        signal: action === 'command.kill' ? text(body.signal) : undefined,
+        filePath: action === 'file.write' || action === 'file.delete' ? text(params['*']) : undefined,
+      },
+      payload,
+    ),
     via: 'api',
     action,
-    ...base,
-    profileId: base.profileId ?? (action.startsWith('profile.') ? text(payload.profile_id) : undefined),
-    instanceId: text(payload.instance_id),
-    commandId: text(params.command_id) ?? text(payload.command_id),
   };
+  if (record.profileId === undefined && action.startsWith('profile.')) record.profileId = text(payload.profile_id);
+  if (action === 'key.create') record.targetKeyId ??= text(payload.key_id);
   if (action === 'command.run') {
-    record.command = text(body.command);
     Object.assign(record, commandOutcome(note.session?.result ?? note.payload));
-    if (note.session && record.commandId === undefined) record.commandId = note.session.id;
-    if (note.session && record.instanceId === undefined) record.instanceId = note.session.instanceId;
+    if (note.session) {
+      record.commandId ??= note.session.id;
+      record.instanceId ??= note.session.instanceId;
+    }
   }
-  if (action === 'command.kill') record.signal = text(body.signal) ?? 'KILL';
+  if (action === 'command.kill') record.signal ??= 'KILL';
   if (action === 'command.revert') Object.assign(record, commandOutcome(note.payload));
-  if (action === 'terminal.open') record.command = text(objectOf(request.query).command);
-  if (action === 'file.write' || action === 'file.delete') record.filePath = text(payload.file_path) ?? text(params['*']);
-  if (action === 'key.create') record.targetKeyId = text(payload.key_id);
-  if (action === 'key.revoke') record.targetKeyId = text(params.key_id);
   return { record };
 }
 
-/** What a tool call did, from its name, arguments and result; undefined for a read-only tool. */
-function toolFacts(name: string, rawArgs: unknown, structured: unknown): Facts | undefined {
-  const action = Object.hasOwn(TOOL_ACTIONS, name) ? TOOL_ACTIONS[name as ToolName] : 'tool.call';
-  if (action === null) return undefined;
-  const args = objectOf(typeof rawArgs === 'string' ? parseJson(rawArgs) : rawArgs);
-  const result = objectOf(structured);
-  const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
-  const profile = text(args.profile);
-  const facts: Facts = {
-    via: 'tools',
-    action,
-    tool: name.slice(0, 128),
-    profileId: profile !== undefined && isUuid(profile) ? profile.toLowerCase() : text(result.profile_id),
-    roomId: text(args.room) ?? text(result.room_id),
-    instanceId: text(result.instance_id),
-    commandId: text(args.command_id) ?? text(result.command_id),
+/** The objects of a record: what core named, else what the answer names, else what the request asked for. */
+function factsOf(operation: OperationNote, asked: OperationFacts, answer: Record<string, unknown>): OperationFacts {
+  const fromAnswer: OperationFacts = {
+    instanceId: text(answer.instance_id),
+    commandId: text(answer.command_id),
+    filePath: text(answer.file_path),
+    profileId: text(answer.profile_id),
+    roomId: text(answer.room_id),
   };
-  if (action === 'command.run') {
-    facts.command = text(args.command);
-    Object.assign(facts, commandOutcome(structured));
+  const facts: OperationFacts = {};
+  for (const source of [operation.facts, fromAnswer, operation.asked, asked]) {
+    for (const [key, value] of Object.entries(source) as [keyof OperationFacts, string | undefined][]) {
+      if (value !== undefined && facts[key] === undefined) facts[key] = value;
+    }
   }
-  if (action === 'command.kill') facts.signal = text(args.signal) ?? 'KILL';
-  if (action === 'file.write' || action === 'file.delete') facts.filePath = text(result.file_path) ?? text(args.path);
   return facts;
 }
 
@@ -316,6 +316,10 @@ function errorCodeOf(payload: unknown): string | undefined {
 function apiErrorCode(value: unknown): string | undefined {
   const error = objectOf(value).error;
   return typeof error === 'string' && error.length <= 64 ? error : undefined;
+}
+
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
 }
 
 function objectOf(value: unknown): Record<string, unknown> {

@@ -13,11 +13,12 @@ import SQLite from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import pino from 'pino';
 import { AuditTrail, MAX_PENDING, type AuditRecord } from '../../src/core/audit.ts';
-import { TOOL_ACTIONS, ROUTE_ACTIONS, isAuditable } from '../../src/http/audit.ts';
+import { isAuditable } from '../../src/http/audit.ts';
+import { actionOf, newOperationNote, withOperationNote } from '../../src/core/operations.ts';
 import { timeOrderedUuid } from '../../src/lib/ids.ts';
 import { migrate } from '../../src/store/db.ts';
 import type { Database } from '../../src/store/schema.ts';
-import { toolDefinitions } from '../../src/adapters/tools/definitions.ts';
+import { TOOL_ACTIONS, toolDefinitions } from '../../src/adapters/tools/definitions.ts';
 import { SQLITE_FILE } from '../../src/store/db.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
@@ -343,11 +344,42 @@ describe('MCP tool calls', () => {
   });
 });
 
+describe('what core says it did', () => {
+  it('names the action and the objects of a call made outside any HTTP route, and nothing outside a note', async () => {
+    const who = await t.newOrg();
+    const created = newOperationNote();
+    const { instance } = await withOperationNote(created, () => t.services.instances.create(who.organizationId, who.defaultProfileId, 'core-only', { wait: true }));
+    assert.equal(created.action, 'instance.create');
+    assert.deepEqual(created.facts, { profileId: who.defaultProfileId, roomId: 'core-only', instanceId: instance.instance_id });
+    const ran = newOperationNote('tool.call');
+    await withOperationNote(ran, () => t.services.commands.run(who.organizationId, who.defaultProfileId, 'core-only', { command: 'echo core' }));
+    assert.equal(ran.action, 'command.run');
+    assert.equal(ran.facts.command, 'echo core');
+    assert.equal(ran.facts.instanceId, instance.instance_id);
+    // A read names nothing: the adapter's expectation stands.
+    const read = newOperationNote(null);
+    await withOperationNote(read, () => t.services.instances.get(who.organizationId, who.defaultProfileId, 'core-only'));
+    assert.equal(read.action, undefined);
+    assert.equal(actionOf(read), null);
+    // The first operation of a call names it; operations it goes on to call do not take it over.
+    const deleted = newOperationNote();
+    const again = await withOperationNote(deleted, async () => {
+      await t.services.instances.delete(who.organizationId, who.defaultProfileId, 'core-only');
+      return t.services.instances.create(who.organizationId, who.defaultProfileId, 'core-only', { wait: false });
+    });
+    assert.notEqual(again.instance.instance_id, instance.instance_id);
+    assert.equal(deleted.action, 'instance.delete');
+    assert.equal(deleted.facts.instanceId, instance.instance_id);
+    // Outside a note, noting does nothing (the CLI, background work).
+    await t.services.instances.create(who.organizationId, who.defaultProfileId, 'no-note', { wait: false });
+  });
+});
+
 describe('what is recorded', () => {
   it('names every state-changing route and tool', () => {
     for (const route of t.app.routeTable) {
       if (!isAuditable(route.method, route.url) || route.url === '/mcp') continue;
-      assert.ok(ROUTE_ACTIONS[`${route.method} ${route.url}`], `${route.method} ${route.url} has no audit action in http/audit.ts; add one`);
+      assert.ok(route.auditAction, `${route.method} ${route.url} names no audit action it expects (config.auditAction); add one`);
     }
     const limits = { maxOutputBytes: 1, maxFileReadBytes: 1, maxUploadBytes: 1, filesChangedLimit: 1, maxListEntries: 1 };
     for (const tool of toolDefinitions({ kind: 'organization' }, limits)) {

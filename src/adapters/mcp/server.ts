@@ -18,10 +18,11 @@ import {
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import pkg from '../../../package.json' with { type: 'json' };
+import { withOperationNote, type OperationNote } from '../../core/operations.ts';
 import { AppError } from '../../errors.ts';
 import type { ToolBackend } from '../tools/backend.ts';
 import { toolDefinitions, type ToolLimits, type ToolScope } from '../tools/definitions.ts';
-import { executeCall, prepareCall } from '../tools/executor.ts';
+import { apiErrorOf, executeCall, expectToolCall, prepareCall } from '../tools/executor.ts';
 import { toMcpTool } from '../tools/formats.ts';
 
 /** Told to the model by clients that pass server instructions on. */
@@ -48,11 +49,12 @@ export interface McpServerOptions {
    */
   describeFailure: (err: unknown) => string;
   /**
-   * Told as each tool call starts (after nothing has run); what it answers is called as
-   * the call ends, with the tool's structured result or what was thrown. The audit trail
-   * records calls through it.
+   * Told as each tool call starts (before anything has run): it answers the operation
+   * note to run the call in (core names in it what the call did) and what to call as the
+   * call ends, with the tool's structured result or the API error code it failed with.
+   * The audit trail records calls through it.
    */
-  onToolCall?: (name: string, args: unknown) => (outcome: { structured?: unknown; error?: unknown }) => void;
+  onToolCall?: () => { operation: OperationNote; ended: (outcome: { structured?: unknown; errorCode?: string }) => void };
 }
 
 export function createMcpServer(options: McpServerOptions): Server {
@@ -64,14 +66,18 @@ export function createMcpServer(options: McpServerOptions): Server {
 
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;
-    const ended = options.onToolCall?.(name, args);
+    const audited = options.onToolCall?.();
+    const call = () => {
+      expectToolCall(name, args);
+      return callTool(name, args, request.params._meta?.progressToken, extra);
+    };
     try {
-      const { answer, structured } = await callTool(name, args, request.params._meta?.progressToken, extra);
-      ended?.({ structured });
+      const { answer, structured } = await (audited ? withOperationNote(audited.operation, call) : call());
+      audited?.ended({ structured });
       return answer;
     } catch (err) {
       // An unknown tool's McpError carries the API's Error body as its data.
-      ended?.(err instanceof McpError ? { structured: err.data } : { error: err });
+      audited?.ended(err instanceof McpError ? { structured: err.data } : { errorCode: apiErrorOf(err)?.error ?? 'internal_error' });
       throw err;
     }
   });

@@ -7,12 +7,32 @@ import { PROFILE_DEFAULTS } from '../../core/profile-schema.ts';
 import { formatBytes } from '../../lib/format-size.ts';
 import { ROOM_ID_PATTERN, UUID_PATTERN } from '../../lib/ids.ts';
 import { COMMAND_SIGNALS } from '../../runtimes/types.ts';
+import type { AuditAction } from '../../core/audit-schema.ts';
 
 /** Tools that act on a room's instance. */
 export const ROOM_TOOLS = ['run_command', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'] as const;
 /** Tools that create, show and delete a room's instance (MCP only: there the model picks rooms). */
 export const INSTANCE_TOOLS = ['create_instance', 'get_instance', 'delete_instance'] as const;
 export type ToolName = (typeof ROOM_TOOLS)[number] | (typeof INSTANCE_TOOLS)[number];
+
+/**
+ * The action of the core operation each tool calls, as the audit trail names it; null for
+ * the read-only tools. Core names the action itself as it runs: this is what a call
+ * refused before it reached core (its arguments did not fit) is recorded as.
+ */
+export const TOOL_ACTIONS: Readonly<Record<ToolName, AuditAction | null>> = {
+  run_command: 'command.run',
+  kill_command: 'command.kill',
+  revert_command: 'command.revert',
+  write_file: 'file.write',
+  delete_file: 'file.delete',
+  create_instance: 'instance.create',
+  delete_instance: 'instance.delete',
+  command_output: null,
+  read_file: null,
+  list_files: null,
+  get_instance: null,
+};
 
 /** Images a model can be shown: the types the vendors' APIs and MCP clients accept. */
 export const IMAGE_TYPES: ReadonlySet<string> = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);

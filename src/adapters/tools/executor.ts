@@ -5,9 +5,11 @@
 import Schema from 'typebox/schema';
 import { AppError, ERROR_STATUS } from '../../errors.ts';
 import { publicUrl } from '../../core/commands.ts';
+import { expectOperation } from '../../core/operations.ts';
+import { isUuid } from '../../lib/ids.ts';
 import type { CommandSignal } from '../../runtimes/types.ts';
 import type { RoomRef, ToolBackend } from './backend.ts';
-import { DEFAULT_PROFILE, type ToolDefinition, type ToolLimits, type ToolScope } from './definitions.ts';
+import { DEFAULT_PROFILE, TOOL_ACTIONS, type ToolDefinition, type ToolName, type ToolLimits, type ToolScope } from './definitions.ts';
 import { commandText, fileResult, instanceText, listingText, statusText, type ToolResult } from './results.ts';
 
 export interface CallOptions {
@@ -47,6 +49,36 @@ export function apiErrorOf(err: unknown): { error: string; message: string; deta
     message: err.message,
     ...(details !== null && typeof details === 'object' ? { details: details as Record<string, unknown> } : {}),
   };
+}
+
+/**
+ * Tells the operation note of the call under way (core/operations.ts) that it is a call
+ * of this tool: what the tool is expected to do, and what its arguments name, for a call
+ * refused before core says so itself. An unknown tool keeps the note's own expectation.
+ */
+export function expectToolCall(name: string, rawArgs: unknown): void {
+  if (!Object.hasOwn(TOOL_ACTIONS, name)) return expectOperation('tool.call', { tool: name });
+  let args: Record<string, unknown> = {};
+  try {
+    const parsed = typeof rawArgs === 'string' ? (JSON.parse(rawArgs) as unknown) : rawArgs;
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) args = parsed as Record<string, unknown>;
+  } catch {
+    // Arguments that are not JSON name nothing; prepareCall refuses them.
+  }
+  const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
+  const profile = text(args.profile);
+  const action = TOOL_ACTIONS[name as ToolName];
+  expectOperation(action, {
+    tool: name,
+    asked: {
+      profileId: profile !== undefined && isUuid(profile) ? profile.toLowerCase() : undefined,
+      roomId: text(args.room),
+      commandId: text(args.command_id),
+      command: action === 'command.run' ? text(args.command) : undefined,
+      signal: action === 'command.kill' ? (text(args.signal) ?? 'KILL') : undefined,
+      filePath: action === 'file.write' || action === 'file.delete' ? text(args.path) : undefined,
+    },
+  });
 }
 
 /** Finds the tool and checks its arguments; throws unknown_tool or invalid_arguments. */

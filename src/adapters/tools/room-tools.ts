@@ -3,7 +3,7 @@
 import { specOf } from '../../core/profiles.ts';
 import type { ToolBackend } from './backend.ts';
 import { toolDefinitions, type ToolDefinition, type ToolLimits, type ToolScope } from './definitions.ts';
-import { ARGUMENT_ERRORS, executeCall, prepareCall } from './executor.ts';
+import { ARGUMENT_ERRORS, executeCall, expectToolCall, prepareCall } from './executor.ts';
 import { LocalToolBackend, machineFacts, type ToolDeps, toolLimits } from './local-backend.ts';
 import type { ToolResult } from './results.ts';
 
@@ -48,6 +48,7 @@ export class RoomTools {
     call: { name: string; arguments?: unknown },
     options: { publicBaseUrl?: string } = {},
   ): Promise<ToolResult> {
+    expectToolCall(call.name, call.arguments);
     const { scope, definitions } = await this.forRoom(organizationId, profileId, roomId);
     const prepared = prepareCall(definitions, call.name, call.arguments);
     return executeCall(this.backend(organizationId), scope, this.limits, prepared, {

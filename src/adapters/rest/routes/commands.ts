@@ -27,6 +27,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
     {
       bodyLimit,
       config: {
+        auditAction: 'command.run',
         documentedResponses: {
           200: {
             description: 'The command ended: its CommandResult; or, streamed, its events as it runs',
@@ -152,6 +153,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
   app.post(
     '/api/profile/:profile_id/room/:room_id/commands/:command_id/kill',
     {
+      config: { auditAction: 'command.kill' },
       schema: {
         operationId: 'killCommand',
         summary: 'Signal a running command',
@@ -173,6 +175,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
   app.post(
     '/api/profile/:profile_id/room/:room_id/commands/:command_id/revert',
     {
+      config: { auditAction: 'command.revert' },
       schema: {
         operationId: 'revertCommand',
         summary: 'Revert the file changes of one command',
@@ -202,6 +205,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
   app.post(
     '/api/profile/:profile_id/room/:room_id/commands/:command_id/stdin',
     {
+      config: { auditAction: 'command.stdin' },
       bodyLimit,
       schema: {
         operationId: 'writeCommandStdin',

@@ -110,6 +110,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
   app.delete(
     FILE_PATH,
     {
+      config: { auditAction: 'file.delete' },
       schema: {
         operationId: 'deleteFile',
         summary: 'Delete a file',
@@ -135,6 +136,7 @@ export function fileRoutes(app: App, { files, config }: Services): void {
     scope.put(
       FILE_PATH,
       {
+        config: { auditAction: 'file.write' },
         bodyLimit: Math.ceil(config.maxUploadBytes * 1.4) + 1024,
         schema: {
           operationId: 'writeFile',

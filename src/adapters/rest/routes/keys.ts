@@ -10,6 +10,7 @@ export function keyRoutes(app: App, { organizations }: Services): void {
   app.post(
     '/api/keys',
     {
+      config: { auditAction: 'key.create' },
       schema: {
         operationId: 'createKey',
         summary: 'Create an API key',
@@ -52,6 +53,7 @@ export function keyRoutes(app: App, { organizations }: Services): void {
   app.delete(
     '/api/keys/:key_id',
     {
+      config: { auditAction: 'key.revoke' },
       schema: {
         operationId: 'revokeKey',
         summary: 'Revoke an API key',

@@ -182,7 +182,8 @@ export function portRoutes(app: App, { ports, config, audit }: Services): void {
       scope.route({
         method,
         url: `${PORT_PATH}/*`,
-        config: proxiedAnswers(method === 'GET'),
+        // A GET is recorded only when it opens a WebSocket (http/audit.ts).
+        config: { ...proxiedAnswers(method === 'GET'), auditAction: method === 'GET' ? 'port.websocket' : 'port.request' },
         schema: {
           operationId: `proxyPort${method.charAt(0)}${method.slice(1).toLowerCase()}`,
           summary: method === 'GET' ? 'Reach a port of the instance (HEAD, and WebSocket upgrades, too)' : `Reach a port of the instance (${method})`,
@@ -231,6 +232,7 @@ export function portRoutes(app: App, { ports, config, audit }: Services): void {
   app.post(
     `${PORT_PATH}/url`,
     {
+      config: { auditAction: 'port.url' },
       schema: {
         operationId: 'createPortUrl',
         summary: 'Get a signed URL of a port (for browsers)',

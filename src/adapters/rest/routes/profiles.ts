@@ -13,6 +13,7 @@ export function profileRoutes(app: App, { profiles, config }: Services): void {
   app.post(
     '/api/profiles',
     {
+      config: { auditAction: 'profile.create' },
       schema: {
         operationId: 'createProfile',
         summary: 'Create a profile',
@@ -58,6 +59,7 @@ export function profileRoutes(app: App, { profiles, config }: Services): void {
   app.patch(
     '/api/profiles/:profile_id',
     {
+      config: { auditAction: 'profile.update' },
       schema: {
         operationId: 'updateProfile',
         summary: 'Change a profile',
@@ -74,6 +76,7 @@ export function profileRoutes(app: App, { profiles, config }: Services): void {
   app.delete(
     '/api/profiles/:profile_id',
     {
+      config: { auditAction: 'profile.delete' },
       schema: {
         operationId: 'deleteProfile',
         summary: 'Delete a profile',

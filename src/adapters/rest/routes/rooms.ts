@@ -15,6 +15,7 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
   app.post(
     ROOM_PATH,
     {
+      config: { auditAction: 'instance.create' },
       schema: {
         operationId: 'createInstance',
         summary: 'Create the room\'s instance',
@@ -84,6 +85,7 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
   app.delete(
     ROOM_PATH,
     {
+      config: { auditAction: 'instance.delete' },
       schema: {
         operationId: 'deleteInstance',
         summary: 'Delete the room\'s instance',
@@ -103,6 +105,7 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
   app.post(
     `${ROOM_PATH}/pause`,
     {
+      config: { auditAction: 'instance.pause' },
       schema: {
         operationId: 'pauseInstance',
         summary: 'Pause the room\'s instance',
@@ -127,6 +130,7 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
   app.post(
     `${ROOM_PATH}/resume`,
     {
+      config: { auditAction: 'instance.resume' },
       schema: {
         operationId: 'resumeInstance',
         summary: 'Resume the room\'s paused instance',
@@ -149,6 +153,7 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
   app.post(
     `${ROOM_PATH}/keepalive`,
     {
+      config: { auditAction: 'instance.keepalive' },
       schema: {
         operationId: 'keepAliveInstance',
         summary: 'Keep the room\'s instance alive',

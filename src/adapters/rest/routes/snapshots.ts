@@ -14,6 +14,7 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
   app.post(
     `${ROOM_PATH}/snapshots`,
     {
+      config: { auditAction: 'snapshot.create' },
       schema: {
         operationId: 'createSnapshot',
         summary: 'Take a snapshot of the room\'s instance',
@@ -41,6 +42,7 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
   app.post(
     `${ROOM_PATH}/fork`,
     {
+      config: { auditAction: 'instance.fork' },
       schema: {
         operationId: 'forkInstance',
         summary: 'Fork the room\'s instance into other rooms',
@@ -112,6 +114,7 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
   app.delete(
     '/api/snapshots/:snapshot_id',
     {
+      config: { auditAction: 'snapshot.delete' },
       schema: {
         operationId: 'deleteSnapshot',
         summary: 'Delete a snapshot',

@@ -68,6 +68,7 @@ export function terminalRoutes(app: App, { terminals, terminalTickets, audit }: 
   app.post(
     `${TERMINAL_PATH}/ticket`,
     {
+      config: { auditAction: 'terminal.ticket' },
       schema: {
         operationId: 'createTerminalTicket',
         summary: 'Get a ticket to open a terminal',
@@ -93,6 +94,7 @@ export function terminalRoutes(app: App, { terminals, terminalTickets, audit }: 
     method: 'GET',
     url: TERMINAL_PATH,
     config: {
+      auditAction: 'terminal.open',
       ticketAuth: true,
       documentedResponses: { 101: { description: 'Switching Protocols: the WebSocket is open; its first text frame is {"type": "opened", "terminal_id", "instance_id"}' } },
     },

@@ -105,6 +105,7 @@ export function toolRoutes(app: App, { config }: Services, tools: RoomTools): vo
   app.post(
     `${TOOLS_PATH}/call`,
     {
+      config: { auditAction: 'tool.call' },
       // write_file carries a whole file, base64-encoded when binary.
       bodyLimit: Math.ceil(config.maxUploadBytes * 1.4) + 1024,
       schema: {
