@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../config.ts';
 import type { Profile } from '../core/profile-schema.ts';
-import { LIVE_STATES } from '../core/lifecycle.ts';
+import { liveStates } from '../core/instance-queries.ts';
 import { ImageStore } from '../images/builder.ts';
 import { createLogger } from '../log.ts';
 import { LayerSnapshots } from '../runtimes/gvisor/snapshots.ts';
@@ -80,7 +80,7 @@ export async function imagesList(options: Common): Promise<void> {
 export async function imagesPrune(options: Common): Promise<void> {
   const config = loadConfig({ dataDir: options.dataDir });
   const inUse = await withStore(options, async (services) => {
-    const live = await services.db.selectFrom('instances').select('id').where('state', 'in', LIVE_STATES).execute();
+    const live = await liveStates(services.db);
     return new Set(live.map((row) => imageKeyOf(config.dataDir, row.id)).filter((k): k is string => k !== undefined));
   });
   // Snapshots are restored over the image they were taken over.

@@ -14,7 +14,8 @@ import { AppError } from '../errors.ts';
 import { Serial } from '../lib/keyed-serial.ts';
 import type { MachineResources, Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
-import { HELD_ON_DISK_STATES, LIVE_STATES } from './lifecycle.ts';
+import { liveResources } from './instance-queries.ts';
+import { HELD_ON_DISK_STATES } from './lifecycle.ts';
 
 /** What a refused create is told to wait before trying again. */
 export const CAPACITY_RETRY_AFTER_S = 30;
@@ -109,10 +110,9 @@ export class Admission {
   }
 
   private async input(db: Db, runtime: Runtime): Promise<Omit<AdmissionInput, 'request'>> {
-    const rows = await db.selectFrom('instances').select(['resources', 'state']).where('state', 'in', LIVE_STATES).execute();
     const committed = { memoryMb: 0, diskMb: 0 };
-    for (const row of rows) {
-      const cost = runtime.hostCost(JSON.parse(row.resources) as MachineResources);
+    for (const row of await liveResources(db)) {
+      const cost = runtime.hostCost(row.resources);
       // A paused instance holds its writable layer, not memory.
       if (!(HELD_ON_DISK_STATES as string[]).includes(row.state)) committed.memoryMb += cost.memoryMb;
       committed.diskMb += cost.diskMb;

@@ -14,7 +14,7 @@ import { publicUrl } from './commands.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import type { Profiles } from './profiles.ts';
 import type { ServedFiles } from './served-files.ts';
-import type { InstanceRow } from '../store/schema.ts';
+import type { InstanceRecord } from './stored-json.ts';
 import { noteFacts, noteOperation } from './operations.ts';
 
 /** Longest path accepted, in bytes (Linux's PATH_MAX). */
@@ -126,7 +126,7 @@ export class Files {
   }
 
   /** Refuses a public read that the profile's `raw_files` does not allow. */
-  private async checkServed(row: InstanceRow, spec: ProfileSpec, path: string): Promise<void> {
+  private async checkServed(row: InstanceRecord, spec: ProfileSpec, path: string): Promise<void> {
     // The profile as it is now, so that narrowing it applies to live instances at once.
     const policy = (await this.profiles.find(row.organization_id, row.profile_id))?.raw_files ?? spec.raw_files ?? 'all';
     if (policy === 'all') return;

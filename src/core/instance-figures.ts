@@ -3,16 +3,16 @@
 // they are right whatever changed the instances (requests, expiry, recovery).
 import type { Db } from '../store/db.ts';
 import type { InstanceFigures } from '../metrics.ts';
+import { liveResources } from './instance-queries.ts';
 import { LIVE_STATES } from './lifecycle.ts';
 
 export async function liveInstanceFigures(db: Db): Promise<InstanceFigures> {
-  const rows = await db.selectFrom('instances').select(['state', 'resources']).where('state', 'in', LIVE_STATES).execute();
+  const rows = await liveResources(db);
   const byState: Record<string, number> = Object.fromEntries(LIVE_STATES.map((s) => [s, 0]));
   let memoryMb = 0;
   for (const row of rows) {
     byState[row.state] = (byState[row.state] ?? 0) + 1;
-    const memory = (JSON.parse(row.resources) as { memory_mb?: unknown }).memory_mb;
-    if (typeof memory === 'number') memoryMb += memory;
+    memoryMb += row.resources.memory_mb;
   }
   return { byState, memoryMb };
 }

@@ -4,7 +4,6 @@
 // instance, read back for the instance's answer and its commands, and the deadline
 // (timeout_s) that the expiry check and keep-alives work with.
 import { AppError } from '../errors.ts';
-import { nowIso } from '../lib/time.ts';
 import type { Db } from '../store/db.ts';
 import type { InstanceRow } from '../store/schema.ts';
 import { RESERVED_ENV_PREFIX } from './command-input.ts';
@@ -16,7 +15,9 @@ import {
   MAX_METADATA_VALUE,
   METADATA_KEY_PATTERN,
 } from './instance-options-schema.ts';
+import type { InstanceRecords } from './instance-records.ts';
 import type { ProfileSpec } from './profile-schema.ts';
+import { decodeEnv, type InstanceRecord } from './stored-json.ts';
 
 /** The columns of the instance's row that a create's options set. */
 export type OptionColumns = Pick<InstanceRow, 'env' | 'timeout_s' | 'expires_at'>;
@@ -67,9 +68,9 @@ export function optionColumns(options: CreateOptions, now = Date.now()): OptionC
 }
 
 /** Writes the options onto the instance: its row's columns and its labels. For a new row or one a room just claimed. */
-export async function applyOptions(db: Db, instanceId: string, options: CreateOptions): Promise<OptionColumns> {
+export async function applyOptions(db: Db, records: InstanceRecords, instanceId: string, options: CreateOptions): Promise<OptionColumns> {
   const columns = optionColumns(options);
-  await db.updateTable('instances').set(columns).where('id', '=', instanceId).execute();
+  await records.setOptions(instanceId, columns);
   await writeMetadata(db, instanceId, options.metadata ?? {});
   return columns;
 }
@@ -85,8 +86,8 @@ export async function metadataOf(db: Db, instanceId: string): Promise<Record<str
 }
 
 /** The variables the instance's create set, for its commands and terminals. */
-export function envOf(row: InstanceRow): Record<string, string> {
-  return row.env === null ? {} : (JSON.parse(row.env) as Record<string, string>);
+export function envOf(row: Pick<InstanceRow, 'id' | 'env'>): Record<string, string> {
+  return row.env === null ? {} : decodeEnv(row.env, `instance ${row.id}`);
 }
 
 /**
@@ -94,7 +95,7 @@ export function envOf(row: InstanceRow): Record<string, string> {
  * instance was made with (a field it leaves out is not compared), else instance_options_conflict,
  * naming the fields that differ (never their values: env holds secrets).
  */
-export async function assertSameOptions(db: Db, row: InstanceRow, options: CreateOptions): Promise<void> {
+export async function assertSameOptions(db: Db, row: InstanceRecord, options: CreateOptions): Promise<void> {
   const differ: string[] = [];
   if (options.env !== undefined && !sameRecord(options.env, envOf(row))) differ.push('env');
   if (options.metadata !== undefined && !sameRecord(options.metadata, await metadataOf(db, row.id))) differ.push('metadata');
@@ -119,28 +120,23 @@ export function deadline(fromMs: number, timeoutS: number): string {
 }
 
 /** Whether the instance's deadline has passed at `now`. */
-export function deadlinePassed(row: InstanceRow, now: number): boolean {
+export function deadlinePassed(row: Pick<InstanceRow, 'expires_at'>, now: number): boolean {
   return row.expires_at !== null && Date.parse(row.expires_at) <= now;
 }
 
 /** The deadline a resumed instance gets: its timeout_s from now (a fresh run), or none. */
-export function resumedDeadline(row: InstanceRow, now = Date.now()): Pick<InstanceRow, 'expires_at'> {
-  return { expires_at: row.timeout_s > 0 ? deadline(now, row.timeout_s) : null };
+export function resumedDeadline(row: Pick<InstanceRow, 'timeout_s'>, now = Date.now()): string | null {
+  return row.timeout_s > 0 ? deadline(now, row.timeout_s) : null;
 }
 
 /**
  * A keep-alive: the deadline moves to now + `timeoutS` (default the instance's timeout_s;
  * with neither the instance keeps having none) and the idle limit counts from now.
  */
-export async function keepAlive(db: Db, row: InstanceRow, timeoutS: number | undefined, spec: ProfileSpec): Promise<void> {
+export async function keepAlive(records: InstanceRecords, row: InstanceRecord, timeoutS: number | undefined, spec: ProfileSpec): Promise<void> {
   if (timeoutS !== undefined) checkTimeout(timeoutS, spec);
   const seconds = timeoutS ?? (row.timeout_s > 0 ? row.timeout_s : undefined);
-  const now = Date.now();
-  await db
-    .updateTable('instances')
-    .set({ last_active_at: nowIso(), ...(seconds === undefined ? {} : { expires_at: deadline(now, seconds) }) })
-    .where('id', '=', row.id)
-    .execute();
+  await records.touch(row.id, seconds === undefined ? undefined : deadline(Date.now(), seconds));
 }
 
 /**

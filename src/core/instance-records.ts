@@ -1,16 +1,19 @@
 // The store's record of instances: each instance's row and the history of its states,
-// the only place that changes an instance's state (one transaction per move, checked
-// against the state machine), and the queries that find a room's instance or page
-// through an organization's. Instances drives the lifecycle over it.
+// the only place that changes an instance's row (a state: one transaction per move,
+// checked against the state machine; the columns a pause, a claim or a request set), and
+// the queries that find a room's instance or page through an organization's. Rows come
+// out decoded (stored-json.ts); the reads other services make over many instances are
+// in instance-queries.ts. Instances drives the lifecycle over it.
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../store/db.ts';
 import type { InstanceRow } from '../store/schema.ts';
+import { decodeInstance, encodeInstance, type InstanceRecord } from './stored-json.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Instance, InstancePage, InstancePause, InstanceReasonCode, InstanceResources } from './instance-schema.ts';
 import { assertTransition, type InstanceState, isState, LIVE_STATES } from './lifecycle.ts';
 import { afterCursor, pageOf } from './page-cursor.ts';
 import type { ProfileSpec } from './profile-schema.ts';
-import { envOf, metadataOf, NO_OPTIONS } from './instance-options.ts';
+import { envOf, metadataOf, NO_OPTIONS, type OptionColumns } from './instance-options.ts';
 
 /** Why an instance is stopping, stopped or failed: in words, as a code, and whose request it was. */
 export interface EndReason {
@@ -60,7 +63,7 @@ export class InstanceRecords {
     }
     if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'created_at'));
     const { page, nextCursor } = pageOf(await query.execute(), options.limit, (r) => r.created_at);
-    return { instances: await Promise.all(page.map((r) => this.view(r))), next_cursor: nextCursor };
+    return { instances: await Promise.all(page.map((r) => this.view(decodeInstance(r)))), next_cursor: nextCursor };
   }
 
   /** Moves an instance to `to`, enforcing the state machine, and records the move (with why, for an end). */
@@ -116,7 +119,7 @@ export class InstanceRecords {
   }
 
   /** Every instance the room has had, as the organization sees it. */
-  roomInstances(organizationId: string, profileId: string, roomId: string) {
+  private roomInstances(organizationId: string, profileId: string, roomId: string) {
     return this.db
       .selectFrom('instances')
       .selectAll()
@@ -125,26 +128,39 @@ export class InstanceRecords {
       .where('room_id', '=', roomId);
   }
 
-  async findLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
-    return this.roomInstances(organizationId, profileId, roomId).where('state', 'in', LIVE_STATES).executeTakeFirst();
+  async findLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRecord | undefined> {
+    return decoded(await this.roomInstances(organizationId, profileId, roomId).where('state', 'in', LIVE_STATES).executeTakeFirst());
   }
 
-  async findCurrent(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
-    return this.roomInstances(organizationId, profileId, roomId)
+  async findCurrent(organizationId: string, profileId: string, roomId: string): Promise<InstanceRecord | undefined> {
+    const row = await this.roomInstances(organizationId, profileId, roomId)
       .where('deleted_at', 'is', null)
       .where('state', '!=', 'stopped')
       .orderBy('created_at', 'desc')
       .orderBy('id', 'desc')
       .executeTakeFirst();
+    return decoded(row);
   }
 
   /** The room's most recent instance that stopped (expired, deleted, retained too long, ...), if any. */
-  async findLastStopped(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
-    return this.roomInstances(organizationId, profileId, roomId)
+  async findLastStopped(organizationId: string, profileId: string, roomId: string): Promise<InstanceRecord | undefined> {
+    const row = await this.roomInstances(organizationId, profileId, roomId)
       .where('state', '=', 'stopped')
       .orderBy('updated_at', 'desc')
       .orderBy('id', 'desc')
       .executeTakeFirst();
+    return decoded(row);
+  }
+
+  /** An instance by id when it is in one of `states`. */
+  async findIn(instanceId: string, states: readonly InstanceState[]): Promise<InstanceRecord | undefined> {
+    return decoded(await this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).where('state', 'in', states).executeTakeFirst());
+  }
+
+  /** The instance's state now; undefined when there is no such instance. */
+  async stateNow(instanceId: string): Promise<string | undefined> {
+    const row = await this.db.selectFrom('instances').select('state').where('id', '=', instanceId).executeTakeFirst();
+    return row?.state;
   }
 
   /** Why the instance's latest step was made, when it was an end (e.g. a stop under way). */
@@ -159,11 +175,89 @@ export class InstanceRecords {
     return { reason: e.reason ?? '', code: e.reason_code as InstanceReasonCode, ...(e.key_id === null ? {} : { keyId: e.key_id }) };
   }
 
-  async getRow(instanceId: string): Promise<InstanceRow> {
-    return this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirstOrThrow();
+  async getRow(instanceId: string): Promise<InstanceRecord> {
+    return decodeInstance(await this.db.selectFrom('instances').selectAll().where('id', '=', instanceId).executeTakeFirstOrThrow());
   }
 
-  async view(row: InstanceRow): Promise<Instance> {
+  /** Hides the instance from its room (a delete): it no longer answers for it. */
+  async markDeleted(instanceId: string): Promise<void> {
+    await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', instanceId).execute();
+  }
+
+  /** What provisioning is doing now, in words (bounded). */
+  async setProgress(instanceId: string, message: string): Promise<void> {
+    await this.db.updateTable('instances').set({ progress: message.slice(0, 500) }).where('id', '=', instanceId).execute();
+  }
+
+  /** A command or file request: the idle limit counts from now; with `expiresAt`, the deadline moves too (a keep-alive). */
+  async touch(instanceId: string, expiresAt?: string): Promise<void> {
+    await this.db
+      .updateTable('instances')
+      .set({ last_active_at: nowIso(), ...(expiresAt === undefined ? {} : { expires_at: expiresAt }) })
+      .where('id', '=', instanceId)
+      .execute();
+  }
+
+  /** What a pause kept, recorded as it ends. */
+  async recordPause(instanceId: string, memoryKept: boolean): Promise<void> {
+    await this.db.updateTable('instances').set({ paused_at: nowIso(), paused_memory_kept: memoryKept ? 1 : 0 }).where('id', '=', instanceId).execute();
+  }
+
+  /** A resume's fresh run: no pause any more, active now, and the deadline it gets. */
+  async recordResume(instanceId: string, expiresAt: string | null): Promise<void> {
+    await this.db
+      .updateTable('instances')
+      .set({ paused_at: null, paused_memory_kept: null, last_active_at: nowIso(), expires_at: expiresAt })
+      .where('id', '=', instanceId)
+      .execute();
+  }
+
+  /** Writes a create's options onto the instance's row. */
+  async setOptions(instanceId: string, columns: OptionColumns): Promise<void> {
+    await this.db.updateTable('instances').set(columns).where('id', '=', instanceId).execute();
+  }
+
+  /**
+   * Moves a ready warm pool instance (made for `key`) into a room, and says so in its
+   * history; false when it is no longer there to take (a retire or another claim took it
+   * first). Call within a transaction.
+   */
+  async claimPooled(instanceId: string, key: string, roomId: string, at: string, reason: string): Promise<boolean> {
+    const moved = await this.db
+      .updateTable('instances')
+      .set({ room_id: roomId, warm_pool_key: null, claimed_at: at, last_active_at: at, updated_at: at })
+      .where('id', '=', instanceId)
+      .where('state', '=', 'ready')
+      .where('warm_pool_key', '=', key)
+      .executeTakeFirst();
+    if (Number(moved.numUpdatedRows) !== 1) return false;
+    const last = await this.db
+      .selectFrom('instance_events')
+      .select(({ fn }) => fn.max('seq').as('seq'))
+      .where('instance_id', '=', instanceId)
+      .executeTakeFirst();
+    // Not a change of state (it was ready and stays ready): the history says when the room took it.
+    await this.db
+      .insertInto('instance_events')
+      .values({ instance_id: instanceId, seq: Number(last?.seq ?? 0) + 1, state: 'ready', at, reason, reason_code: 'claimed', key_id: null })
+      .execute();
+    return true;
+  }
+
+  /** Marks a live warm pool instance (made for `key`) with `retired`, so no claim takes it; false when a claim took it first. */
+  async retirePooled(instanceId: string, key: string | null, retired: string): Promise<boolean> {
+    if (key === null) return false;
+    const taken = await this.db
+      .updateTable('instances')
+      .set({ warm_pool_key: retired })
+      .where('id', '=', instanceId)
+      .where('warm_pool_key', '=', key)
+      .where('state', 'in', LIVE_STATES)
+      .executeTakeFirst();
+    return Number(taken.numUpdatedRows) === 1;
+  }
+
+  async view(row: InstanceRecord): Promise<Instance> {
     const events = await this.db
       .selectFrom('instance_events')
       .selectAll()
@@ -185,7 +279,7 @@ export class InstanceRecords {
       failure_reason: row.failure_reason,
       progress: row.progress,
       runtime: row.runtime,
-      resources: JSON.parse(row.resources) as InstanceResources,
+      resources: row.resources,
       pause: pauseOf(row),
       claimed_at: row.claimed_at,
       snapshot_id: row.snapshot_id,
@@ -209,7 +303,7 @@ export function newInstanceRow(fields: {
   warmPoolKey?: string;
   /** The snapshot it starts from. */
   snapshotId?: string;
-}): InstanceRow {
+}): InstanceRecord {
   const { spec } = fields;
   const now = nowIso();
   return {
@@ -220,7 +314,7 @@ export function newInstanceRow(fields: {
     state: 'active',
     failure_reason: null,
     runtime: fields.runtime,
-    resources: JSON.stringify({ memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb } satisfies InstanceResources),
+    resources: resourcesOf(spec),
     created_at: now,
     updated_at: now,
     deleted_at: null,
@@ -228,7 +322,7 @@ export function newInstanceRow(fields: {
     idle_timeout_s: spec.idle_timeout_s,
     max_lifetime_s: spec.max_lifetime_s,
     progress: null,
-    spec: JSON.stringify(spec),
+    spec,
     warm_pool_key: fields.warmPoolKey ?? null,
     claimed_at: null,
     paused_at: null,
@@ -240,8 +334,8 @@ export function newInstanceRow(fields: {
 }
 
 /** Inserts a new instance's row and its first history entry (`active`). */
-export async function insertInstanceRow(db: Db, row: InstanceRow): Promise<void> {
-  await db.insertInto('instances').values(row).execute();
+export async function insertInstanceRow(db: Db, row: InstanceRecord): Promise<void> {
+  await db.insertInto('instances').values(encodeInstance(row)).execute();
   await db
     .insertInto('instance_events')
     .values({ instance_id: row.id, seq: 1, state: 'active', at: row.created_at, reason: null, reason_code: null, key_id: null })
@@ -249,7 +343,7 @@ export async function insertInstanceRow(db: Db, row: InstanceRow): Promise<void>
 }
 
 /** What the instance's pause kept, while it is paused or resuming. */
-function pauseOf(row: InstanceRow): InstancePause | null {
+function pauseOf(row: InstanceRecord): InstancePause | null {
   if ((row.state !== 'paused' && row.state !== 'resuming') || row.paused_at === null) return null;
   const retentionS = row.paused_retention_s;
   return {
@@ -259,7 +353,28 @@ function pauseOf(row: InstanceRow): InstancePause | null {
   };
 }
 
-export function stateOf(row: InstanceRow): InstanceState {
+export function stateOf(row: Pick<InstanceRow, 'id' | 'state'>): InstanceState {
   if (!isState(row.state)) throw new Error(`instance ${row.id} has unknown state "${row.state}" in the store`);
   return row.state;
+}
+
+/**
+ * What an instance of `spec` is granted. A profile's memory_mb (like vcpus and disk_mb)
+ * is held in four places on its way to the cgroup, each for a reason of its own:
+ * - the profile's spec: what instances made from now on get;
+ * - the instance's `spec`: what it was made from, so that a profile edit changes no
+ *   instance already made (a resume boots it with the same machine);
+ * - the instance's `resources`, derived here from that spec: what quotas, admission,
+ *   /metrics and the API count, read without the whole spec, and the one record of
+ *   instances made before the spec was kept;
+ * - the runtime's record next to the instance's files (gVisor's instance.json): a
+ *   runtime does not read the store, and re-arms its memory guard from it when it
+ *   adopts the instance after a restart. The cgroup's limit is derived from it there.
+ */
+export function resourcesOf(spec: Pick<ProfileSpec, 'memory_mb' | 'vcpus' | 'disk_mb'>): InstanceResources {
+  return { memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb };
+}
+
+function decoded(row: InstanceRow | undefined): InstanceRecord | undefined {
+  return row === undefined ? undefined : decodeInstance(row);
 }

@@ -9,16 +9,16 @@
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
 import type { Instance, InstancePage } from './instance-schema.ts';
-import { type EndReason, InstanceRecords, insertInstanceRow, type ListOptions, newInstanceRow, stateOf } from './instance-records.ts';
+import { type EndReason, InstanceRecords, insertInstanceRow, type ListOptions, newInstanceRow, resourcesOf, stateOf } from './instance-records.ts';
 import type { Runtime, RuntimeEvent, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
-import type { InstanceRow } from '../store/schema.ts';
+import { liveStates, pausedWithRetention, readyWithLimits } from './instance-queries.ts';
+import type { InstanceRecord } from './stored-json.ts';
 import { LIVE_STATES, type ProvisionStep } from './lifecycle.ts';
 import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { machineSpecOf, specOf } from './profiles.ts';
-import { nowIso } from '../lib/time.ts';
 import { WarmPool } from './warm-pool.ts';
 import type { Admission } from './admission.ts';
 import type { Quotas } from './quotas.ts';
@@ -126,7 +126,7 @@ export class Instances {
     const { wait, snapshot: from, ...asked } = options;
     const spec = from ? fromSnapshotSpec(specOf(profile), from.spec) : specOf(profile);
     checkCreateOptions(asked, spec);
-    const answerLive = async (live: InstanceRow) => {
+    const answerLive = async (live: InstanceRecord) => {
       noteFacts({ instanceId: live.id });
       if (from && live.snapshot_id !== from.id) throw roomOccupied(live, `start one from snapshot ${from.id}`);
       await assertSameOptions(this.db, live, asked);
@@ -137,7 +137,7 @@ export class Instances {
 
     // Options are the record's, not the machine's: a pooled instance takes them as a room
     // claims it. A warm pool's instances start from the image: one from a snapshot is made for its room.
-    const claim = from ? undefined : await this.warmPool.claim(organizationId, profile, roomId, (trx, id) => applyOptions(trx, id, asked));
+    const claim = from ? undefined : await this.warmPool.claim(organizationId, profile, roomId, (trx, id) => applyOptions(trx, new InstanceRecords(trx), id, asked));
     if (claim) {
       if (!claim.claimed) return answerLive(claim.row);
       refineOperation('instance.create', 'instance.claim');
@@ -147,11 +147,11 @@ export class Instances {
     }
 
     const runtime = this.runtime();
-    const row: InstanceRow = {
+    const row: InstanceRecord = {
       ...newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec, ...(from ? { snapshotId: from.id } : {}) }),
       ...optionColumns(asked),
     };
-    const resources = { memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb };
+    const resources = resourcesOf(spec);
     // The organization's quotas and the host's admission are checked in the transaction
     // that inserts the row, one create at a time, so racing creates are counted; a
     // refusal leaves nothing behind.
@@ -187,7 +187,7 @@ export class Instances {
   }
 
   /** Starts provisioning `row` in the background; the promise settles when provisioning has ended. */
-  private launch(runtime: Runtime, row: InstanceRow, spec: ProfileSpec): Promise<void> {
+  private launch(runtime: Runtime, row: InstanceRecord, spec: ProfileSpec): Promise<void> {
     const log = this.log.child({ instanceId: row.id, profileId: row.profile_id, roomId: row.room_id });
     log.info('instance provisioning started');
     const abort = new AbortController();
@@ -197,7 +197,7 @@ export class Instances {
   }
 
   /** The room's live instance's row; instance_not_found (saying what became of its last one) when it has none. */
-  async requireLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow> {
+  async requireLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRecord> {
     await this.profiles.get(organizationId, profileId);
     const row = await this.records.findLive(organizationId, profileId, roomId);
     if (!row) throw await this.noInstance(organizationId, profileId, roomId);
@@ -205,7 +205,7 @@ export class Instances {
   }
 
   /** The room's live instance's row, if it has one. */
-  async liveRow(organizationId: string, profileId: string, roomId: string): Promise<InstanceRow | undefined> {
+  async liveRow(organizationId: string, profileId: string, roomId: string): Promise<InstanceRecord | undefined> {
     return this.records.findLive(organizationId, profileId, roomId);
   }
 
@@ -236,7 +236,7 @@ export class Instances {
     noteFacts({ instanceId: row.id });
     if (stateOf(row) === 'failed') {
       // Its resources were released when it failed; only hide it from the room.
-      await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
+      await this.records.markDeleted(row.id);
       return this.records.view(row);
     }
     const keyId = options.keyId;
@@ -280,7 +280,7 @@ export class Instances {
     const row = await this.records.findLive(organizationId, profileId, roomId);
     if (!row) throw await this.noInstance(organizationId, profileId, roomId);
     noteFacts({ instanceId: row.id });
-    await keepAlive(this.db, row, options.timeout_s, row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec));
+    await keepAlive(this.records, row, options.timeout_s, row.spec ?? specOf(profile));
     return this.records.view(await this.records.getRow(row.id));
   }
 
@@ -293,7 +293,7 @@ export class Instances {
     noteFacts({ instanceId: row.id });
     if (row.state === 'ready') return this.records.view(row);
     const keyId = options.keyId;
-    await this.pauses.resume(this.pausableRuntime(), row, row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec), {
+    await this.pauses.resume(this.pausableRuntime(), row, row.spec ?? specOf(profile), {
       reason: keyId === undefined ? 'resumed through the API' : `resumed through the API with key ${keyId}`,
       code: 'resumed',
       ...(keyId === undefined ? {} : { keyId }),
@@ -332,11 +332,11 @@ export class Instances {
    * spec it was made from; records the request, which keeps it from going idle. A
    * paused instance (or one pausing or resuming) is resumed first.
    */
-  async requireReady(organizationId: string, profileId: string, roomId: string): Promise<{ row: InstanceRow; spec: ProfileSpec }> {
+  async requireReady(organizationId: string, profileId: string, roomId: string): Promise<{ row: InstanceRecord; spec: ProfileSpec }> {
     const profile = await this.profiles.get(organizationId, profileId);
     let row = await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw await this.noInstance(organizationId, profileId, roomId);
-    const spec = row.spec === null ? specOf(profile) : (JSON.parse(row.spec) as ProfileSpec);
+    const spec = row.spec ?? specOf(profile);
     row = await this.wake(row, spec);
     if (row.state !== 'ready') throw notReady(row);
     await this.touch(row.id);
@@ -344,7 +344,7 @@ export class Instances {
   }
 
   /** Resumes a paused (pausing, resuming) instance for a request that needs it running; the row as it is then. */
-  private async wake(row: InstanceRow, spec: ProfileSpec): Promise<InstanceRow> {
+  private async wake(row: InstanceRecord, spec: ProfileSpec): Promise<InstanceRecord> {
     if (row.state !== 'paused' && row.state !== 'pausing' && row.state !== 'resuming') return row;
     await this.pauses.resume(this.pausableRuntime(), row, spec, { reason: 'a request needed it running', code: 'auto_resumed' }, { waitForPause: true });
     return this.records.getRow(row.id);
@@ -353,22 +353,17 @@ export class Instances {
   /** The profile spec the room's live instance was made from; undefined when the room has none. */
   async liveSpec(organizationId: string, profileId: string, roomId: string): Promise<ProfileSpec | undefined> {
     const row = await this.records.findLive(organizationId, profileId, roomId);
-    return row?.spec ? (JSON.parse(row.spec) as ProfileSpec) : undefined;
+    return row?.spec ?? undefined;
   }
 
   /**
    * A ready instance by its id alone (for the unauthenticated raw file endpoint), or
    * undefined; a paused one is resumed first, as for any file request.
    */
-  async readyById(instanceId: string): Promise<{ row: InstanceRow; spec: ProfileSpec } | undefined> {
-    let row = await this.db
-      .selectFrom('instances')
-      .selectAll()
-      .where('id', '=', instanceId)
-      .where('state', 'in', ['ready', 'pausing', 'paused', 'resuming'])
-      .executeTakeFirst();
+  async readyById(instanceId: string): Promise<{ row: InstanceRecord; spec: ProfileSpec } | undefined> {
+    let row = await this.records.findIn(instanceId, ['ready', 'pausing', 'paused', 'resuming']);
     if (!row) return undefined;
-    const spec = row.spec === null ? specOf(await this.profiles.get(row.organization_id, row.profile_id)) : (JSON.parse(row.spec) as ProfileSpec);
+    const spec = row.spec ?? specOf(await this.profiles.get(row.organization_id, row.profile_id));
     row = await this.wake(row, spec);
     if (row.state !== 'ready') return undefined;
     await this.touch(row.id);
@@ -382,8 +377,7 @@ export class Instances {
 
   /** Whether the instance is ready now (not stopping, stopped or failed). */
   async isReady(instanceId: string): Promise<boolean> {
-    const row = await this.db.selectFrom('instances').select('state').where('id', '=', instanceId).executeTakeFirst();
-    return row?.state === 'ready';
+    return (await this.records.stateNow(instanceId)) === 'ready';
   }
 
   /** Adds a check of whether an instance is busy (a command runs, a terminal is open), which keeps it from going idle. */
@@ -416,7 +410,7 @@ export class Instances {
 
   /** Records a command or file request, which keeps the instance from going idle. */
   async touch(instanceId: string): Promise<void> {
-    await this.db.updateTable('instances').set({ last_active_at: nowIso() }).where('id', '=', instanceId).execute();
+    await this.records.touch(instanceId);
   }
 
   /**
@@ -427,7 +421,7 @@ export class Instances {
    */
   async expire(now = Date.now()): Promise<string[]> {
     const expired = await this.expireRunning(now);
-    const paused = await this.db.selectFrom('instances').selectAll().where('state', '=', 'paused').where('paused_retention_s', '>', 0).execute();
+    const paused = await pausedWithRetention(this.db);
     for (const row of paused) {
       const pausedS = (now - Date.parse(row.paused_at ?? row.updated_at)) / 1000;
       if (pausedS < row.paused_retention_s || this.pauses.isUnderway(row.id)) continue;
@@ -444,14 +438,7 @@ export class Instances {
   }
 
   private async expireRunning(now: number): Promise<string[]> {
-    const rows = await this.db
-      .selectFrom('instances')
-      .selectAll()
-      .where('state', '=', 'ready')
-      // A pooled instance is in no room yet: its limits count from when a room takes it.
-      .where('warm_pool_key', 'is', null)
-      .where((eb) => eb.or([eb('idle_timeout_s', '>', 0), eb('max_lifetime_s', '>', 0), eb('expires_at', 'is not', null)]))
-      .execute();
+    const rows = await readyWithLimits(this.db);
     const expired: string[] = [];
     for (const row of rows) {
       const age = (now - Date.parse(row.claimed_at ?? row.created_at)) / 1000;
@@ -492,14 +479,14 @@ export class Instances {
     this.expiryTimer.unref();
   }
 
-  private async stop(row: InstanceRow, why: EndReason): Promise<void> {
+  private async stop(row: InstanceRecord, why: EndReason): Promise<void> {
     // Cancel provisioning first, so the runtime reports no further step once stopping.
     this.provisioning.get(row.id)?.abort.abort(new Error(why.reason));
     // A pause or resume under way ends first: the instance is then paused or ready, and stops from there.
     await this.pauses.settled(row.id);
     if (stateOf(row) !== 'stopping') await this.records.transition(row.id, 'stopping', why);
     this.notifyStopping(row.id, why);
-    await this.db.updateTable('instances').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
+    await this.records.markDeleted(row.id);
     await this.teardown(row.id, why);
   }
 
@@ -523,8 +510,7 @@ export class Instances {
    */
   private async machineExited(event: Extract<RuntimeEvent, { type: 'machine_exited' }>): Promise<void> {
     const id = event.instanceId;
-    const row = await this.db.selectFrom('instances').select('state').where('id', '=', id).executeTakeFirst();
-    if (row?.state !== 'ready') return;
+    if ((await this.records.stateNow(id)) !== 'ready') return;
     const why: EndReason = { reason: event.detail, code: event.outOfMemory ? 'out_of_memory' : 'sandbox_exited' };
     this.log.warn({ instanceId: id, reason: why.reason, reasonCode: why.code }, 'instance machine ended by itself');
     this.notifyStopping(id, why);
@@ -563,11 +549,7 @@ export class Instances {
     await Promise.allSettled([...pending.map((p) => p.done), ...this.ending.values(), this.pauses.settled()]);
     if (policy === 'stop') {
       // Paused instances hold no machine: they stay paused, for the next start.
-      const queue = await this.db
-        .selectFrom('instances')
-        .select(['id', 'state'])
-        .where('state', 'in', LIVE_STATES.filter((state) => state !== 'paused'))
-        .execute();
+      const queue = await liveStates(this.db, LIVE_STATES.filter((state) => state !== 'paused'));
       const why: EndReason = { reason: 'the service shut down', code: 'service_stopped' };
       // A few at a time: one after another, 20 instances took 47 s to stop on 2 cores,
       // longer than `roomkit serve` lets a shutdown take before it exits.
@@ -593,7 +575,7 @@ export class Instances {
 
   private async provision(
     runtime: Runtime,
-    row: InstanceRow,
+    row: InstanceRecord,
     spec: ReturnType<typeof specOf>,
     signal: AbortSignal,
     log: Logger,
@@ -625,12 +607,7 @@ export class Instances {
         onProgress: (message: string) => {
           // Best effort: a failed write is logged, never fails provisioning.
           progressWritten = progressWritten.then(() =>
-            this.db
-              .updateTable('instances')
-              .set({ progress: message.slice(0, 500) })
-              .where('id', '=', row.id)
-              .execute()
-              .catch((err: unknown) => log.warn({ err }, 'could not record progress')),
+            this.records.setProgress(row.id, message).catch((err: unknown) => log.warn({ err }, 'could not record progress')),
           );
         },
       });
@@ -655,7 +632,7 @@ export class Instances {
   }
 
   /** Waits (when asked) for provisioning to end, then reports the instance as it is. */
-  private async settle(row: InstanceRow, wait: boolean): Promise<Instance> {
+  private async settle(row: InstanceRecord, wait: boolean): Promise<Instance> {
     if (wait) await this.provisioning.get(row.id)?.done;
     const instance = await this.records.view(await this.records.getRow(row.id));
     if (wait && instance.state === 'failed') {
@@ -693,12 +670,11 @@ export class Instances {
 }
 
 /** The idle action of the profile the instance was made from (`pause` for rows made before it existed). */
-function idleAction(row: InstanceRow): 'pause' | 'stop' {
-  const spec = row.spec === null ? undefined : (JSON.parse(row.spec) as Partial<ProfileSpec>);
-  return spec?.idle_action ?? 'pause';
+function idleAction(row: InstanceRecord): 'pause' | 'stop' {
+  return row.spec?.idle_action ?? 'pause';
 }
 
-function notReady(row: InstanceRow): AppError {
+function notReady(row: InstanceRecord): AppError {
   const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
   const message =
     row.state === 'failed'
@@ -718,7 +694,7 @@ function fromSnapshotSpec(profile: ProfileSpec, source: ProfileSpec): ProfileSpe
 }
 
 /** The Error for a room that has a live instance where a new one was asked for. */
-export function roomOccupied(row: InstanceRow, asked: string): AppError {
+export function roomOccupied(row: InstanceRecord, asked: string): AppError {
   const from = row.snapshot_id ? `started from snapshot ${row.snapshot_id}` : 'started from its profile\'s image';
   return new AppError(
     'room_occupied',

@@ -6,10 +6,9 @@
 // instance paused (its files are intact) with why in its state history.
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import { nowIso } from '../lib/time.ts';
 import type { PausableRuntime, Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
-import type { InstanceRow } from '../store/schema.ts';
+import type { InstanceRecord } from './stored-json.ts';
 import type { Admission } from './admission.ts';
 import type { EndReason, InstanceRecords } from './instance-records.ts';
 import { resumedDeadline } from './instance-options.ts';
@@ -57,8 +56,8 @@ export class Pauses {
    * (after one more try) fails the instance: its machine could be neither stopped
    * cleanly nor kept.
    */
-  async pause(runtime: Runtime & PausableRuntime, row: InstanceRow, why: EndReason): Promise<void> {
-    const { records, db, log } = this.deps;
+  async pause(runtime: Runtime & PausableRuntime, row: InstanceRecord, why: EndReason): Promise<void> {
+    const { records, log } = this.deps;
     if (this.underway.has(row.id) || !(await records.transitionFrom(row.id, 'ready', 'pausing', why))) {
       throw stateConflict(await records.getRow(row.id), 'pause');
     }
@@ -78,11 +77,7 @@ export class Pauses {
         await records.transitionFrom(row.id, 'pausing', 'failed', { reason: `its pause failed: ${message}`, code: 'pause_failed' });
         throw new AppError('instance_pause_failed', `the instance could not be paused and has failed (${message}); delete it and create another`);
       }
-      await db
-        .updateTable('instances')
-        .set({ paused_at: nowIso(), paused_memory_kept: outcome.memoryKept ? 1 : 0 })
-        .where('id', '=', row.id)
-        .execute();
+      await records.recordPause(row.id, outcome.memoryKept);
       await records.transitionFrom(row.id, 'pausing', 'paused', why);
       log.info({ instanceId: row.id, memoryKept: outcome.memoryKept, elapsedMs: Math.round(performance.now() - started), reasonCode: why.code }, 'instance paused');
     })();
@@ -96,7 +91,7 @@ export class Pauses {
    */
   async resume(
     runtime: Runtime & PausableRuntime,
-    row: InstanceRow,
+    row: InstanceRecord,
     spec: ProfileSpec,
     why: EndReason,
     options: { waitForPause: boolean },
@@ -112,7 +107,7 @@ export class Pauses {
     }
     if (current.state === 'ready') return;
     if (current.state !== 'paused') throw stateConflict(current, 'resume');
-    const resources = JSON.parse(current.resources) as { memory_mb: number; vcpus: number; disk_mb: number };
+    const { resources } = current;
     // It takes memory and CPUs again (its disk is counted already): the same checks as a create.
     await this.deps.admission.serial(async () => {
       await db.transaction().execute(async (trx) => {
@@ -137,11 +132,7 @@ export class Pauses {
         });
       }
       // A fresh run: its deadline (timeout_s) counts from the resume.
-      await db
-        .updateTable('instances')
-        .set({ paused_at: null, paused_memory_kept: null, last_active_at: nowIso(), ...resumedDeadline(current) })
-        .where('id', '=', row.id)
-        .execute();
+      await records.recordResume(row.id, resumedDeadline(current));
       await records.transitionFrom(row.id, 'resuming', 'ready', why);
       log.info({ instanceId: row.id, elapsedMs: Math.round(performance.now() - started), reasonCode: why.code }, 'instance resumed');
     })();
@@ -159,7 +150,7 @@ export class Pauses {
 }
 
 /** The Error for a pause or resume the instance's state does not allow. */
-export function stateConflict(row: InstanceRow, asked: 'pause' | 'resume'): AppError {
+export function stateConflict(row: InstanceRecord, asked: 'pause' | 'resume'): AppError {
   const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
   const hint: Record<string, string> = {
     pausing: asked === 'pause' ? 'it is being paused already; poll GET ' + room + ' until it is "paused"' : `it is being paused; resume it once it is "paused" (poll GET ${room})`,

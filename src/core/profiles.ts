@@ -18,7 +18,8 @@ import {
   type ProfileSpec,
   type WarmPoolStatus,
 } from './profile-schema.ts';
-import { LIVE_STATES } from './lifecycle.ts';
+import { liveInRooms, pooledOf } from './instance-queries.ts';
+import { decodeSpec } from './stored-json.ts';
 import { nowIso } from '../lib/time.ts';
 import { noteFacts, noteOperation } from './operations.ts';
 
@@ -128,19 +129,13 @@ export class Profiles {
     noteOperation('profile.delete', { profileId });
     const row = await this.getRow(organizationId, profileId);
     await this.db.transaction().execute(async (trx) => {
-      const live = await trx
-        .selectFrom('instances')
-        .select(({ fn }) => fn.countAll<number>().as('n'))
-        .where('profile_id', '=', row.id)
-        .where('state', 'in', LIVE_STATES)
-        // Its warm pool's instances go with it (the pool removes them once it is deleted).
-        .where('warm_pool_key', 'is', null)
-        .executeTakeFirstOrThrow();
-      if (Number(live.n) > 0) {
+      // Its warm pool's instances go with it (the pool removes them once it is deleted).
+      const live = await liveInRooms(trx, row.id);
+      if (live > 0) {
         throw new AppError(
           'profile_in_use',
-          `profile ${row.id} has ${live.n} live instance(s); delete them first (DELETE /api/profile/${row.id}/room/{room_id})`,
-          { live_instances: Number(live.n) },
+          `profile ${row.id} has ${live} live instance(s); delete them first (DELETE /api/profile/${row.id}/room/{room_id})`,
+          { live_instances: live },
         );
       }
       await trx.updateTable('profiles').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();
@@ -152,13 +147,7 @@ export class Profiles {
   private async withPools(rows: ProfileRow[]): Promise<Profile[]> {
     const profiles = rows.map(toProfile);
     const pooled = profiles.some((p) => p.warm_pool > 0)
-      ? await this.db
-          .selectFrom('instances')
-          .select(['profile_id', 'state', 'warm_pool_key'])
-          .where('profile_id', 'in', profiles.map((p) => p.profile_id))
-          .where('warm_pool_key', 'is not', null)
-          .where('state', 'in', LIVE_STATES)
-          .execute()
+      ? await pooledOf(this.db, profiles.map((p) => p.profile_id))
       : [];
     return profiles.map((profile) => {
       const key = warmPoolKey(specOf(profile));
@@ -263,15 +252,7 @@ function fieldError(field: string, message: string): AppError {
 }
 
 function toProfile(row: ProfileRow): Omit<Profile, 'warm_pool_instances'> {
-  // Profiles stored before a field existed have its default.
-  const spec = {
-    raw_files: PROFILE_DEFAULTS.raw_files,
-    warm_pool: PROFILE_DEFAULTS.warm_pool,
-    keep_undo: PROFILE_DEFAULTS.keep_undo,
-    idle_action: PROFILE_DEFAULTS.idle_action,
-    paused_retention_s: PROFILE_DEFAULTS.paused_retention_s,
-    ...(JSON.parse(row.spec) as Partial<ProfileSpec>),
-  } as ProfileSpec;
+  const spec = decodeSpec(row.spec, `profile ${row.id}`);
   return {
     profile_id: row.id,
     name: row.name,

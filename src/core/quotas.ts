@@ -11,7 +11,8 @@ import type { Db } from '../store/db.ts';
 import type { OrgQuotasTable } from '../store/schema.ts';
 import { nowIso } from '../lib/time.ts';
 import type { InstanceResources } from './instance-schema.ts';
-import { HELD_ON_DISK_STATES, LIVE_STATES } from './lifecycle.ts';
+import { liveResources } from './instance-queries.ts';
+import { HELD_ON_DISK_STATES } from './lifecycle.ts';
 import { QUOTA_NAMES, type QuotaLimits, type QuotaName, type QuotaOverrides, type Usage } from './quota-schema.ts';
 
 export type { InstanceResources };
@@ -59,19 +60,18 @@ export function rateRetryAfterS(oldestStartedMs: number, nowMs: number): number 
 }
 
 /**
- * Adds up what live instances hold, from their rows' `resources` JSON. A paused
- * instance holds its disk alone: no machine, so neither an instance, memory nor CPUs.
+ * Adds up what live instances were granted. A paused instance holds its disk alone: no
+ * machine, so neither an instance, memory nor CPUs.
  */
-export function sumResources(rows: readonly { resources: string; state?: string }[]): InstanceUse {
+export function sumResources(rows: readonly { resources: InstanceResources; state?: string }[]): InstanceUse {
   const use: InstanceUse = { instances: 0, memory_mb: 0, vcpus: 0, disk_mb: 0 };
-  for (const row of rows) {
-    const r = JSON.parse(row.resources) as Partial<InstanceResources>;
+  for (const { resources: r, state } of rows) {
     // Snapshots, once they exist, hold disk too and are to be added here.
-    use.disk_mb += r.disk_mb ?? 0;
-    if (row.state !== undefined && (HELD_ON_DISK_STATES as string[]).includes(row.state)) continue;
+    use.disk_mb += r.disk_mb;
+    if (state !== undefined && (HELD_ON_DISK_STATES as string[]).includes(state)) continue;
     use.instances += 1;
-    use.memory_mb += r.memory_mb ?? 0;
-    use.vcpus += r.vcpus ?? 0;
+    use.memory_mb += r.memory_mb;
+    use.vcpus += r.vcpus;
   }
   return use;
 }
@@ -229,13 +229,7 @@ export class Quotas {
   }
 
   private async instanceUse(db: Db, organizationId: string): Promise<InstanceUse> {
-    const rows = await db
-      .selectFrom('instances')
-      .select(['resources', 'state'])
-      .where('organization_id', '=', organizationId)
-      .where('state', 'in', LIVE_STATES)
-      .execute();
-    return sumResources(rows);
+    return sumResources(await liveResources(db, organizationId));
   }
 
   private async commandUse(db: Db, organizationId: string, nowMs: number): Promise<{ running: number; lastMinute: number; oldestMs?: number }> {

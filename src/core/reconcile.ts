@@ -9,10 +9,10 @@
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
-import type { InstanceRow } from '../store/schema.ts';
+import { liveInstances } from './instance-queries.ts';
+import type { InstanceRecord } from './stored-json.ts';
 import type { EndReason, InstanceRecords } from './instance-records.ts';
-import { LIVE_STATES, PAUSE_STATES } from './lifecycle.ts';
-import { nowIso } from '../lib/time.ts';
+import { PAUSE_STATES } from './lifecycle.ts';
 
 /** Paused instances settled at once at a start. */
 const PAUSES_AT_ONCE = 8;
@@ -34,11 +34,11 @@ export interface Reconciled {
  */
 export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords; runtime: Runtime; log: Logger }): Promise<Reconciled> {
   const { db, records, runtime, log } = deps;
-  const rows = await db.selectFrom('instances').selectAll().where('state', 'in', LIVE_STATES).execute();
+  const rows = await liveInstances(db);
   const adopted: string[] = [];
   const paused: string[] = [];
-  const outcomes: { row: InstanceRow; to: 'failed' | 'stopped'; why: EndReason }[] = [];
-  const toPause: InstanceRow[] = [];
+  const outcomes: { row: InstanceRecord; to: 'failed' | 'stopped'; why: EndReason }[] = [];
+  const toPause: InstanceRecord[] = [];
   for (const row of rows) {
     if (row.state === 'ready' && row.runtime === runtime.name) {
       const health = await runtime.health(row.id);
@@ -66,12 +66,12 @@ export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords
   // Paused instances, and those a crash caught pausing or resuming, are paused (again):
   // whatever of a machine was left is stopped and released, the layer is kept. A few at
   // a time: each is a handful of host programs even when nothing is left.
-  const pauseOne = async (row: InstanceRow) => {
+  const pauseOne = async (row: InstanceRecord) => {
     try {
       const outcome = await runtime.pause!(row.id);
       if (row.state !== 'paused') {
         if (row.paused_at === null) {
-          await db.updateTable('instances').set({ paused_at: nowIso(), paused_memory_kept: outcome.memoryKept ? 1 : 0 }).where('id', '=', row.id).execute();
+          await records.recordPause(row.id, outcome.memoryKept);
         }
         await records.transition(row.id, 'paused', { reason: `the service stopped while the instance was ${row.state}; it was paused when the service started again`, code: 'service_stopped' });
         log.warn({ instanceId: row.id, was: row.state }, 'instance settled as paused at start');

@@ -7,6 +7,7 @@ import { posix } from 'node:path';
 import { encodeName } from '../lib/guest-names.ts';
 import type { FileChangeEntry } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
+import { endedIds } from './instance-queries.ts';
 
 /** Rows written or removed per statement. */
 const BATCH = 500;
@@ -63,7 +64,7 @@ export class ServedFiles {
   async pruneEnded(): Promise<void> {
     await this.db
       .deleteFrom('served_files')
-      .where('instance_id', 'in', (qb) => qb.selectFrom('instances').select('id').where('state', 'in', ['stopped', 'failed']))
+      .where('instance_id', 'in', endedIds(this.db))
       .execute();
   }
 }

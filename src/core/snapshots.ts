@@ -10,11 +10,10 @@ import { AppError } from '../errors.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Runtime, RuntimeSelection, SnapshotRuntime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
-import type { InstanceRow, SnapshotRow } from '../store/schema.ts';
+import { decodeSnapshot, type InstanceRecord, type SnapshotRecord } from './stored-json.ts';
 import { type Instances, roomOccupied, type SnapshotSource } from './instances.ts';
 import { afterCursor, pageOf } from './page-cursor.ts';
 import { appErrorOfRuntime } from './runtime-errors.ts';
-import type { ProfileSpec } from './profile-schema.ts';
 import { specOf, type Profiles } from './profiles.ts';
 import type { Quotas } from './quotas.ts';
 import type { ForkResult, Snapshot, SnapshotPage } from './snapshot-schema.ts';
@@ -46,7 +45,7 @@ export class Snapshots {
     noteFacts({ instanceId: instance.id });
     const runtime = this.snapshotRuntime();
     if (instance.state !== 'ready' && instance.state !== 'paused') throw notSnapshottable(instance);
-    const row: SnapshotRow = {
+    const row: SnapshotRecord = {
       id: randomUUID(),
       organization_id: organizationId,
       name: options.name ?? null,
@@ -55,7 +54,7 @@ export class Snapshots {
       profile_id: profileId,
       room_id: roomId,
       runtime: runtime.name,
-      spec: instance.spec ?? JSON.stringify(specOf(await this.deps.profiles.get(organizationId, profileId))),
+      spec: instance.spec ?? specOf(await this.deps.profiles.get(organizationId, profileId)),
       memory_kept: 0,
       disk_bytes: 0,
       created_at: nowIso(),
@@ -65,7 +64,7 @@ export class Snapshots {
     await db.transaction().execute(async (trx) => {
       await quotas.lock(trx, organizationId);
       await quotas.assertSnapshotFits(trx, organizationId);
-      await trx.insertInto('snapshots').values(row).execute();
+      await trx.insertInto('snapshots').values({ ...row, spec: JSON.stringify(row.spec) }).execute();
     });
     const started = performance.now();
     let outcome;
@@ -101,7 +100,7 @@ export class Snapshots {
     if (options.instanceId !== undefined) query = query.where('source_instance_id', '=', options.instanceId);
     if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'created_at'));
     const { page, nextCursor } = pageOf(await query.execute(), options.limit, (r) => r.created_at);
-    return { snapshots: page.map(view), next_cursor: nextCursor };
+    return { snapshots: page.map((r) => view(decodeSnapshot(r))), next_cursor: nextCursor };
   }
 
   async get(organizationId: string, snapshotId: string): Promise<Snapshot> {
@@ -128,7 +127,7 @@ export class Snapshots {
         snapshot_id: row.id,
       });
     }
-    return { id: row.id, spec: JSON.parse(row.spec) as ProfileSpec };
+    return { id: row.id, spec: row.spec };
   }
 
   /**
@@ -206,7 +205,7 @@ export class Snapshots {
     }
   }
 
-  private async row(organizationId: string, snapshotId: string): Promise<SnapshotRow> {
+  private async row(organizationId: string, snapshotId: string): Promise<SnapshotRecord> {
     const row = await this.deps.db
       .selectFrom('snapshots')
       .selectAll()
@@ -216,7 +215,7 @@ export class Snapshots {
       .executeTakeFirst();
     // Another organization's snapshot is answered exactly like one that does not exist.
     if (!row) throw new AppError('snapshot_not_found', `no snapshot ${snapshotId} in this organization; GET /api/snapshots lists them`);
-    return row;
+    return decodeSnapshot(row);
   }
 
   /** The runtime, when it can take snapshots; feature_unavailable otherwise. */
@@ -235,7 +234,7 @@ function supportsSnapshots(runtime: Runtime): runtime is Runtime & SnapshotRunti
   return runtime.capabilities.snapshot && runtime.snapshot !== undefined && runtime.deleteSnapshot !== undefined && runtime.listSnapshots !== undefined;
 }
 
-function notSnapshottable(row: InstanceRow): AppError {
+function notSnapshottable(row: InstanceRecord): AppError {
   const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
   return new AppError(
     'instance_state_conflict',
@@ -244,8 +243,8 @@ function notSnapshottable(row: InstanceRow): AppError {
   );
 }
 
-function view(row: SnapshotRow): Snapshot {
-  const spec = JSON.parse(row.spec) as ProfileSpec;
+function view(row: SnapshotRecord): Snapshot {
+  const { spec } = row;
   return {
     snapshot_id: row.id,
     name: row.name,

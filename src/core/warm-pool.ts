@@ -13,10 +13,10 @@ import { AppError } from '../errors.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
-import type { InstanceRow } from '../store/schema.ts';
+import { oldestPooled, poolMembers, pooledCount, profilesWithPooled } from './instance-queries.ts';
+import type { InstanceRecord } from './stored-json.ts';
 import type { Admission } from './admission.ts';
-import { type EndReason, InstanceRecords, insertInstanceRow, newInstanceRow } from './instance-records.ts';
-import { LIVE_STATES } from './lifecycle.ts';
+import { type EndReason, InstanceRecords, insertInstanceRow, newInstanceRow, resourcesOf } from './instance-records.ts';
 import type { Profile, ProfileSpec } from './profile-schema.ts';
 import { type Profiles, specOf, warmPoolKey } from './profiles.ts';
 import type { Quotas } from './quotas.ts';
@@ -38,9 +38,9 @@ export interface PoolInstances {
   /** The runtime instances are made with; undefined when there is none or the service is closing. */
   runtime(): Runtime | undefined;
   /** Provisions an inserted row in the background; settles when provisioning has ended. */
-  launch(runtime: Runtime, row: InstanceRow, spec: ProfileSpec): Promise<void>;
+  launch(runtime: Runtime, row: InstanceRecord, spec: ProfileSpec): Promise<void>;
   /** Stops an instance and removes what it holds. */
-  stop(row: InstanceRow, why: EndReason): Promise<void>;
+  stop(row: InstanceRecord, why: EndReason): Promise<void>;
 }
 
 /** The room a pooled instance holds while it waits: never a valid room id (no `~`), and unique per instance. */
@@ -97,8 +97,8 @@ export class WarmPool {
     organizationId: string,
     profile: Profile,
     roomId: string,
-    onClaim?: (trx: Db, instanceId: string) => Promise<Partial<InstanceRow>>,
-  ): Promise<{ row: InstanceRow; claimed: boolean } | undefined> {
+    onClaim?: (trx: Db, instanceId: string) => Promise<Partial<InstanceRecord>>,
+  ): Promise<{ row: InstanceRecord; claimed: boolean } | undefined> {
     if (profile.warm_pool === 0 && profile.warm_pool_instances.ready === 0) return undefined;
     const key = warmPoolKey(specOf(profile));
     const profileId = profile.profile_id;
@@ -109,43 +109,11 @@ export class WarmPool {
       if (live) return { row: live, claimed: false };
       const current = await trx.selectFrom('profiles').select('id').where('id', '=', profileId).where('deleted_at', 'is', null).executeTakeFirst();
       if (!current) return undefined;
-      const pooled = await trx
-        .selectFrom('instances')
-        .selectAll()
-        .where('organization_id', '=', organizationId)
-        .where('profile_id', '=', profileId)
-        .where('warm_pool_key', '=', key)
-        .where('state', '=', 'ready')
-        .orderBy('created_at')
-        .executeTakeFirst();
+      const pooled = await oldestPooled(trx, organizationId, profileId, key);
       if (!pooled) return undefined;
       const at = nowIso();
-      const moved = await trx
-        .updateTable('instances')
-        .set({ room_id: roomId, warm_pool_key: null, claimed_at: at, last_active_at: at, updated_at: at })
-        .where('id', '=', pooled.id)
-        .where('state', '=', 'ready')
-        .where('warm_pool_key', '=', key)
-        .executeTakeFirst();
-      if (Number(moved.numUpdatedRows) !== 1) return undefined;
-      const last = await trx
-        .selectFrom('instance_events')
-        .select(({ fn }) => fn.max('seq').as('seq'))
-        .where('instance_id', '=', pooled.id)
-        .executeTakeFirst();
-      // Not a change of state (it was ready and stays ready): the history says when the room took it.
-      await trx
-        .insertInto('instance_events')
-        .values({
-          instance_id: pooled.id,
-          seq: Number(last?.seq ?? 0) + 1,
-          state: 'ready',
-          at,
-          reason: `claimed from the warm pool of profile ${profileId} by room "${roomId}"`,
-          reason_code: 'claimed',
-          key_id: null,
-        })
-        .execute();
+      const why = `claimed from the warm pool of profile ${profileId} by room "${roomId}"`;
+      if (!(await new InstanceRecords(trx).claimPooled(pooled.id, key, roomId, at, why))) return undefined;
       const asked = onClaim === undefined ? {} : await onClaim(trx, pooled.id);
       return { row: { ...pooled, room_id: roomId, warm_pool_key: null, claimed_at: at, last_active_at: at, updated_at: at, ...asked }, claimed: true };
     });
@@ -182,16 +150,8 @@ export class WarmPool {
     if (code !== 'quota_exceeded' && code !== 'capacity_exhausted') return false;
     const scope = code === 'quota_exceeded' ? organizationId : '*';
     this.heldUntil.set(scope, Date.now() + GIVE_WAY_HOLD_MS);
-    let query = this.db
-      .selectFrom('instances')
-      .selectAll()
-      .where('warm_pool_key', 'is not', null)
-      .where('warm_pool_key', '!=', RETIRED)
-      .where('state', 'in', LIVE_STATES)
-      .where('state', '!=', 'stopping');
-    if (scope !== '*') query = query.where('organization_id', '=', organizationId);
     // Ones still starting first (they cost the least to give up), then the newest.
-    const candidates = await query.orderBy('created_at', 'desc').execute();
+    const candidates = await poolMembers(this.db, scope === '*' ? '*' : { organizationId }, RETIRED, true);
     candidates.sort((a, b) => Number(a.state === 'ready') - Number(b.state === 'ready'));
     for (const row of candidates) {
       if (await this.retire(row, { reason: `removed from the warm pool: a create needed what it held (${code})`, code: 'pool_retired' }, true)) {
@@ -253,13 +213,7 @@ export class WarmPool {
       .where('spec', 'not like', '%"warm_pool":0,%')
       .where('spec', 'not like', '%"warm_pool":0}%')
       .execute();
-    const holding = await this.db
-      .selectFrom('instances')
-      .select(['profile_id', 'organization_id'])
-      .distinct()
-      .where('warm_pool_key', 'is not', null)
-      .where('state', 'in', LIVE_STATES)
-      .execute();
+    const holding = await profilesWithPooled(this.db);
     const profiles = new Map<string, string>();
     for (const p of sized) profiles.set(p.id, p.organization_id);
     for (const i of holding) profiles.set(i.profile_id, i.organization_id);
@@ -275,16 +229,7 @@ export class WarmPool {
     const profile = await this.profiles.find(organizationId, profileId);
     const size = this.maxInstances === 0 ? 0 : (profile?.warm_pool ?? 0);
     const key = profile ? warmPoolKey(specOf(profile)) : undefined;
-    const rows = await this.db
-      .selectFrom('instances')
-      .selectAll()
-      .where('profile_id', '=', profileId)
-      .where('warm_pool_key', 'is not', null)
-      .where('warm_pool_key', '!=', RETIRED)
-      .where('state', 'in', LIVE_STATES)
-      .where('state', '!=', 'stopping')
-      .orderBy('created_at')
-      .execute();
+    const rows = await poolMembers(this.db, { profileId }, RETIRED);
     const current = rows.filter((r) => r.warm_pool_key === key);
     const out = rows.filter((r) => r.warm_pool_key !== key);
     // Past the size: the newest go first (the oldest are the most likely to be ready).
@@ -317,17 +262,11 @@ export class WarmPool {
     const spec = specOf(profile);
     const row = newInstanceRow({ organizationId, profileId: profile.profile_id, roomId: '', runtime: runtime.name, spec, warmPoolKey: key });
     row.room_id = poolRoomOf(row.id);
-    const resources = { memory_mb: spec.memory_mb, vcpus: spec.vcpus, disk_mb: spec.disk_mb };
+    const resources = resourcesOf(spec);
     const admitted = await this.admission.serial(() =>
       this.db.transaction().execute(async (trx) => {
         await this.quotas.lock(trx, organizationId);
-        const pooled = await trx
-          .selectFrom('instances')
-          .select(({ fn }) => fn.countAll<number>().as('n'))
-          .where('warm_pool_key', 'is not', null)
-          .where('state', 'in', LIVE_STATES)
-          .executeTakeFirstOrThrow();
-        if (Number(pooled.n) >= this.maxInstances) return false;
+        if ((await pooledCount(trx)) >= this.maxInstances) return false;
         try {
           await this.quotas.assertInstanceFits(trx, organizationId, resources);
           await this.admission.assertFits(trx, runtime, resources);
@@ -346,16 +285,16 @@ export class WarmPool {
   }
 
   /** A pooled instance's provisioning ended: a failure holds the profile's refills back for a while. */
-  private async started(organizationId: string, row: InstanceRow): Promise<void> {
-    const now = await this.db.selectFrom('instances').select('state').where('id', '=', row.id).executeTakeFirst();
-    if (now?.state === 'failed') {
+  private async started(organizationId: string, row: InstanceRecord): Promise<void> {
+    const now = { state: await new InstanceRecords(this.db).stateNow(row.id) };
+    if (now.state === 'failed') {
       const count = (this.failures.get(row.profile_id)?.count ?? 0) + 1;
       const waitMs = Math.min(MAX_FAILURE_BACKOFF_MS, FAILURE_BACKOFF_MS * 2 ** (count - 1));
       this.failures.set(row.profile_id, { count, retryAt: Date.now() + waitMs });
       this.log.warn({ instanceId: row.id, profileId: row.profile_id, retryInMs: waitMs }, 'warm pool instance failed to start');
       return;
     }
-    if (now?.state === 'ready') {
+    if (now.state === 'ready') {
       this.failures.delete(row.profile_id);
       // A refill that was skipped while this one was starting may be due now.
       this.refill(organizationId, row.profile_id);
@@ -366,15 +305,8 @@ export class WarmPool {
    * Takes a pooled instance out of its pool (no claim can take it from here on) and
    * stops it, waited for when `wait`; answers false when a claim took it first.
    */
-  private async retire(row: InstanceRow, why: EndReason, wait: boolean): Promise<boolean> {
-    const taken = await this.db
-      .updateTable('instances')
-      .set({ warm_pool_key: RETIRED })
-      .where('id', '=', row.id)
-      .where('warm_pool_key', '=', row.warm_pool_key)
-      .where('state', 'in', LIVE_STATES)
-      .executeTakeFirst();
-    if (Number(taken.numUpdatedRows) !== 1) return false;
+  private async retire(row: InstanceRecord, why: EndReason, wait: boolean): Promise<boolean> {
+    if (!(await new InstanceRecords(this.db).retirePooled(row.id, row.warm_pool_key, RETIRED))) return false;
     this.log.info({ instanceId: row.id, profileId: row.profile_id, reason: why.reason }, 'warm pool instance removed');
     const stopped = this.instances
       .stop({ ...row, warm_pool_key: RETIRED }, why)

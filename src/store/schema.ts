@@ -42,7 +42,7 @@ export interface InstancesTable {
   state: string;
   failure_reason: string | null;
   runtime: string;
-  /** JSON of the resources granted at creation (a later profile change does not alter them). */
+  /** JSON of the resources granted at creation, from `spec` (a later profile change does not alter them; see core/instance-records.ts resourcesOf). */
   resources: string;
   created_at: string;
   updated_at: string;

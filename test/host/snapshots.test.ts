@@ -226,7 +226,8 @@ describe('after a stop of the service', () => {
         profile_id: profile,
         room_id: 'src',
         runtime: 'gvisor',
-        spec: '{"image":"debian:bookworm","disk_mb":512}',
+        // A snapshot keeps the whole spec of its source (here its profile's).
+        spec: (await t.services.db.selectFrom('profiles').select('spec').where('id', '=', profile).executeTakeFirstOrThrow()).spec,
         memory_kept: 0,
         disk_bytes: 0,
         created_at: new Date().toISOString(),

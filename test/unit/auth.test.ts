@@ -38,7 +38,8 @@ before(async () => {
       profile_id: a.defaultProfileId,
       room_id: ROOM,
       runtime: 'test',
-      spec: '{"image":"debian:bookworm","disk_mb":1024}',
+      // A snapshot keeps its source instance's whole spec.
+      spec: (await t.services.db.selectFrom('instances').select('spec').where('id', '=', created.json().instance_id).executeTakeFirstOrThrow()).spec ?? '',
       memory_kept: 0,
       disk_bytes: 4096,
       created_at: new Date().toISOString(),

@@ -173,7 +173,7 @@ describe('pause with a runtime that cannot', () => {
 
 describe('sumResources', () => {
   it('counts a paused instance for its disk alone', () => {
-    const resources = JSON.stringify({ memory_mb: 1024, vcpus: 2, disk_mb: 2048 });
+    const resources = { memory_mb: 1024, vcpus: 2, disk_mb: 2048 };
     assert.deepEqual(sumResources([{ resources, state: 'ready' }, { resources, state: 'paused' }]), { instances: 1, memory_mb: 1024, vcpus: 2, disk_mb: 4096 });
   });
 });

@@ -29,7 +29,7 @@ describe('quota arithmetic', () => {
   });
 
   it('adds up what live instances hold from their rows', () => {
-    const rows = [{ resources: JSON.stringify(ONE) }, { resources: JSON.stringify({ memory_mb: 512, vcpus: 2, disk_mb: 100 }) }];
+    const rows = [{ resources: ONE }, { resources: { memory_mb: 512, vcpus: 2, disk_mb: 100 } }];
     assert.deepEqual(sumResources(rows), { instances: 2, memory_mb: 1536, vcpus: 3, disk_mb: 2148 });
   });
 

@@ -1,0 +1,120 @@
+// The reads other services make over many instances at once: what live instances were
+// granted (quotas, admission, /metrics), the ones due for an expiry check, a shutdown or
+// the start's reconcile, and a warm pool's members. Rows come out decoded
+// (stored-json.ts); the record of one instance and every write are instance-records.ts.
+import type { Db } from '../store/db.ts';
+import type { InstanceResources } from './instance-schema.ts';
+import { type InstanceState, LIVE_STATES } from './lifecycle.ts';
+import { decodeInstance, decodeResources, type InstanceRecord } from './stored-json.ts';
+
+/** What each live instance was granted, with its state; of one organization, or of all. */
+export async function liveResources(db: Db, organizationId?: string): Promise<{ id: string; state: string; resources: InstanceResources }[]> {
+  let query = db.selectFrom('instances').select(['id', 'state', 'resources']).where('state', 'in', LIVE_STATES);
+  if (organizationId !== undefined) query = query.where('organization_id', '=', organizationId);
+  const rows = await query.execute();
+  return rows.map((r) => ({ id: r.id, state: r.state, resources: decodeResources(r.resources, `instance ${r.id}`) }));
+}
+
+/** Live instances' ids and states, of those in `states` (every live state when not given). */
+export async function liveStates(db: Db, states: readonly InstanceState[] = LIVE_STATES): Promise<{ id: string; state: string }[]> {
+  return db.selectFrom('instances').select(['id', 'state']).where('state', 'in', states).execute();
+}
+
+/** Every live instance (the start's reconcile). */
+export async function liveInstances(db: Db): Promise<InstanceRecord[]> {
+  return (await db.selectFrom('instances').selectAll().where('state', 'in', LIVE_STATES).execute()).map(decodeInstance);
+}
+
+/** Paused instances that have a retention limit. */
+export async function pausedWithRetention(db: Db): Promise<InstanceRecord[]> {
+  return (await db.selectFrom('instances').selectAll().where('state', '=', 'paused').where('paused_retention_s', '>', 0).execute()).map(decodeInstance);
+}
+
+/** Ready instances in a room that have an idle limit, a lifetime limit or a deadline. */
+export async function readyWithLimits(db: Db): Promise<InstanceRecord[]> {
+  const rows = await db
+    .selectFrom('instances')
+    .selectAll()
+    .where('state', '=', 'ready')
+    // A pooled instance is in no room yet: its limits count from when a room takes it.
+    .where('warm_pool_key', 'is', null)
+    .where((eb) => eb.or([eb('idle_timeout_s', '>', 0), eb('max_lifetime_s', '>', 0), eb('expires_at', 'is not', null)]))
+    .execute();
+  return rows.map(decodeInstance);
+}
+
+/** How many live instances of the profile are in rooms (its warm pool's are not). */
+export async function liveInRooms(db: Db, profileId: string): Promise<number> {
+  const row = await db
+    .selectFrom('instances')
+    .select(({ fn }) => fn.countAll<number>().as('n'))
+    .where('profile_id', '=', profileId)
+    .where('state', 'in', LIVE_STATES)
+    .where('warm_pool_key', 'is', null)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** The live warm pool instances of these profiles: each one's profile, state and pool key. */
+export async function pooledOf(db: Db, profileIds: string[]): Promise<{ profile_id: string; state: string; warm_pool_key: string | null }[]> {
+  if (profileIds.length === 0) return [];
+  return db
+    .selectFrom('instances')
+    .select(['profile_id', 'state', 'warm_pool_key'])
+    .where('profile_id', 'in', profileIds)
+    .where('warm_pool_key', 'is not', null)
+    .where('state', 'in', LIVE_STATES)
+    .execute();
+}
+
+/** How many live instances sit in warm pools on this host. */
+export async function pooledCount(db: Db): Promise<number> {
+  const row = await db
+    .selectFrom('instances')
+    .select(({ fn }) => fn.countAll<number>().as('n'))
+    .where('warm_pool_key', 'is not', null)
+    .where('state', 'in', LIVE_STATES)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** The profiles (with their organizations) that have live warm pool instances. */
+export async function profilesWithPooled(db: Db): Promise<{ profile_id: string; organization_id: string }[]> {
+  return db.selectFrom('instances').select(['profile_id', 'organization_id']).distinct().where('warm_pool_key', 'is not', null).where('state', 'in', LIVE_STATES).execute();
+}
+
+/**
+ * Warm pool instances still in their pool (not retired, not stopping): of one profile,
+ * or of one organization, or of every organization; oldest first, or newest with `newestFirst`.
+ */
+export async function poolMembers(db: Db, scope: { profileId: string } | { organizationId: string } | '*', retired: string, newestFirst = false): Promise<InstanceRecord[]> {
+  let query = db
+    .selectFrom('instances')
+    .selectAll()
+    .where('warm_pool_key', 'is not', null)
+    .where('warm_pool_key', '!=', retired)
+    .where('state', 'in', LIVE_STATES)
+    .where('state', '!=', 'stopping');
+  if (scope !== '*' && 'profileId' in scope) query = query.where('profile_id', '=', scope.profileId);
+  if (scope !== '*' && 'organizationId' in scope) query = query.where('organization_id', '=', scope.organizationId);
+  return (await query.orderBy('created_at', newestFirst ? 'desc' : 'asc').execute()).map(decodeInstance);
+}
+
+/** The oldest ready instance in the profile's warm pool made for `key`, for a room to claim. */
+export async function oldestPooled(db: Db, organizationId: string, profileId: string, key: string): Promise<InstanceRecord | undefined> {
+  const row = await db
+    .selectFrom('instances')
+    .selectAll()
+    .where('organization_id', '=', organizationId)
+    .where('profile_id', '=', profileId)
+    .where('warm_pool_key', '=', key)
+    .where('state', '=', 'ready')
+    .orderBy('created_at')
+    .executeTakeFirst();
+  return row === undefined ? undefined : decodeInstance(row);
+}
+
+/** Ids of instances that ended (stopped or failed), as a subquery. */
+export function endedIds(db: Db) {
+  return db.selectFrom('instances').select('id').where('state', 'in', ['stopped', 'failed']);
+}
