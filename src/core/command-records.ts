@@ -6,6 +6,8 @@ import type { CommandRow } from '../store/schema.ts';
 import { nowIso } from '../lib/time.ts';
 import { COMMAND_END_REASONS, COMMAND_STATES, type CommandEndReason, type CommandPage, type CommandRecord, type CommandState } from './command-schema.ts';
 import { afterCursor, pageOf } from './page-cursor.ts';
+import { type InstanceAddress, isInstanceRef } from './instance-address.ts';
+import { isUuid } from '../lib/ids.ts';
 
 export interface StartedCommand {
   id: string;
@@ -71,6 +73,24 @@ export class CommandRecords {
       .where('organization_id', '=', organizationId)
       .where('profile_id', '=', profileId)
       .where('room_id', '=', roomId)
+      .executeTakeFirst();
+  }
+
+  /** The command with this id of the addressed room or instance, as the organization sees it. */
+  async findAt(address: InstanceAddress, commandId: string): Promise<CommandRow | undefined> {
+    if (!isUuid(commandId)) return undefined;
+    if (!isInstanceRef(address)) return this.find(address.organizationId, address.profileId, address.roomId, commandId);
+    return isUuid(address.instanceId) ? this.findOfInstance(address.organizationId, address.instanceId, commandId) : undefined;
+  }
+
+  /** The instance's command with this id, as the organization sees it. */
+  private async findOfInstance(organizationId: string, instanceId: string, commandId: string): Promise<CommandRow | undefined> {
+    return this.db
+      .selectFrom('commands')
+      .selectAll()
+      .where('id', '=', commandId)
+      .where('organization_id', '=', organizationId)
+      .where('instance_id', '=', instanceId)
       .executeTakeFirst();
   }
 

@@ -17,7 +17,6 @@ import type { CommandRow } from '../store/schema.ts';
 import type { Instances } from './instances.ts';
 import { envOf } from './instance-options.ts';
 import { apiPath, fromApiPath, urlSegment } from '../lib/guest-names.ts';
-import { isUuid } from '../lib/ids.ts';
 import { OutputLog, StreamTexts, streamFields } from './output-log.ts';
 import { appErrorOfRuntime } from './runtime-errors.ts';
 import type { ServedFiles } from './served-files.ts';
@@ -26,6 +25,7 @@ import type { Quotas } from './quotas.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Metrics } from '../metrics.ts';
 import { noteFacts, noteOperation } from './operations.ts';
+import { addressFacts, type InstanceAddress, isInstanceRef, roomRef } from './instance-address.ts';
 
 /**
  * The unauthenticated URL of a file in an instance (the spec's public_url), for a path
@@ -119,7 +119,11 @@ export class Commands {
 
   /** Runs a command and answers when it has ended (the spec's command execution). */
   async run(organizationId: string, profileId: string, roomId: string, input: CommandInput): Promise<CommandResult> {
-    const session = await this.start(organizationId, profileId, roomId, input);
+    return this.runAt(roomRef(organizationId, profileId, roomId), input);
+  }
+
+  async runAt(address: InstanceAddress, input: CommandInput): Promise<CommandResult> {
+    const session = await this.startAt(address, input);
     await session.done;
     if (session.error) throw session.error;
     return session.result!;
@@ -132,7 +136,11 @@ export class Commands {
    * thrown here.
    */
   async start(organizationId: string, profileId: string, roomId: string, input: CommandInput): Promise<CommandSession> {
-    noteOperation('command.run', { profileId, roomId, command: typeof input.command === 'string' ? input.command : undefined });
+    return this.startAt(roomRef(organizationId, profileId, roomId), input);
+  }
+
+  async startAt(address: InstanceAddress, input: CommandInput): Promise<CommandSession> {
+    noteOperation('command.run', { ...addressFacts(address), command: typeof input.command === 'string' ? input.command : undefined });
     validateCommandInput(input);
     const background = input.background === true;
     const stdinOpen = input.stdin_open === true;
@@ -141,7 +149,8 @@ export class Commands {
     }
     if (input.stdin_encoding !== undefined && input.stdin === undefined) throw new AppError('validation_error', 'stdin_encoding says how "stdin" is encoded, but there is no stdin');
     const stdin = input.stdin === undefined ? undefined : decodeInput(input.stdin, input.stdin_encoding, this.config.maxStdinBytes, 'stdin');
-    const { row: instance, spec } = await this.instances.requireReady(organizationId, profileId, roomId);
+    const { row: instance, spec } = await this.instances.requireReadyAt(address);
+    const { organization_id: organizationId, profile_id: profileId, room_id: roomId } = instance;
     if (input.keep_undo === true && spec.keep_undo !== true) {
       throw new AppError(
         'undo_unavailable',
@@ -308,7 +317,11 @@ export class Commands {
     commandId: string,
     options: { offset?: number; maxBytes?: number } = {},
   ): Promise<CommandStatus> {
-    const row = await this.findRow(organizationId, profileId, roomId, commandId);
+    return this.statusAt(roomRef(organizationId, profileId, roomId), commandId, options);
+  }
+
+  async statusAt(address: InstanceAddress, commandId: string, options: { offset?: number; maxBytes?: number } = {}): Promise<CommandStatus> {
+    const row = await this.findRow(address, commandId);
     const session = this.sessions.get(commandId);
     const record = toRecord(row);
     const read = session?.output.read(options.offset ?? 0, options.maxBytes ?? this.config.maxOutputBytes);
@@ -343,14 +356,22 @@ export class Commands {
 
   /** The session of a running or recently finished command of the room (for following its output). */
   async session(organizationId: string, profileId: string, roomId: string, commandId: string): Promise<CommandSession | undefined> {
-    await this.findRow(organizationId, profileId, roomId, commandId);
+    return this.sessionAt(roomRef(organizationId, profileId, roomId), commandId);
+  }
+
+  async sessionAt(address: InstanceAddress, commandId: string): Promise<CommandSession | undefined> {
+    await this.findRow(address, commandId);
     return this.sessions.get(commandId);
   }
 
   /** Sends a signal to every process of a running command of the room. */
   async kill(organizationId: string, profileId: string, roomId: string, commandId: string, signal: CommandSignal = 'KILL'): Promise<CommandStatus> {
-    noteOperation('command.kill', { profileId, roomId, commandId, signal });
-    const row = await this.findRow(organizationId, profileId, roomId, commandId);
+    return this.killAt(roomRef(organizationId, profileId, roomId), commandId, signal);
+  }
+
+  async killAt(address: InstanceAddress, commandId: string, signal: CommandSignal = 'KILL'): Promise<CommandStatus> {
+    noteOperation('command.kill', { ...addressFacts(address), commandId, signal });
+    const row = await this.findRow(address, commandId);
     noteFacts({ instanceId: row.instance_id });
     const session = this.sessions.get(commandId);
     if (row.state !== 'running' || !session || session.state !== 'running') {
@@ -369,7 +390,7 @@ export class Commands {
       await Promise.race([session.done, sleep(hit > 0 ? 1000 : 100)]);
       if (session.finishedAt !== undefined || Date.now() > deadline) break;
     }
-    return this.status(organizationId, profileId, roomId, commandId, { offset: session.output.total });
+    return this.statusAt(address, commandId, { offset: session.output.total });
   }
 
   /**
@@ -384,9 +405,13 @@ export class Commands {
     commandId: string,
     input: { data?: string; encoding?: StdinEncoding; close?: boolean },
   ): Promise<StdinWritten> {
-    noteOperation('command.stdin', { profileId, roomId, commandId });
+    return this.writeStdinAt(roomRef(organizationId, profileId, roomId), commandId, input);
+  }
+
+  async writeStdinAt(address: InstanceAddress, commandId: string, input: { data?: string; encoding?: StdinEncoding; close?: boolean }): Promise<StdinWritten> {
+    noteOperation('command.stdin', { ...addressFacts(address), commandId });
     // Another organization's command is not found, whatever the body says.
-    const row = await this.findRow(organizationId, profileId, roomId, commandId);
+    const row = await this.findRow(address, commandId);
     noteFacts({ instanceId: row.instance_id });
     if (input.data === undefined && input.close !== true) {
       throw new AppError('validation_error', 'nothing to do: send "data" to write input, "close": true to end it, or both');
@@ -426,17 +451,13 @@ export class Commands {
     }
   }
 
-  private async findRow(organizationId: string, profileId: string, roomId: string, commandId: string): Promise<CommandRow> {
+  /** A command of the addressed room or instance; command_not_found when it has none with this id (another organization's included). */
+  private async findRow(address: InstanceAddress, commandId: string): Promise<CommandRow> {
     this.forgetOld();
     // Another organization's profile is not found, like a missing one.
-    await this.profiles.get(organizationId, profileId);
-    const row = isUuid(commandId) ? await this.records.find(organizationId, profileId, roomId, commandId) : undefined;
-    if (!row) {
-      throw new AppError(
-        'command_not_found',
-        `no command ${commandId} in room "${roomId}" of profile ${profileId}; GET /api/profile/${profileId}/room/${roomId}/commands lists them`,
-      );
-    }
+    if (!isInstanceRef(address)) await this.profiles.get(address.organizationId, address.profileId);
+    const row = await this.records.findAt(address, commandId);
+    if (!row) throw commandNotFound(address, commandId);
     return row;
   }
 
@@ -473,6 +494,15 @@ export class Commands {
     return rows.length;
   }
 
+}
+
+/** command_not_found for a command the addressed room or instance does not have (or another organization's). */
+export function commandNotFound(address: InstanceAddress, commandId: string): AppError {
+  if (isInstanceRef(address)) {
+    return new AppError('command_not_found', `no command ${commandId} in instance ${address.instanceId}`, { instance_id: address.instanceId, command_id: commandId });
+  }
+  const { profileId, roomId } = address;
+  return new AppError('command_not_found', `no command ${commandId} in room "${roomId}" of profile ${profileId}; GET /api/profile/${profileId}/room/${roomId}/commands lists them`);
 }
 
 /** The stream fields of a result. */

@@ -16,6 +16,7 @@ import type { Profiles } from './profiles.ts';
 import type { ServedFiles } from './served-files.ts';
 import type { InstanceRecord } from './stored-json.ts';
 import { noteFacts, noteOperation } from './operations.ts';
+import { addressFacts, type InstanceAddress, roomRef } from './instance-address.ts';
 
 /** Longest path accepted, in bytes (Linux's PATH_MAX). */
 export const MAX_PATH_BYTES = 4096;
@@ -72,15 +73,19 @@ export class Files {
     this.config = deps.config;
   }
 
-  private async target(organizationId: string, profileId: string, roomId: string) {
-    const { row, spec } = await this.instances.requireReady(organizationId, profileId, roomId);
+  private async target(address: InstanceAddress) {
+    const { row, spec } = await this.instances.requireReadyAt(address);
     return { instanceId: row.id, home: spec.home, runtime: this.instances.activeRuntime() };
   }
 
   /** The spec's FileContent: text when the bytes are valid UTF-8 without NUL, else base64. */
   async read(organizationId: string, profileId: string, roomId: string, path: string): Promise<FileContent> {
+    return this.readAt(roomRef(organizationId, profileId, roomId), path);
+  }
+
+  async readAt(address: InstanceAddress, path: string): Promise<FileContent> {
     validatePath(path);
-    const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
+    const { instanceId, home, runtime } = await this.target(address);
     try {
       const { info, body } = await runtime.openFile(instanceId, path, { home, maxBytes: this.config.maxFileReadBytes });
       const bytes = await readAll(body, this.config.maxFileReadBytes);
@@ -120,8 +125,12 @@ export class Files {
 
   /** The raw bytes of a file for its organization (`?raw=1`): whatever the profile's raw_files says. */
   async download(organizationId: string, profileId: string, roomId: string, path: string, rangeHeader: string | undefined): Promise<RawFile> {
+    return this.downloadAt(roomRef(organizationId, profileId, roomId), path, rangeHeader);
+  }
+
+  async downloadAt(address: InstanceAddress, path: string, rangeHeader: string | undefined): Promise<RawFile> {
     validatePath(path);
-    const { instanceId, home } = await this.target(organizationId, profileId, roomId);
+    const { instanceId, home } = await this.target(address);
     return this.stream(instanceId, home, path, rangeHeader, () => {});
   }
 
@@ -194,19 +203,17 @@ export class Files {
     };
   }
 
-  async write(
-    organizationId: string,
-    profileId: string,
-    roomId: string,
-    path: string,
-    data: Buffer,
-  ): Promise<FileWritten> {
-    noteOperation('file.write', { profileId, roomId });
+  async write(organizationId: string, profileId: string, roomId: string, path: string, data: Buffer): Promise<FileWritten> {
+    return this.writeAt(roomRef(organizationId, profileId, roomId), path, data);
+  }
+
+  async writeAt(address: InstanceAddress, path: string, data: Buffer): Promise<FileWritten> {
+    noteOperation('file.write', addressFacts(address));
     validatePath(path);
     if (data.length > this.config.maxUploadBytes) {
       throw new AppError('body_too_large', `the file is ${data.length} bytes, more than the ${this.config.maxUploadBytes} accepted`);
     }
-    const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
+    const { instanceId, home, runtime } = await this.target(address);
     try {
       const { info, created } = await runtime.writeFile(instanceId, path, data, { home });
       const shown = shownPath('file_path', info.path);
@@ -217,14 +224,13 @@ export class Files {
     }
   }
 
-  async list(
-    organizationId: string,
-    profileId: string,
-    roomId: string,
-    path: string,
-  ): Promise<DirectoryListing> {
+  async list(organizationId: string, profileId: string, roomId: string, path: string): Promise<DirectoryListing> {
+    return this.listAt(roomRef(organizationId, profileId, roomId), path);
+  }
+
+  async listAt(address: InstanceAddress, path: string): Promise<DirectoryListing> {
     validatePath(path);
-    const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
+    const { instanceId, home, runtime } = await this.target(address);
     try {
       const listing = await runtime.listDirectory(instanceId, path, { home, limit: MAX_LIST_ENTRIES });
       const entries = listing.entries.map(({ name, ...rest }) => {
@@ -238,9 +244,13 @@ export class Files {
   }
 
   async delete(organizationId: string, profileId: string, roomId: string, path: string): Promise<FileDeleted> {
-    noteOperation('file.delete', { profileId, roomId });
+    return this.deleteAt(roomRef(organizationId, profileId, roomId), path);
+  }
+
+  async deleteAt(address: InstanceAddress, path: string): Promise<FileDeleted> {
+    noteOperation('file.delete', addressFacts(address));
     validatePath(path);
-    const { instanceId, home, runtime } = await this.target(organizationId, profileId, roomId);
+    const { instanceId, home, runtime } = await this.target(address);
     try {
       const { path: deleted } = await runtime.deleteFile(instanceId, path, { home });
       const shown = shownPath('file_path', deleted);

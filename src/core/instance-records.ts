@@ -142,6 +142,19 @@ export class InstanceRecords {
     return decoded(row);
   }
 
+  /** The organization's instance with this id, unless it stopped or was deleted (failed ones are kept until deleted, as in a room). */
+  async findOfOrganization(organizationId: string, instanceId: string): Promise<InstanceRecord | undefined> {
+    const row = await this.db
+      .selectFrom('instances')
+      .selectAll()
+      .where('id', '=', instanceId)
+      .where('organization_id', '=', organizationId)
+      .where('deleted_at', 'is', null)
+      .where('state', '!=', 'stopped')
+      .executeTakeFirst();
+    return decoded(row);
+  }
+
   /** The room's most recent instance that stopped (expired, deleted, retained too long, ...), if any. */
   async findLastStopped(organizationId: string, profileId: string, roomId: string): Promise<InstanceRecord | undefined> {
     const row = await this.roomInstances(organizationId, profileId, roomId)

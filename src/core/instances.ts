@@ -28,6 +28,8 @@ import { Pauses, stateConflict } from './pauses.ts';
 import type { CreateOptions } from './instance-options-schema.ts';
 import { applyOptions, assertSameOptions, checkCreateOptions, deadlinePassed, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
 import { noteFacts, noteOperation, refineOperation } from './operations.ts';
+import { addressFacts, type InstanceAddress, type InstanceRef, instanceIdNotFound, isInstanceRef, type RoomRef, roomRef } from './instance-address.ts';
+import { isUuid } from '../lib/ids.ts';
 
 /**
  * A snapshot to start an instance from: its id, and the spec of the instance it was
@@ -196,12 +198,49 @@ export class Instances {
     return done;
   }
 
-  /** The room's live instance's row; instance_not_found (saying what became of its last one) when it has none. */
-  async requireLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRecord> {
+  /**
+   * The instance a room's address means now, by id: its live one; instance_not_found
+   * (saying what became of its last one) when it has none. Where an adapter that names
+   * instances by id turns a room into one.
+   */
+  async resolve(room: RoomRef): Promise<InstanceRef> {
+    return { organizationId: room.organizationId, instanceId: (await this.findAt(room, 'live')).id };
+  }
+
+  /**
+   * The record an address names, as its organization sees it: `live` (not failed) or
+   * `current` (a failed one too, until it is deleted). A room with none answers
+   * instance_not_found saying what became of its last one; an id the organization has
+   * no such instance under (missing, ended, another organization's) answers the same
+   * instance_not_found whichever it is.
+   */
+  private async findAt(address: InstanceAddress, which: 'live' | 'current'): Promise<InstanceRecord> {
+    if (isInstanceRef(address)) {
+      const row = isUuid(address.instanceId) ? await this.records.findOfOrganization(address.organizationId, address.instanceId) : undefined;
+      if (!row || (which === 'live' && !(LIVE_STATES as readonly string[]).includes(row.state))) throw instanceIdNotFound(address.instanceId);
+      noteFacts({ instanceId: row.id, profileId: row.profile_id, roomId: row.room_id });
+      return row;
+    }
+    const { organizationId, profileId, roomId } = address;
     await this.profiles.get(organizationId, profileId);
-    const row = await this.records.findLive(organizationId, profileId, roomId);
+    const row = which === 'live' ? await this.records.findLive(organizationId, profileId, roomId) : await this.records.findCurrent(organizationId, profileId, roomId);
     if (!row) throw await this.noInstance(organizationId, profileId, roomId);
+    noteFacts({ instanceId: row.id });
     return row;
+  }
+
+  /** The profile spec an instance was made from (the profile's as it is now, for a record older than that column). */
+  private async specOfRecord(row: InstanceRecord): Promise<ProfileSpec> {
+    return row.spec ?? specOf(await this.profiles.get(row.organization_id, row.profile_id));
+  }
+
+  /** The live instance's record; instance_not_found (for a room, saying what became of its last one) when there is none. */
+  async requireLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRecord> {
+    return this.requireLiveAt(roomRef(organizationId, profileId, roomId));
+  }
+
+  async requireLiveAt(address: InstanceAddress): Promise<InstanceRecord> {
+    return this.findAt(address, 'live');
   }
 
   /** The room's live instance's row, if it has one. */
@@ -217,10 +256,12 @@ export class Instances {
 
   /** The room's current instance: the live one, or the last one if it failed. */
   async get(organizationId: string, profileId: string, roomId: string): Promise<Instance> {
-    await this.profiles.get(organizationId, profileId);
-    const row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
-    return this.records.view(row);
+    return this.getAt(roomRef(organizationId, profileId, roomId));
+  }
+
+  /** The instance an address names: for a room, its live one or the last one if it failed. */
+  async getAt(address: InstanceAddress): Promise<Instance> {
+    return this.records.view(await this.findAt(address, 'current'));
   }
 
   /**
@@ -229,11 +270,12 @@ export class Instances {
    * held right after, in the background (see Runtime.destroy).
    */
   async delete(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
-    noteOperation('instance.delete', { profileId, roomId });
-    await this.profiles.get(organizationId, profileId);
-    const row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
-    noteFacts({ instanceId: row.id });
+    return this.deleteAt(roomRef(organizationId, profileId, roomId), options);
+  }
+
+  async deleteAt(address: InstanceAddress, options: { keyId?: string } = {}): Promise<Instance> {
+    noteOperation('instance.delete', addressFacts(address));
+    const row = await this.findAt(address, 'current');
     if (stateOf(row) === 'failed') {
       // Its resources were released when it failed; only hide it from the room.
       await this.records.markDeleted(row.id);
@@ -253,11 +295,12 @@ export class Instances {
    * kept); a paused one is answered as it is. `keyId` is the key that asked.
    */
   async pause(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
-    noteOperation('instance.pause', { profileId, roomId });
-    await this.profiles.get(organizationId, profileId);
-    const row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
-    noteFacts({ instanceId: row.id });
+    return this.pauseAt(roomRef(organizationId, profileId, roomId), options);
+  }
+
+  async pauseAt(address: InstanceAddress, options: { keyId?: string } = {}): Promise<Instance> {
+    noteOperation('instance.pause', addressFacts(address));
+    const row = await this.findAt(address, 'current');
     if (row.state === 'paused') return this.records.view(row);
     if (row.state !== 'ready') throw stateConflict(row, 'pause');
     const keyId = options.keyId;
@@ -275,25 +318,27 @@ export class Instances {
    * paused (a resume restarts its deadline anyway).
    */
   async keepAlive(organizationId: string, profileId: string, roomId: string, options: { timeout_s?: number } = {}): Promise<Instance> {
-    noteOperation('instance.keepalive', { profileId, roomId });
-    const profile = await this.profiles.get(organizationId, profileId);
-    const row = await this.records.findLive(organizationId, profileId, roomId);
-    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
-    noteFacts({ instanceId: row.id });
-    await keepAlive(this.records, row, options.timeout_s, row.spec ?? specOf(profile));
+    return this.keepAliveAt(roomRef(organizationId, profileId, roomId), options);
+  }
+
+  async keepAliveAt(address: InstanceAddress, options: { timeout_s?: number } = {}): Promise<Instance> {
+    noteOperation('instance.keepalive', addressFacts(address));
+    const row = await this.findAt(address, 'live');
+    await keepAlive(this.records, row, options.timeout_s, await this.specOfRecord(row));
     return this.records.view(await this.records.getRow(row.id));
   }
 
   /** Resumes the room's paused instance (answers once it is ready); a ready one is answered as it is. */
   async resume(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
-    noteOperation('instance.resume', { profileId, roomId });
-    const profile = await this.profiles.get(organizationId, profileId);
-    const row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
-    noteFacts({ instanceId: row.id });
+    return this.resumeAt(roomRef(organizationId, profileId, roomId), options);
+  }
+
+  async resumeAt(address: InstanceAddress, options: { keyId?: string } = {}): Promise<Instance> {
+    noteOperation('instance.resume', addressFacts(address));
+    const row = await this.findAt(address, 'current');
     if (row.state === 'ready') return this.records.view(row);
     const keyId = options.keyId;
-    await this.pauses.resume(this.pausableRuntime(), row, row.spec ?? specOf(profile), {
+    await this.pauses.resume(this.pausableRuntime(), row, await this.specOfRecord(row), {
       reason: keyId === undefined ? 'resumed through the API' : `resumed through the API with key ${keyId}`,
       code: 'resumed',
       ...(keyId === undefined ? {} : { keyId }),
@@ -333,10 +378,12 @@ export class Instances {
    * paused instance (or one pausing or resuming) is resumed first.
    */
   async requireReady(organizationId: string, profileId: string, roomId: string): Promise<{ row: InstanceRecord; spec: ProfileSpec }> {
-    const profile = await this.profiles.get(organizationId, profileId);
-    let row = await this.records.findCurrent(organizationId, profileId, roomId);
-    if (!row) throw await this.noInstance(organizationId, profileId, roomId);
-    const spec = row.spec ?? specOf(profile);
+    return this.requireReadyAt(roomRef(organizationId, profileId, roomId));
+  }
+
+  async requireReadyAt(address: InstanceAddress): Promise<{ row: InstanceRecord; spec: ProfileSpec }> {
+    let row = await this.findAt(address, 'current');
+    const spec = await this.specOfRecord(row);
     row = await this.wake(row, spec);
     if (row.state !== 'ready') throw notReady(row);
     await this.touch(row.id);

@@ -13,6 +13,7 @@ import type { Instances } from './instances.ts';
 import type { Organizations } from './orgs.ts';
 import type { PreviewGrant, PreviewTokens } from './preview-tokens.ts';
 import { noteFacts, noteOperation } from './operations.ts';
+import { type InstanceAddress, roomRef } from './instance-address.ts';
 
 /** Default life of a signed preview URL. */
 export const PREVIEW_URL_DEFAULT_EXPIRY_S = 3600;
@@ -61,9 +62,14 @@ export class Ports {
 
   /** The port of the room's ready instance, for a caller of its organization. */
   async target(organizationId: string, profileId: string, roomId: string, port: string | number): Promise<PortTarget> {
+    return this.targetAt(roomRef(organizationId, profileId, roomId), port);
+  }
+
+  /** The port of the addressed ready instance. */
+  async targetAt(address: InstanceAddress, port: string | number): Promise<PortTarget> {
     const number = parsePort(port);
-    const { row } = await this.instances.requireReady(organizationId, profileId, roomId);
-    return { instanceId: row.id, organizationId, host: this.endpoint(row.id, number).host, port: number };
+    const { row } = await this.instances.requireReadyAt(address);
+    return { instanceId: row.id, organizationId: address.organizationId, host: this.endpoint(row.id, number).host, port: number };
   }
 
   /** The port a verified preview grant names, while its instance is ready and its key active. */

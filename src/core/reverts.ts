@@ -5,7 +5,6 @@
 // those their API codes). Processes and memory are not reverted: only files.
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
-import { isUuid } from '../lib/ids.ts';
 import type { Db } from '../store/db.ts';
 import { CommandRecords } from './command-records.ts';
 import { toFileChanges } from './commands.ts';
@@ -14,7 +13,9 @@ import type { Profiles } from './profiles.ts';
 import type { RevertResult } from './revert-schema.ts';
 import { appErrorOfRuntime } from './runtime-errors.ts';
 import type { ServedFiles } from './served-files.ts';
-import { noteFacts, noteOperation } from './operations.ts';
+import { noteOperation } from './operations.ts';
+import { addressFacts, type InstanceAddress, isInstanceRef, roomRef } from './instance-address.ts';
+import { commandNotFound } from './commands.ts';
 
 export class Reverts {
   private readonly records: CommandRecords;
@@ -32,15 +33,16 @@ export class Reverts {
   }
 
   async revert(organizationId: string, profileId: string, roomId: string, commandId: string, options: { force?: boolean }): Promise<RevertResult> {
-    noteOperation('command.revert', { profileId, roomId, commandId });
+    return this.revertAt(roomRef(organizationId, profileId, roomId), commandId, options);
+  }
+
+  async revertAt(address: InstanceAddress, commandId: string, options: { force?: boolean }): Promise<RevertResult> {
+    noteOperation('command.revert', { ...addressFacts(address), commandId });
     // Another organization's profile or command is not found, like a missing one.
-    await this.profiles.get(organizationId, profileId);
-    const row = isUuid(commandId) ? await this.records.find(organizationId, profileId, roomId, commandId) : undefined;
-    if (!row) {
-      throw new AppError('command_not_found', `no command ${commandId} in room "${roomId}" of profile ${profileId}; GET /api/profile/${profileId}/room/${roomId}/commands lists them`);
-    }
-    const { row: instance } = await this.instances.requireReady(organizationId, profileId, roomId);
-    noteFacts({ instanceId: instance.id });
+    if (!isInstanceRef(address)) await this.profiles.get(address.organizationId, address.profileId);
+    const row = await this.records.findAt(address, commandId);
+    if (!row) throw commandNotFound(address, commandId);
+    const { row: instance } = await this.instances.requireReadyAt(address);
     if (instance.id !== row.instance_id) {
       throw new AppError('no_undo_point', `command ${commandId} ran in an earlier instance of the room (${row.instance_id}), whose files are gone; only commands of the room's current instance can be reverted`);
     }

@@ -18,6 +18,7 @@ import { specOf, type Profiles } from './profiles.ts';
 import type { Quotas } from './quotas.ts';
 import type { ForkResult, Snapshot, SnapshotPage } from './snapshot-schema.ts';
 import { noteFacts, noteOperation } from './operations.ts';
+import { addressFacts, type InstanceAddress, roomRef } from './instance-address.ts';
 
 export interface SnapshotsDeps {
   db: Db;
@@ -40,9 +41,13 @@ export class Snapshots {
    * resolves once the snapshot is ready.
    */
   async create(organizationId: string, profileId: string, roomId: string, options: { name?: string }): Promise<Snapshot> {
-    noteOperation('snapshot.create', { profileId, roomId });
-    const instance = await this.deps.instances.requireLive(organizationId, profileId, roomId);
-    noteFacts({ instanceId: instance.id });
+    return this.createAt(roomRef(organizationId, profileId, roomId), options);
+  }
+
+  async createAt(address: InstanceAddress, options: { name?: string }): Promise<Snapshot> {
+    noteOperation('snapshot.create', addressFacts(address));
+    const instance = await this.deps.instances.requireLiveAt(address);
+    const { organization_id: organizationId, profile_id: profileId, room_id: roomId } = instance;
     const runtime = this.snapshotRuntime();
     if (instance.state !== 'ready' && instance.state !== 'paused') throw notSnapshottable(instance);
     const row: SnapshotRecord = {

@@ -14,7 +14,8 @@ import { RuntimeFeatureUnavailable, type TerminalSession } from '../runtimes/typ
 import type { EndReason } from './instance-records.ts';
 import type { Instances } from './instances.ts';
 import { envOf } from './instance-options.ts';
-import { noteFacts, noteOperation } from './operations.ts';
+import { noteOperation } from './operations.ts';
+import { addressFacts, type InstanceAddress, roomRef } from './instance-address.ts';
 
 /** Bounds of a terminal's size, in character cells; 80x24 unless asked. */
 export const TERMINAL_SIZE = { minCols: 1, maxCols: 1000, minRows: 1, maxRows: 1000, defaultCols: 80, defaultRows: 24 } as const;
@@ -165,8 +166,12 @@ export class Terminals {
    * answer, hears of a refusal first.
    */
   async precheck(organizationId: string, profileId: string, roomId: string): Promise<void> {
+    return this.precheckAt(roomRef(organizationId, profileId, roomId));
+  }
+
+  async precheckAt(address: InstanceAddress): Promise<void> {
     if (this.closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
-    const { row } = await this.instances.requireReady(organizationId, profileId, roomId);
+    const { row } = await this.instances.requireReadyAt(address);
     this.checkLimit(row.id);
   }
 
@@ -187,14 +192,17 @@ export class Terminals {
    * instance cannot have terminals, too many open) are thrown as AppError.
    */
   async open(organizationId: string, profileId: string, roomId: string, options: TerminalOptions = {}): Promise<Terminal> {
-    noteOperation('terminal.open', { profileId, roomId, command: options.command });
+    return this.openAt(roomRef(organizationId, profileId, roomId), options);
+  }
+
+  async openAt(address: InstanceAddress, options: TerminalOptions = {}): Promise<Terminal> {
+    noteOperation('terminal.open', { ...addressFacts(address), command: options.command });
     if (this.closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
     const cols = options.cols ?? TERMINAL_SIZE.defaultCols;
     const rows = options.rows ?? TERMINAL_SIZE.defaultRows;
     checkSize(cols, rows);
     if (options.command !== undefined) checkCommand(options.command);
-    const { row: instance, spec } = await this.instances.requireReady(organizationId, profileId, roomId);
-    noteFacts({ instanceId: instance.id });
+    const { row: instance, spec } = await this.instances.requireReadyAt(address);
     const runtime = this.instances.activeRuntime();
     this.checkLimit(instance.id);
     // Counted before the first await, so racing opens see it.
@@ -216,7 +224,7 @@ export class Terminals {
       if (err instanceof RuntimeFeatureUnavailable) throw this.unavailable(err);
       throw err;
     }
-    const terminal = new Terminal({ id, instanceId: instance.id, organizationId, profileId, roomId }, session);
+    const terminal = new Terminal({ id, instanceId: instance.id, organizationId: instance.organization_id, profileId: instance.profile_id, roomId: instance.room_id }, session);
     let set = this.openByInstance.get(instance.id);
     if (!set) this.openByInstance.set(instance.id, (set = new Set()));
     set.add(terminal);
