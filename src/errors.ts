@@ -1,6 +1,7 @@
-// The one registry of error codes roomkit answers with. Each code has exactly one HTTP
-// status; the Record type makes a code without a status a compile error. Every error
-// response body is the spec's Error shape: {error, message} (plus optional details).
+// The one registry of error codes roomkit answers with, and of the hints an error can
+// carry. Each code has exactly one HTTP status; the Record type makes a code without a
+// status a compile error. Every error response body is the spec's Error shape:
+// {error, message} (plus optional details).
 
 export const ERROR_STATUS = {
   // 400
@@ -102,26 +103,93 @@ export interface ErrorBody {
   request_id?: string;
 }
 
+/**
+ * What a caller can do about an error, named by a code; the values its wording needs go
+ * beside it. Core says which hint applies and nothing of how to act on it: each adapter
+ * words it in its own terms (the REST API names an endpoint, the tool layer a tool), so
+ * no message of core names an endpoint. A hint an adapter has no words for is left out.
+ */
+export const HINT_CODES = [
+  /** The room has no instance: make one. {profile_id, room_id} */
+  'create_instance',
+  /** The room's last instance stopped: make a new one. {profile_id, room_id} */
+  'create_new_instance',
+  /** The instance failed: delete it and make another. {profile_id, room_id} */
+  'recreate_failed_instance',
+  /** The instance is not ready yet: follow its state. {profile_id, room_id} */
+  'wait_until_ready',
+  /** Follow the instance's state until it is `until`, then retry. {profile_id, room_id, until} */
+  'poll_until',
+  /** Follow the instance's state (the message says what to wait for). {profile_id, room_id} */
+  'poll_state',
+  /** Follow the instance's state and retry. {profile_id, room_id} */
+  'poll_and_retry',
+  /** The room is taken: delete its instance first, to do `asked`. {profile_id, room_id, asked} */
+  'delete_instance_first',
+  /** A live instance differs from the options asked: keep it alive, or delete it and create again. {profile_id, room_id} */
+  'instance_options_differ',
+  /** A profile still has live instances: delete them. {profile_id} */
+  'delete_profile_instances',
+  /** Where the room's commands are listed. {profile_id, room_id} */
+  'list_commands',
+  /** Too many commands run: wait, or kill one. */
+  'kill_a_command',
+  /** Stdin can be kept open for a background command only, and written to later. */
+  'stdin_later',
+  /** Stdin too large for one request: a file, or an open stdin. */
+  'stdin_in_file',
+  /** A command too long: a script file. */
+  'command_in_file',
+  /** Environment too large: a file. */
+  'env_in_file',
+  /** The profile cannot keep undo points: turn keep_undo on and make the instance again. */
+  'enable_keep_undo',
+  /** A file too large to return here: fetch it raw. {instance_id, path} */
+  'fetch_raw_file',
+  /** A file not served publicly: read it with a key. */
+  'read_with_key',
+  /** A quota the organization reached: what frees it, and where quotas are shown. {quota} */
+  'quota_fix',
+  /** Where the organization's quotas are shown. */
+  'show_quotas',
+  /** Where the organization's snapshots are listed. */
+  'list_snapshots',
+  /** A snapshot still being taken: retry once it is ready. {snapshot_id} */
+  'snapshot_ready_later',
+  /** A preview URL that cannot be used: sign a new one. {port?} */
+  'sign_port_url',
+  /** A terminal ticket that cannot be used: get a new one. */
+  'new_terminal_ticket',
+] as const;
+export type HintCode = (typeof HINT_CODES)[number];
+
+export interface ErrorHint {
+  code: HintCode;
+  [param: string]: string | number | undefined;
+}
+
 /** An expected failure with a stable code; safe to show to the caller as it is. */
 export class AppError extends Error {
   readonly code: ErrorCode;
   readonly details: Record<string, unknown> | undefined;
+  /** What the caller can do next, for the adapter to word (see HINT_CODES); the message says nothing of it. */
+  readonly hint: ErrorHint | undefined;
 
-  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, hint?: ErrorHint) {
     super(message);
     this.name = 'AppError';
     this.code = code;
     this.details = details;
+    this.hint = hint;
   }
 
   get status(): number {
     return ERROR_STATUS[this.code];
   }
 
-  toBody(): ErrorBody {
-    return this.details === undefined
-      ? { error: this.code, message: this.message }
-      : { error: this.code, message: this.message, details: this.details };
+  /** The Error body, with the message as an adapter words it (its hint included), or core's own. */
+  toBody(message = this.message): ErrorBody {
+    return this.details === undefined ? { error: this.code, message } : { error: this.code, message, details: this.details };
   }
 }
 

@@ -24,6 +24,7 @@ import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
 import { type Db, openSqliteStore } from './store/db.ts';
+import { FileLinks } from './core/file-links.ts';
 
 export interface Services {
   config: Config;
@@ -37,6 +38,8 @@ export interface Services {
   quotas: Quotas;
   admission: Admission;
   commands: Commands;
+  /** How files are linked in answers (public_url); the REST API, which serves them, says how when it is mounted. */
+  fileLinks: FileLinks;
   /** Reverts of one command's file changes (keep_undo). */
   reverts: Reverts;
   files: Files;
@@ -77,8 +80,9 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const admission = new Admission({ config });
     const instances = new Instances({ db, profiles, runtime, quotas, admission, log, metrics, warmPoolMaxInstances: config.warmPoolMaxInstances });
     const servedFiles = new ServedFiles(db);
-    const commands = new Commands({ db, instances, profiles, servedFiles, quotas, config, log, metrics });
-    const reverts = new Reverts({ db, instances, profiles, servedFiles, config });
+    const fileLinks = new FileLinks();
+    const commands = new Commands({ db, instances, profiles, servedFiles, fileLinks, quotas, config, log, metrics });
+    const reverts = new Reverts({ db, instances, profiles, servedFiles, fileLinks, config });
     const files = new Files({ instances, profiles, servedFiles, config });
     const terminals = new Terminals({ instances, config, log });
     const terminalTickets = new TerminalTickets();
@@ -106,6 +110,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       quotas,
       admission,
       commands,
+      fileLinks,
       reverts,
       files,
       terminals,

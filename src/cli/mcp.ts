@@ -9,6 +9,7 @@ import { loadConfig } from '../config.ts';
 import { toolLimits } from '../adapters/tools/local-backend.ts';
 import { createMcpServer } from '../adapters/mcp/server.ts';
 import { RemoteToolBackend } from '../adapters/tools/remote-backend.ts';
+import { rawFileUrl } from '../adapters/rest/raw-file-url.ts';
 import { CliError } from './errors.ts';
 
 export async function mcpStdio(options: { url?: string | undefined; apiKey?: string | undefined }): Promise<void> {
@@ -30,6 +31,8 @@ export async function mcpStdio(options: { url?: string | undefined; apiKey?: str
     // The server's own limits are not published; these are its defaults.
     limits: toolLimits(loadConfig({}, {})),
     publicBaseUrl: backend.client.baseUrl,
+    // The server it reaches links files at its REST API's raw endpoint.
+    fileUrl: rawFileUrl,
     describeFailure: (err) => {
       const code = (err as { code?: unknown }).code;
       const message = err instanceof Error ? err.message : String(err);

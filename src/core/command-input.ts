@@ -46,8 +46,9 @@ export function decodeInput(text: string, encoding: StdinEncoding | undefined, m
   if (bytes.length > maxBytes) {
     throw new AppError(
       'stdin_too_large',
-      `${field} is ${bytes.length} bytes, more than the ${maxBytes} one request may give (ROOMKIT_MAX_STDIN_BYTES); write the input to a file with PUT .../file/{path} and redirect it (\`cmd < file\`), or start the command with "stdin_open": true and send it in parts`,
+      `${field} is ${bytes.length} bytes, more than the ${maxBytes} one request may give (ROOMKIT_MAX_STDIN_BYTES)`,
       { bytes: bytes.length, max_bytes: maxBytes },
+      { code: 'stdin_in_file' },
     );
   }
   return bytes;
@@ -91,7 +92,9 @@ export function validateCommandInput(input: CommandInput): void {
   if (Buffer.byteLength(input.command) > MAX_COMMAND_BYTES) {
     throw new AppError(
       'validation_error',
-      `command is ${Buffer.byteLength(input.command)} bytes, more than the ${MAX_COMMAND_BYTES} accepted; write long scripts to a file with PUT .../file/{path} and run that`,
+      `command is ${Buffer.byteLength(input.command)} bytes, more than the ${MAX_COMMAND_BYTES} accepted`,
+      undefined,
+      { code: 'command_in_file' },
     );
   }
   if (input.command.includes('\0')) throw new AppError('validation_error', 'command contains a NUL character, which a shell command cannot carry');

@@ -16,7 +16,7 @@ import type { Db } from '../store/db.ts';
 import type { CommandRow } from '../store/schema.ts';
 import type { Instances } from './instances.ts';
 import { envOf } from './instance-options.ts';
-import { apiPath, fromApiPath, urlSegment } from '../lib/guest-names.ts';
+import { apiPath } from '../lib/guest-names.ts';
 import { OutputLog, StreamTexts, streamFields } from './output-log.ts';
 import { appErrorOfRuntime } from './runtime-errors.ts';
 import type { ServedFiles } from './served-files.ts';
@@ -26,18 +26,10 @@ import { nowIso } from '../lib/time.ts';
 import type { Metrics } from '../metrics.ts';
 import { noteFacts, noteOperation } from './operations.ts';
 import { addressFacts, type InstanceAddress, isInstanceRef, roomRef } from './instance-address.ts';
+import type { FileLinks } from './file-links.ts';
 
-/**
- * The unauthenticated URL of a file in an instance (the spec's public_url), for a path
- * as roomkit holds it, or as the API shows it when `pathEncoding` is given.
- */
-export function publicUrl(instanceId: string, path: string, pathEncoding?: 'percent'): string {
-  if (pathEncoding === 'percent') path = fromApiPath(path) ?? path;
-  const encoded = path.replace(/^\/+/, '').split('/').map(urlSegment).join('/');
-  return `/vm/${instanceId}/file/${encoded}`;
-}
-
-export function toFileChanges(instanceId: string, entries: FileChangeEntry[]): FileChange[] {
+/** The API's files_changed entries of a runtime's list, each kept file with its link (public_url) where files are linked. */
+export function toFileChanges(instanceId: string, entries: FileChangeEntry[], links: FileLinks): FileChange[] {
   return entries.map((e) => {
     const shown = apiPath(e.path);
     const path = shown.percentEncoded ? { path: shown.path, path_encoding: 'percent' as const } : { path: e.path };
@@ -48,9 +40,14 @@ export function toFileChanges(instanceId: string, entries: FileChangeEntry[]): F
           status: e.status,
           ...(e.size === undefined ? {} : { size: e.size }),
           mime_type: e.mimeType ?? 'application/octet-stream',
-          public_url: publicUrl(instanceId, e.path),
+          ...linkOf(links, instanceId, e.path),
         };
   });
+}
+
+function linkOf(links: FileLinks, instanceId: string, path: string): { public_url?: string } {
+  const url = links.urlOf(instanceId, path);
+  return url === undefined ? {} : { public_url: url };
 }
 
 /** How long a kill request signals a command that has not started its processes yet, or waits for a killed one to end. */
@@ -98,19 +95,21 @@ export class Commands {
   private readonly profiles: Profiles;
   private readonly servedFiles: ServedFiles;
   private readonly config: Config;
+  private readonly fileLinks: FileLinks;
   private readonly quotas: Quotas;
   private readonly log: Logger;
   private readonly metrics: Metrics | undefined;
   /** Commands running now and finished ones kept for a while, by id, oldest first. */
   private readonly sessions = new Map<string, CommandSession>();
 
-  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; quotas: Quotas; config: Config; log: Logger; metrics?: Metrics }) {
+  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; fileLinks: FileLinks; quotas: Quotas; config: Config; log: Logger; metrics?: Metrics }) {
     this.quotas = deps.quotas;
     this.records = new CommandRecords(deps.db);
     this.instances = deps.instances;
     this.profiles = deps.profiles;
     this.servedFiles = deps.servedFiles;
     this.config = deps.config;
+    this.fileLinks = deps.fileLinks;
     this.log = deps.log;
     this.metrics = deps.metrics;
     // An instance running a command is not idle, however long the command takes.
@@ -145,7 +144,7 @@ export class Commands {
     const background = input.background === true;
     const stdinOpen = input.stdin_open === true;
     if (stdinOpen && !background) {
-      throw new AppError('validation_error', 'stdin_open applies only to a background command ("background": true), whose input is sent later with POST .../commands/{command_id}/stdin; give a waited-for command its input at once with "stdin"');
+      throw new AppError('validation_error', 'stdin_open applies only to a background command ("background": true)', undefined, { code: 'stdin_later' });
     }
     if (input.stdin_encoding !== undefined && input.stdin === undefined) throw new AppError('validation_error', 'stdin_encoding says how "stdin" is encoded, but there is no stdin');
     const stdin = input.stdin === undefined ? undefined : decodeInput(input.stdin, input.stdin_encoding, this.config.maxStdinBytes, 'stdin');
@@ -154,7 +153,9 @@ export class Commands {
     if (input.keep_undo === true && spec.keep_undo !== true) {
       throw new AppError(
         'undo_unavailable',
-        'this instance cannot keep undo points: its profile was created without keep_undo. Set "keep_undo": true on the profile (PATCH /api/profiles/{profile_id}), then delete the instance and create it again',
+        'this instance cannot keep undo points: its profile was created without keep_undo',
+        undefined,
+        { code: 'enable_keep_undo' },
       );
     }
     const keepUndo = input.keep_undo ?? spec.keep_undo === true;
@@ -174,7 +175,9 @@ export class Commands {
     if (busy >= this.config.maxCommandsPerInstance) {
       throw new AppError(
         'too_many_commands',
-        `the instance is already running ${busy} commands, the most it runs at once; wait for one to finish, or kill one with POST .../commands/{command_id}/kill`,
+        `the instance is already running ${busy} commands, the most it runs at once`,
+        undefined,
+        { code: 'kill_a_command' },
       );
     }
 
@@ -265,7 +268,7 @@ export class Commands {
           result: {
             output: outcome.output,
             exit_code: outcome.exitCode,
-            files_changed: toFileChanges(instance.id, changes.slice(0, limit)),
+            files_changed: toFileChanges(instance.id, changes.slice(0, limit), this.fileLinks),
             timed_out: outcome.timedOut,
             output_truncated: outcome.outputTruncated,
             output_bytes: outcome.outputBytes,
@@ -502,7 +505,7 @@ export function commandNotFound(address: InstanceAddress, commandId: string): Ap
     return new AppError('command_not_found', `no command ${commandId} in instance ${address.instanceId}`, { instance_id: address.instanceId, command_id: commandId });
   }
   const { profileId, roomId } = address;
-  return new AppError('command_not_found', `no command ${commandId} in room "${roomId}" of profile ${profileId}; GET /api/profile/${profileId}/room/${roomId}/commands lists them`);
+  return new AppError('command_not_found', `no command ${commandId} in room "${roomId}" of profile ${profileId}`, undefined, { code: 'list_commands', profile_id: profileId, room_id: roomId });
 }
 
 /** The stream fields of a result. */

@@ -10,7 +10,6 @@ import { GuestFileError, type GuestFileInfo, type Runtime } from '../runtimes/ty
 import type { Instances } from './instances.ts';
 import { isText, mimeTypeOf } from '../lib/mime.ts';
 import { apiPath, encodeName } from '../lib/guest-names.ts';
-import { publicUrl } from './commands.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import type { Profiles } from './profiles.ts';
 import type { ServedFiles } from './served-files.ts';
@@ -102,7 +101,9 @@ export class Files {
       if (err instanceof GuestFileError && err.kind === 'too_large') {
         throw new AppError(
           'file_too_large',
-          `${apiPath(absolute(path, home)).path} is ${err.size} bytes, more than the ${this.config.maxFileReadBytes} this endpoint returns; fetch it raw from GET ${publicUrl(instanceId, absolute(path, home))}`,
+          `${apiPath(absolute(path, home)).path} is ${err.size} bytes, more than the ${this.config.maxFileReadBytes} this endpoint returns`,
+          undefined,
+          { code: 'fetch_raw_file', instance_id: instanceId, path: absolute(path, home) },
         );
       }
       throw appErrorOf(err);
@@ -139,14 +140,16 @@ export class Files {
     // The profile as it is now, so that narrowing it applies to live instances at once.
     const policy = (await this.profiles.find(row.organization_id, row.profile_id))?.raw_files ?? spec.raw_files ?? 'all';
     if (policy === 'all') return;
-    const how = 'read it with an API key at GET /api/profile/{profile_id}/room/{room_id}/file/{path}?raw=1';
+    const how = { code: 'read_with_key' } as const;
     if (policy === 'off') {
-      throw new AppError('raw_file_not_served', `this instance's profile serves no files at public URLs (raw_files: off); ${how}`);
+      throw new AppError('raw_file_not_served', 'this instance\'s profile serves no files at public URLs (raw_files: off)', undefined, how);
     }
     if (!(await this.servedFiles.listed(row.id, path))) {
       throw new AppError(
         'raw_file_not_served',
-        `this instance's profile serves only files that a command listed as created or modified (raw_files: changed), and no command listed ${apiPath(posix.normalize(path)).path}; ${how}`,
+        `this instance's profile serves only files that a command listed as created or modified (raw_files: changed), and no command listed ${apiPath(posix.normalize(path)).path}`,
+        undefined,
+        how,
       );
     }
   }

@@ -39,8 +39,9 @@ export function checkCreateOptions(options: CreateOptions, spec: ProfileSpec): v
   if (bytes > MAX_INSTANCE_ENV_BYTES) {
     throw new AppError(
       'validation_error',
-      `env is ${bytes} bytes (names and values), more than the ${MAX_INSTANCE_ENV_BYTES} a create may give; put large values in a file with PUT .../file/{path}`,
+      `env is ${bytes} bytes (names and values), more than the ${MAX_INSTANCE_ENV_BYTES} a create may give`,
       { bytes, max_bytes: MAX_INSTANCE_ENV_BYTES },
+      { code: 'env_in_file' },
     );
   }
   if (options.timeout_s !== undefined) checkTimeout(options.timeout_s, spec);
@@ -101,12 +102,11 @@ export async function assertSameOptions(db: Db, row: InstanceRecord, options: Cr
   if (options.metadata !== undefined && !sameRecord(options.metadata, await metadataOf(db, row.id))) differ.push('metadata');
   if (options.timeout_s !== undefined && options.timeout_s !== row.timeout_s) differ.push('timeout_s');
   if (differ.length === 0) return;
-  const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
   throw new AppError(
     'instance_options_conflict',
-    `the room already has a live instance (${row.id}) made with a different ${differ.join(', ')}; a create does not change a live ` +
-      `instance: send the same options (or leave them out) to get it, POST ${room}/keepalive to move its deadline, or DELETE ${room} and create it again`,
+    `the room already has a live instance (${row.id}) made with a different ${differ.join(', ')}; a create does not change a live instance`,
     { instance_id: row.id, fields: differ },
+    { code: 'instance_options_differ', profile_id: row.profile_id, room_id: row.room_id },
   );
 }
 

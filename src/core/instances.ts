@@ -355,11 +355,11 @@ export class Instances {
     const last = await this.records.findLastStopped(organizationId, profileId, roomId);
     const why = last ? await this.records.lastEndReason(last.id) : undefined;
     if (!last || !why) return instanceNotFound(profileId, roomId);
-    const room = `/api/profile/${profileId}/room/${roomId}`;
     return new AppError(
       'instance_not_found',
-      `no instance in room "${roomId}": its last one (${last.id}) stopped at ${last.updated_at} (${why.code}: ${why.reason}); create a new one with POST ${room}`,
+      `no instance in room "${roomId}": its last one (${last.id}) stopped at ${last.updated_at} (${why.code}: ${why.reason})`,
       { last_instance_id: last.id, stopped_at: last.updated_at, reason_code: why.code },
+      { code: 'create_new_instance', profile_id: profileId, room_id: roomId },
     );
   }
 
@@ -722,16 +722,14 @@ function idleAction(row: InstanceRecord): 'pause' | 'stop' {
 }
 
 function notReady(row: InstanceRecord): AppError {
-  const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
-  const message =
-    row.state === 'failed'
-      ? `the room's instance failed (${row.failure_reason}); delete it with DELETE ${room} and create another with POST ${room}`
-      : `the room's instance is ${row.state}, not ready; poll GET ${room} until its state is "ready"`;
-  return new AppError('instance_not_ready', message, { instance_id: row.id, state: row.state });
+  const room = { profile_id: row.profile_id, room_id: row.room_id };
+  return row.state === 'failed'
+    ? new AppError('instance_not_ready', `the room's instance failed (${row.failure_reason})`, { instance_id: row.id, state: row.state }, { code: 'recreate_failed_instance', ...room })
+    : new AppError('instance_not_ready', `the room's instance is ${row.state}, not ready`, { instance_id: row.id, state: row.state }, { code: 'wait_until_ready', ...room });
 }
 
 export function instanceNotFound(profileId: string, roomId: string): AppError {
-  return new AppError('instance_not_found', `no instance in room "${roomId}" of profile ${profileId}; create one with POST /api/profile/${profileId}/room/${roomId}`);
+  return new AppError('instance_not_found', `no instance in room "${roomId}" of profile ${profileId}`, undefined, { code: 'create_instance', profile_id: profileId, room_id: roomId });
 }
 
 /** The spec of an instance started from a snapshot: the profile's, with the machine the snapshot's files need. */
@@ -745,8 +743,8 @@ export function roomOccupied(row: InstanceRecord, asked: string): AppError {
   const from = row.snapshot_id ? `started from snapshot ${row.snapshot_id}` : 'started from its profile\'s image';
   return new AppError(
     'room_occupied',
-    `room "${row.room_id}" already has an instance (${row.id}, ${from}, ${row.state}); delete it first ` +
-      `(DELETE /api/profile/${row.profile_id}/room/${row.room_id}) to ${asked}, or use another room`,
+    `room "${row.room_id}" already has an instance (${row.id}, ${from}, ${row.state})`,
     { instance_id: row.id, room_id: row.room_id },
+    { code: 'delete_instance_first', profile_id: row.profile_id, room_id: row.room_id, asked },
   );
 }

@@ -5,7 +5,7 @@
 // checked before a resume takes memory again, and a resume that fails leaves the
 // instance paused (its files are intact) with why in its state history.
 import type { Logger } from 'pino';
-import { AppError } from '../errors.ts';
+import { AppError, type ErrorHint } from '../errors.ts';
 import type { PausableRuntime, Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { InstanceRecord } from './stored-json.ts';
@@ -151,15 +151,17 @@ export class Pauses {
 
 /** The Error for a pause or resume the instance's state does not allow. */
 export function stateConflict(row: InstanceRecord, asked: 'pause' | 'resume'): AppError {
-  const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
-  const hint: Record<string, string> = {
-    pausing: asked === 'pause' ? 'it is being paused already; poll GET ' + room + ' until it is "paused"' : `it is being paused; resume it once it is "paused" (poll GET ${room})`,
-    resuming: asked === 'resume' ? `it is being resumed already; poll GET ${room} until it is "ready"` : `it is being resumed; pause it once it is "ready" (poll GET ${room})`,
-    paused: 'it is paused',
-    stopping: 'it is being deleted',
-    stopped: 'it was deleted',
-    failed: `it failed (${row.failure_reason ?? 'unknown'}); delete it and create another`,
+  const room = { profile_id: row.profile_id, room_id: row.room_id };
+  const until = (state: string): ErrorHint => ({ code: 'poll_until', ...room, until: state });
+  const poll: ErrorHint = { code: 'poll_state', ...room };
+  const why: Record<string, [string, ErrorHint?]> = {
+    pausing: asked === 'pause' ? ['it is being paused already', until('paused')] : ['it is being paused; resume it once it is "paused"', poll],
+    resuming: asked === 'resume' ? ['it is being resumed already', until('ready')] : ['it is being resumed; pause it once it is "ready"', poll],
+    paused: ['it is paused'],
+    stopping: ['it is being deleted'],
+    stopped: ['it was deleted'],
+    failed: [`it failed (${row.failure_reason ?? 'unknown'}); delete it and create another`],
   };
-  const why = hint[row.state] ?? `it is still starting (${row.state}); poll GET ${room} until it is "ready"`;
-  return new AppError('instance_state_conflict', `cannot ${asked} the room's instance: ${why}`, { instance_id: row.id, state: row.state });
+  const [words, hint] = why[row.state] ?? [`it is still starting (${row.state})`, until('ready')];
+  return new AppError('instance_state_conflict', `cannot ${asked} the room's instance: ${words}`, { instance_id: row.id, state: row.state }, hint);
 }

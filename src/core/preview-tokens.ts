@@ -43,7 +43,7 @@ export class PreviewTokens {
   /** What a token grants; throws invalid_preview_token or preview_url_expired. */
   verify(token: string, now = Date.now()): PreviewGrant {
     const invalid = () =>
-      new AppError('invalid_preview_token', 'the preview URL is not valid (altered, cut short, or signed by another server); get a new one with POST …/ports/{port}/url');
+      new AppError('invalid_preview_token', 'the preview URL is not valid (altered, cut short, or signed by another server)', undefined, { code: 'sign_port_url' });
     const [version, payload, mac, extra] = token.split('.');
     if (version !== VERSION || !payload || !mac || extra !== undefined) throw invalid();
     const expected = Buffer.from(this.mac(payload));
@@ -61,9 +61,12 @@ export class PreviewTokens {
     }
     const expiresAt = e * 1000;
     if (expiresAt <= now) {
-      throw new AppError('preview_url_expired', `the preview URL expired at ${new Date(expiresAt).toISOString()}; get a new one with POST …/ports/${p}/url`, {
-        expired_at: new Date(expiresAt).toISOString(),
-      });
+      throw new AppError(
+        'preview_url_expired',
+        `the preview URL expired at ${new Date(expiresAt).toISOString()}`,
+        { expired_at: new Date(expiresAt).toISOString() },
+        { code: 'sign_port_url', port: p },
+      );
     }
     return { instanceId: i, port: p, caller: { organizationId: o, keyId: k, env: v }, expiresAt };
   }

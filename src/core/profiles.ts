@@ -134,8 +134,9 @@ export class Profiles {
       if (live > 0) {
         throw new AppError(
           'profile_in_use',
-          `profile ${row.id} has ${live} live instance(s); delete them first (DELETE /api/profile/${row.id}/room/{room_id})`,
+          `profile ${row.id} has ${live} live instance(s); delete them first`,
           { live_instances: live },
+          { code: 'delete_profile_instances', profile_id: row.id },
         );
       }
       await trx.updateTable('profiles').set({ deleted_at: nowIso() }).where('id', '=', row.id).execute();

@@ -77,13 +77,13 @@ export function sumResources(rows: readonly { resources: InstanceResources; stat
 }
 
 const HOW_TO_FIX: Record<QuotaName, string> = {
-  instances: 'delete an instance you no longer need (DELETE /api/profile/{profile_id}/room/{room_id})',
+  instances: 'delete an instance you no longer need',
   memory_mb: 'delete an instance, or use a profile with less memory_mb',
   vcpus: 'delete an instance, or use a profile with fewer vcpus',
   disk_mb: 'delete an instance, or use a profile with a smaller disk_mb',
-  concurrent_commands: 'wait for a command to end, or kill one (POST .../commands/{command_id}/kill)',
+  concurrent_commands: 'wait for a command to end, or kill one',
   commands_per_minute: 'wait and retry',
-  snapshots: 'delete a snapshot you no longer need (DELETE /api/snapshots/{snapshot_id})',
+  snapshots: 'delete a snapshot you no longer need',
 };
 
 export function quotaExceeded(breach: QuotaBreach): AppError {
@@ -91,8 +91,9 @@ export function quotaExceeded(breach: QuotaBreach): AppError {
   return new AppError(
     'quota_exceeded',
     `this would go over the organization's ${quota} quota: ${used} in use, ${requested} more asked for, limit ${limit}; ` +
-      `${HOW_TO_FIX[quota]}, or ask the operator to raise the quota (GET /api/usage shows all quotas)`,
+      `${HOW_TO_FIX[quota]}, or ask the operator to raise the quota`,
     { quota, limit, used, requested },
+    { code: 'quota_fix', quota },
   );
 }
 
@@ -203,8 +204,9 @@ export class Quotas {
         throw new AppError(
           'commands_rate_exceeded',
           `the organization started ${use.lastMinute} commands in the last minute, its commands_per_minute quota is ${limit}; ` +
-            `retry in ${retryAfterS} s, or ask the operator to raise the quota (GET /api/usage shows all quotas)`,
+            `retry in ${retryAfterS} s, or ask the operator to raise the quota`,
           { quota: 'commands_per_minute', limit, used: use.lastMinute, requested: 1, retry_after_s: retryAfterS },
+          { code: 'show_quotas' },
         );
       }
       await insert(trx);

@@ -16,6 +16,7 @@ import type { ServedFiles } from './served-files.ts';
 import { noteOperation } from './operations.ts';
 import { addressFacts, type InstanceAddress, isInstanceRef, roomRef } from './instance-address.ts';
 import { commandNotFound } from './commands.ts';
+import type { FileLinks } from './file-links.ts';
 
 export class Reverts {
   private readonly records: CommandRecords;
@@ -23,13 +24,15 @@ export class Reverts {
   private readonly profiles: Profiles;
   private readonly servedFiles: ServedFiles;
   private readonly config: Config;
+  private readonly fileLinks: FileLinks;
 
-  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; config: Config }) {
+  constructor(deps: { db: Db; instances: Instances; profiles: Profiles; servedFiles: ServedFiles; fileLinks: FileLinks; config: Config }) {
     this.records = new CommandRecords(deps.db);
     this.instances = deps.instances;
     this.profiles = deps.profiles;
     this.servedFiles = deps.servedFiles;
     this.config = deps.config;
+    this.fileLinks = deps.fileLinks;
   }
 
   async revert(organizationId: string, profileId: string, roomId: string, commandId: string, options: { force?: boolean }): Promise<RevertResult> {
@@ -63,7 +66,7 @@ export class Reverts {
     return {
       command_id: commandId,
       instance_id: instance.id,
-      files_changed: toFileChanges(instance.id, changes.slice(0, limit)),
+      files_changed: toFileChanges(instance.id, changes.slice(0, limit), this.fileLinks),
       files_changed_total: changes.length,
       files_changed_truncated: changes.length > limit,
       ...(outcome.changesMethod ? { files_changed_method: outcome.changesMethod } : {}),

@@ -128,9 +128,7 @@ export class Snapshots {
     const row = await this.row(organizationId, snapshotId);
     this.snapshotRuntime();
     if (row.state !== 'ready') {
-      throw new AppError('snapshot_unusable', `snapshot ${row.id} is still being taken; retry once GET /api/snapshots/${row.id} says "ready"`, {
-        snapshot_id: row.id,
-      });
+      throw new AppError('snapshot_unusable', `snapshot ${row.id} is still being taken`, { snapshot_id: row.id }, { code: 'snapshot_ready_later', snapshot_id: row.id });
     }
     return { id: row.id, spec: row.spec };
   }
@@ -219,7 +217,7 @@ export class Snapshots {
       .where('deleted_at', 'is', null)
       .executeTakeFirst();
     // Another organization's snapshot is answered exactly like one that does not exist.
-    if (!row) throw new AppError('snapshot_not_found', `no snapshot ${snapshotId} in this organization; GET /api/snapshots lists them`);
+    if (!row) throw new AppError('snapshot_not_found', `no snapshot ${snapshotId} in this organization`, undefined, { code: 'list_snapshots' });
     return decodeSnapshot(row);
   }
 
@@ -240,11 +238,11 @@ function supportsSnapshots(runtime: Runtime): runtime is Runtime & SnapshotRunti
 }
 
 function notSnapshottable(row: InstanceRecord): AppError {
-  const room = `/api/profile/${row.profile_id}/room/${row.room_id}`;
   return new AppError(
     'instance_state_conflict',
-    `cannot take a snapshot of the room's instance while it is ${row.state}: only a ready or paused one; poll GET ${room} and retry`,
+    `cannot take a snapshot of the room's instance while it is ${row.state}: only a ready or paused one`,
     { instance_id: row.id, state: row.state },
+    { code: 'poll_and_retry', profile_id: row.profile_id, room_id: row.room_id },
   );
 }
 

@@ -48,7 +48,9 @@ export class TerminalTickets {
     if (!held || held.expiresAt <= now || held.profileId !== profileId.toLowerCase() || held.roomId !== roomId) {
       throw new AppError(
         'invalid_terminal_ticket',
-        `the terminal ticket is unknown, used, expired (a ticket lasts ${TICKET_TTL_MS / 1000} s and opens one terminal) or made for another room; get a new one with POST .../terminal/ticket`,
+        `the terminal ticket is unknown, used, expired (a ticket lasts ${TICKET_TTL_MS / 1000} s and opens one terminal) or made for another room`,
+        undefined,
+        { code: 'new_terminal_ticket' },
       );
     }
     return held.caller;

@@ -32,6 +32,8 @@ import { MAX_TERMINAL_MESSAGE_BYTES, terminalRoutes } from '../adapters/rest/rou
 import { toolRoutes } from '../adapters/rest/routes/tools.ts';
 import { mcpRoutes } from '../adapters/mcp/http-route.ts';
 import { RoomTools } from '../adapters/tools/room-tools.ts';
+import { restMessage } from '../adapters/rest/hint-wording.ts';
+import { rawFileUrl } from '../adapters/rest/raw-file-url.ts';
 import { usageRoutes } from '../adapters/rest/routes/usage.ts';
 import { checkReadiness } from '../core/readiness.ts';
 import { installOpenApi } from './openapi.ts';
@@ -141,7 +143,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   });
   const allowedMethods = (method: string, path: string) =>
     (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((m) => m !== method && known.find(m, path) !== null);
-  installErrorHandling(app, allowedMethods);
+  installErrorHandling(app, allowedMethods, restMessage);
 
   // JSON only. An empty body counts as {} so `curl -X POST -H 'Content-Type:
   // application/json'` works for endpoints whose fields are all optional.
@@ -204,8 +206,10 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     },
   });
 
+  // The raw endpoint is the REST API's: it says how core links a file (public_url).
+  services.fileLinks.use(rawFileUrl);
   // Registration order is the order of /openapi.json's paths.
-  const tools = new RoomTools(services);
+  const tools = new RoomTools(services, rawFileUrl);
   keyRoutes(app, services);
   profileRoutes(app, services);
   roomRoutes(app, services);

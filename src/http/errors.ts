@@ -40,9 +40,13 @@ export function sendError(reply: FastifyReply, body: ErrorBody): FastifyReply {
     .send({ ...body, request_id: reply.request.id });
 }
 
-export function installErrorHandling(app: FastifyInstance, allowedMethods: (method: string, url: string) => string[]): void {
+/**
+ * `wordMessage` gives an AppError's message as the mounted adapter words it (with its
+ * hint, errors.ts HINT_CODES); the shell itself knows no adapter's words.
+ */
+export function installErrorHandling(app: FastifyInstance, allowedMethods: (method: string, url: string) => string[], wordMessage: (err: AppError) => string): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const body = toErrorBody(err, request);
+    const body = toErrorBody(err, request, wordMessage);
     if (ERROR_STATUS[body.error] >= 500) {
       request.log.error({ err }, 'request failed');
     }
@@ -63,10 +67,10 @@ export function installErrorHandling(app: FastifyInstance, allowedMethods: (meth
   });
 }
 
-function toErrorBody(err: FastifyError, request: FastifyRequest): ErrorBody {
-  if (err instanceof AppError) return err.toBody();
+function toErrorBody(err: FastifyError, request: FastifyRequest, wordMessage: (err: AppError) => string): ErrorBody {
+  if (err instanceof AppError) return err.toBody(wordMessage(err));
   const fromRuntime = appErrorOfRuntime(err);
-  if (fromRuntime) return fromRuntime.toBody();
+  if (fromRuntime) return fromRuntime.toBody(wordMessage(fromRuntime));
   if (err.validation) return validationBody(err.validation as ValidationIssue[], err.validationContext ?? 'body');
 
   const fromFastify = FASTIFY_CODES[err.code];

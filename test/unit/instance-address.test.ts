@@ -57,6 +57,16 @@ describe('an instance by its id', () => {
     assert.equal((await refusal(t.services.files.read(org.organizationId, org.defaultProfileId, 'by-id', 'note.txt'))).code, 'file_not_found');
   });
 
+  it('links changed files at the raw endpoint the REST API registered with core', async () => {
+    t.runtime.options = { commandChanges: [{ path: '/home/user/out dir/a.txt', status: 'created', size: 3 }] };
+    try {
+      const result = await t.services.commands.runAt(ref, { command: 'make' });
+      assert.equal(result.result.files_changed[0]!.public_url, `/vm/${ref.instanceId}/file/home/user/out%20dir/a.txt`);
+    } finally {
+      t.runtime.options = {};
+    }
+  });
+
   it('takes a keep-alive', async () => {
     const kept = await t.services.instances.keepAliveAt(ref, { timeout_s: 600 });
     assert.equal(kept.instance_id, ref.instanceId);

@@ -49,6 +49,7 @@ export function mcpRoutes(app: App, { config, audit }: Services, tools: RoomTool
       const server = createMcpServer({
         backend: tools.backend(caller.organizationId, caller.keyId),
         limits: tools.limits,
+        fileUrl: tools.fileUrl,
         publicBaseUrl: originOf(request, config.publicUrl),
         onToolCall: auditToolCalls(request, audit),
         // API errors are tool results already; what is left is a bug.

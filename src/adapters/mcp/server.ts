@@ -24,6 +24,7 @@ import type { ToolBackend } from '../tools/backend.ts';
 import { toolDefinitions, type ToolLimits, type ToolScope } from '../tools/definitions.ts';
 import { apiErrorOf, executeCall, expectToolCall, prepareCall } from '../tools/executor.ts';
 import { toMcpTool } from '../tools/formats.ts';
+import type { FileUrl } from '../../core/file-links.ts';
 
 /** Told to the model by clients that pass server instructions on. */
 export const INSTRUCTIONS = [
@@ -43,6 +44,8 @@ export interface McpServerOptions {
   limits: ToolLimits;
   /** Origin of the roomkit service, so results carry whole public URLs. */
   publicBaseUrl?: string;
+  /** The URL of a file's raw bytes (the REST API's raw endpoint), for links in results. */
+  fileUrl: FileUrl;
   /**
    * Words a failure that is not an API error (a bug, the service unreachable) for the
    * model, after logging it as the caller sees fit.
@@ -111,6 +114,7 @@ export function createMcpServer(options: McpServerOptions): Server {
       // Every API error is the model's to act on here (e.g. instance_not_found: create it).
       const result = await executeCall(options.backend, scope, options.limits, prepared, {
         ...(options.publicBaseUrl === undefined ? {} : { publicBaseUrl: options.publicBaseUrl }),
+        fileUrl: options.fileUrl,
         reportAsResult: () => true,
       });
       // structuredContent: the same JSON the REST tools/call answers, for clients that read

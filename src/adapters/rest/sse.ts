@@ -8,6 +8,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CommandSession } from '../../core/commands.ts';
 import type { OutputPiece } from '../../core/output-log.ts';
+import { restMessage } from './hint-wording.ts';
 
 /** A comment line this often keeps proxies and clients from timing out a quiet command. */
 const KEEPALIVE_MS = 15_000;
@@ -74,7 +75,7 @@ export function streamCommand(
     finished = true;
     unsubscribe();
     clearInterval(keepalive);
-    if (session.error) write('error', { ...session.error.toBody(), request_id: request.id });
+    if (session.error) write('error', { ...session.error.toBody(restMessage(session.error)), request_id: request.id });
     else write('result', session.result);
     if (!gone) raw.end();
   };

@@ -3,18 +3,20 @@
 // outcome. Which errors come back as a result for the model rather than as a failed
 // request is the caller's choice (CallOptions.reportAsResult).
 import Schema from 'typebox/schema';
-import { AppError, ERROR_STATUS } from '../../errors.ts';
-import { publicUrl } from '../../core/commands.ts';
+import { AppError, ERROR_STATUS, type ErrorHint, type HintCode } from '../../errors.ts';
+import type { FileUrl } from '../../core/file-links.ts';
 import { expectOperation } from '../../core/operations.ts';
 import { isUuid } from '../../lib/ids.ts';
 import type { CommandSignal } from '../../runtimes/types.ts';
 import type { RoomRef, ToolBackend } from './backend.ts';
 import { DEFAULT_PROFILE, TOOL_ACTIONS, type ToolDefinition, type ToolName, type ToolLimits, type ToolScope } from './definitions.ts';
-import { commandText, fileResult, instanceText, listingText, statusText, type ToolResult } from './results.ts';
+import { commandText, fileResult, instanceText, linked, listingText, statusText, type ToolResult } from './results.ts';
 
 export interface CallOptions {
   /** Origin the public_url paths are served from, so the model gets whole URLs. */
   publicBaseUrl?: string;
+  /** The URL of a file's raw bytes (the REST API's raw endpoint), for links in what the model reads; none without it. */
+  fileUrl?: FileUrl;
   /** API error codes answered as a tool result with isError; any other is thrown. */
   reportAsResult: (code: string) => boolean;
 }
@@ -158,6 +160,7 @@ export async function executeCall(
       ? { profile: scope.profileId, room: scope.roomId }
       : { profile: typeof args.profile === 'string' ? args.profile : DEFAULT_PROFILE, room: String(args.room) };
   const url = (relative: string) => `${options.publicBaseUrl ?? ''}${relative}`;
+  const fileLink = (instanceId: string, path: string, pathEncoding?: 'percent') => (options.fileUrl ? url(options.fileUrl(instanceId, path, pathEncoding)) : undefined);
   try {
     switch (definition.name) {
       case 'run_command': {
@@ -202,7 +205,7 @@ export async function executeCall(
       }
       case 'read_file': {
         const file = await backend.readFile(ref, String(args.path));
-        return fileResult(file, args, limits, url);
+        return fileResult(file, args, limits, fileLink);
       }
       case 'write_file': {
         const encoding = args.encoding === 'base64' ? 'base64' : 'utf-8';
@@ -213,7 +216,7 @@ export async function executeCall(
         const written = await backend.writeFile(ref, String(args.path), Buffer.from(content, encoding === 'base64' ? 'base64' : 'utf8'));
         const verb = written.status === 'created' ? 'Created' : 'Replaced';
         return {
-          content: [{ type: 'text', text: `${verb} ${written.file_path} (${written.size} bytes). URL: ${url(publicUrl(written.instance_id, written.file_path, written.path_encoding))}` }],
+          content: [{ type: 'text', text: `${verb} ${written.file_path} (${written.size} bytes).${linked(fileLink(written.instance_id, written.file_path, written.path_encoding))}` }],
           isError: false,
           structured: written,
         };
@@ -252,12 +255,26 @@ export async function executeCall(
   } catch (err) {
     const api = apiErrorOf(err);
     if (!api || !options.reportAsResult(api.error)) throw err;
-    const hint = scope.kind === 'organization' ? TOOL_HINTS[api.error]?.(ref) : undefined;
+    // Core's hint in the tools' words; else, by the error's code, what the tools can do
+    // about it (also for an error that came over HTTP, worded for the REST API).
+    const worded = err instanceof AppError && err.hint ? TOOL_WORDS[err.hint.code]?.(err.hint, fileLink) : undefined;
+    const hint = worded ?? (scope.kind === 'organization' ? TOOL_HINTS[api.error]?.(ref) : undefined);
     return { content: [{ type: 'text', text: `Error ${api.error}: ${api.message}${hint ? `\n${hint}` : ''}` }], isError: true, structured: api };
   }
 }
 
-/** What to do next, in terms of the tools, where the API's message speaks of endpoints. */
+/** Core's hints (errors.ts HINT_CODES) in terms of the tools; a hint without words here is left to TOOL_HINTS. */
+const TOOL_WORDS: Partial<Record<HintCode, (hint: ErrorHint, fileLink: (instanceId: string, path: string) => string | undefined) => string | undefined>> = {
+  command_in_file: () => 'Write long scripts to a file with write_file and run that.',
+  stdin_in_file: () => 'Write the input to a file with write_file and redirect it (`cmd < file`).',
+  kill_a_command: () => 'Wait for one to finish (command_output), or stop one with kill_command.',
+  fetch_raw_file: (hint, fileLink) => {
+    const link = fileLink(String(hint.instance_id), String(hint.path));
+    return link === undefined ? undefined : `Its raw bytes are at ${link}`;
+  },
+};
+
+/** What to do next, in terms of the tools, by the error's code. */
 const TOOL_HINTS: Record<string, (ref: RoomRef) => string> = {
   instance_not_found: (ref) => `Room "${ref.room}" has no machine: create it with create_instance.`,
   instance_not_ready: (ref) => `get_instance shows the state of room "${ref.room}": wait until it is ready, or create_instance again if it failed.`,

@@ -3,7 +3,6 @@
 // a model: what happened, what changed, and how to go on (read more, check a background
 // command, use another tool).
 import type { CommandResult, CommandStatus } from '../../core/command-schema.ts';
-import { publicUrl } from '../../core/commands.ts';
 import type { DirectoryListing, FileContent } from '../../core/file-schema.ts';
 import { formatBytes } from '../../lib/format-size.ts';
 import type { InstanceInfo } from './backend.ts';
@@ -82,15 +81,25 @@ export function statusText(status: CommandStatus, url: (relative: string) => str
   return lines.join('\n');
 }
 
-export function fileResult(file: FileContent, args: Record<string, unknown>, limits: ToolLimits, url: (relative: string) => string): ToolResult {
+/** " URL: <link>" after a sentence about a file, when files are linked. */
+export function linked(link: string | undefined): string {
+  return link === undefined ? '' : ` URL: ${link}`;
+}
+
+export function fileResult(
+  file: FileContent,
+  args: Record<string, unknown>,
+  limits: ToolLimits,
+  fileLink: (instanceId: string, path: string, pathEncoding?: 'percent') => string | undefined,
+): ToolResult {
   const { content, ...meta } = file;
   const structured = meta;
-  const where = url(publicUrl(file.instance_id, file.file_path, file.path_encoding));
+  const where = linked(fileLink(file.instance_id, file.file_path, file.path_encoding));
   if (file.encoding === 'base64') {
     if (IMAGE_TYPES.has(file.mime_type) && file.size <= MAX_INLINE_IMAGE_BYTES) {
       return {
         content: [
-          { type: 'text', text: `Image ${file.file_path} (${file.mime_type}, ${file.size} bytes). URL: ${where}` },
+          { type: 'text', text: `Image ${file.file_path} (${file.mime_type}, ${file.size} bytes).${where}` },
           { type: 'image', data: content, mimeType: file.mime_type },
         ],
         isError: false,
@@ -102,7 +111,7 @@ export function fileResult(file: FileContent, args: Record<string, unknown>, lim
       content: [
         {
           type: 'text',
-          text: `${file.file_path} is ${why} (${file.mime_type}, ${file.size} bytes) and is not shown. URL: ${where}\nInspect it with run_command (e.g. \`file\`, \`xxd ${file.file_path} | head\`).`,
+          text: `${file.file_path} is ${why} (${file.mime_type}, ${file.size} bytes) and is not shown.${where}\nInspect it with run_command (e.g. \`file\`, \`xxd ${file.file_path} | head\`).`,
         },
       ],
       isError: false,

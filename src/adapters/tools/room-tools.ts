@@ -6,13 +6,17 @@ import { toolDefinitions, type ToolDefinition, type ToolLimits, type ToolScope }
 import { ARGUMENT_ERRORS, executeCall, expectToolCall, prepareCall } from './executor.ts';
 import { LocalToolBackend, machineFacts, type ToolDeps, toolLimits } from './local-backend.ts';
 import type { ToolResult } from './results.ts';
+import type { FileUrl } from '../../core/file-links.ts';
 
 /** The tools of one room, as GET .../tools describes them and POST .../tools/call runs them. */
 export class RoomTools {
   private readonly deps: ToolDeps;
+  /** The URL of a file's raw bytes, for links in results (the REST API's raw endpoint). */
+  readonly fileUrl: FileUrl;
 
-  constructor(deps: ToolDeps) {
+  constructor(deps: ToolDeps, fileUrl: FileUrl) {
     this.deps = deps;
+    this.fileUrl = fileUrl;
   }
 
   get limits(): ToolLimits {
@@ -53,6 +57,7 @@ export class RoomTools {
     const prepared = prepareCall(definitions, call.name, call.arguments);
     return executeCall(this.backend(organizationId), scope, this.limits, prepared, {
       ...options,
+      fileUrl: this.fileUrl,
       reportAsResult: (code) => ARGUMENT_ERRORS.has(code),
     });
   }

@@ -15,6 +15,7 @@ import { auditUpgraded } from '../../../http/audit.ts';
 import { callerOf } from '../../../http/auth.ts';
 import { errorResponses, RoomParams } from '../../../http/schemas.ts';
 import type { App } from '../../../http/types.ts';
+import { restMessage } from '../hint-wording.ts';
 
 const TERMINAL_PATH = '/api/profile/:profile_id/room/:room_id/terminal';
 /** Largest message a client may send (input or control). */
@@ -216,7 +217,7 @@ function control(terminal: Terminal, bytes: Buffer): string | undefined {
     try {
       terminal.resize(Number(m.cols), Number(m.rows));
     } catch (err) {
-      return (err as Error).message;
+      return err instanceof AppError ? restMessage(err) : (err as Error).message;
     }
     return undefined;
   }
