@@ -23,7 +23,7 @@ import { RoomTools } from './tools/room-tools.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
-import { type Db, openSqliteStore } from './store/db.ts';
+import { type Db, openStore } from './store/db.ts';
 
 export interface Services {
   config: Config;
@@ -68,7 +68,7 @@ export interface ServiceOptions {
 }
 
 export async function createServices(config: Config, log: Logger, options: ServiceOptions = {}): Promise<Services> {
-  const db = await openSqliteStore(config.dataDir);
+  const db = await openStore(config);
   try {
     const metrics = new Metrics();
     metrics.setInstanceSource(() => liveInstanceFigures(db));
