@@ -13,7 +13,7 @@ import { PROVISION_STATES } from '../../src/core/lifecycle.ts';
 import { hostTag, networkNames } from '../../src/network/netns.ts';
 import { startTestApp, TEST_DATA_PREFIX, TEST_OWNER_FILE, type TestApp, type TestOrg } from '../support/app.ts';
 import { hostObjects } from '../support/host.ts';
-import { until } from '../support/until.ts';
+import { until, untilTrue } from '../support/until.ts';
 
 const POOL = '10.239.0.0/24';
 
@@ -109,8 +109,7 @@ describe('warm pools with real instances', () => {
     assert.equal(patched.statusCode, 200, patched.body);
     const fresh = await pooledReady();
     assert.notEqual(fresh, old);
-    for (let i = 0; i < 100 && (await stateOf(old)) !== 'stopped'; i++) await new Promise((r) => setTimeout(r, 100));
-    assert.equal(await stateOf(old), 'stopped');
+    await untilTrue('the old pooled instance to stop', async () => (await stateOf(old)) === 'stopped', { timeoutMs: 10_000, everyMs: 100 });
     // `stopped` comes once the sandbox is killed; the rest of it is released right after.
     await t.gvisor().releasesSettled();
     const host = await hostObjects(t.dataDir, [old]);
