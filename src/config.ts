@@ -1,10 +1,12 @@
 // Service configuration: read once at start from flags and ROOMKIT_* environment
-// variables, validated, then frozen. Units are part of every numeric name.
-import { isIP } from 'node:net';
-import { availableParallelism, homedir, totalmem } from 'node:os';
+// variables, validated, then frozen. Units are part of every numeric name. This file
+// holds what each setting is (the Config type, with why each exists) and its default
+// and bounds (loadConfig); the variable names are in config/env-names.ts and the
+// readers that check a value of each kind in config/setting-readers.ts.
+import { availableParallelism, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseCidr } from './lib/cidr.ts';
+import { SettingReaders } from './config/setting-readers.ts';
 
 export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -179,75 +181,10 @@ export interface Config {
   readonly rateLimitPreviewClientRequests: number;
 }
 
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError } from './config/config-error.ts';
 
 /** Settings given on the command line; they win over the environment. */
 export type ConfigOverrides = Partial<Record<keyof Config, string | number | undefined>>;
-
-const ENV_NAMES: Record<keyof Config, string> = {
-  host: 'ROOMKIT_HOST',
-  port: 'ROOMKIT_PORT',
-  dataDir: 'ROOMKIT_DATA_DIR',
-  logLevel: 'ROOMKIT_LOG_LEVEL',
-  bodyLimitBytes: 'ROOMKIT_BODY_LIMIT_BYTES',
-  maxMemoryMb: 'ROOMKIT_MAX_MEMORY_MB',
-  maxVcpus: 'ROOMKIT_MAX_VCPUS',
-  maxDiskMb: 'ROOMKIT_MAX_DISK_MB',
-  runtime: 'ROOMKIT_RUNTIME',
-  imagesDir: 'ROOMKIT_IMAGES_DIR',
-  ociDir: 'ROOMKIT_OCI_DIR',
-  networkPool: 'ROOMKIT_NETWORK_POOL',
-  onShutdown: 'ROOMKIT_ON_SHUTDOWN',
-  expiryCheckIntervalMs: 'ROOMKIT_EXPIRY_CHECK_INTERVAL_MS',
-  maxOutputBytes: 'ROOMKIT_MAX_OUTPUT_BYTES',
-  maxStdinBytes: 'ROOMKIT_MAX_STDIN_BYTES',
-  filesChangedLimit: 'ROOMKIT_FILES_CHANGED_LIMIT',
-  maxFileReadBytes: 'ROOMKIT_MAX_FILE_READ_BYTES',
-  maxUploadBytes: 'ROOMKIT_MAX_UPLOAD_BYTES',
-  maxCommandsPerInstance: 'ROOMKIT_MAX_COMMANDS_PER_INSTANCE',
-  maxRawReadsPerInstance: 'ROOMKIT_MAX_RAW_READS_PER_INSTANCE',
-  commandOutputRetainBytes: 'ROOMKIT_COMMAND_OUTPUT_RETAIN_BYTES',
-  maxTerminalsPerInstance: 'ROOMKIT_MAX_TERMINALS_PER_INSTANCE',
-  terminalIdleTimeoutS: 'ROOMKIT_TERMINAL_IDLE_TIMEOUT_S',
-  maxHostTasksPerInstance: 'ROOMKIT_MAX_HOST_TASKS_PER_INSTANCE',
-  guestAgent: 'ROOMKIT_GUEST_AGENT',
-  changeTracking: 'ROOMKIT_CHANGE_TRACKING',
-  changeTrackingMaxPaths: 'ROOMKIT_CHANGE_TRACKING_MAX_PATHS',
-  undoMaxPoints: 'ROOMKIT_UNDO_MAX_POINTS',
-  undoMaxMb: 'ROOMKIT_UNDO_MAX_MB',
-  publicUrl: 'ROOMKIT_PUBLIC_URL',
-  quotaInstances: 'ROOMKIT_QUOTA_INSTANCES',
-  quotaMemoryMb: 'ROOMKIT_QUOTA_MEMORY_MB',
-  quotaVcpus: 'ROOMKIT_QUOTA_VCPUS',
-  quotaDiskMb: 'ROOMKIT_QUOTA_DISK_MB',
-  quotaConcurrentCommands: 'ROOMKIT_QUOTA_CONCURRENT_COMMANDS',
-  quotaCommandsPerMinute: 'ROOMKIT_QUOTA_COMMANDS_PER_MINUTE',
-  quotaSnapshots: 'ROOMKIT_QUOTA_SNAPSHOTS',
-  admitMemoryPercent: 'ROOMKIT_ADMIT_MEMORY_PERCENT',
-  admitDiskPercent: 'ROOMKIT_ADMIT_DISK_PERCENT',
-  operatorToken: 'ROOMKIT_OPERATOR_TOKEN',
-  rateLimitKeyRequests: 'ROOMKIT_RATE_LIMIT_KEY_REQUESTS',
-  rateLimitOrgRequests: 'ROOMKIT_RATE_LIMIT_ORG_REQUESTS',
-  rateLimitRawClientRequests: 'ROOMKIT_RATE_LIMIT_RAW_CLIENT_REQUESTS',
-  rateLimitRawInstanceRequests: 'ROOMKIT_RATE_LIMIT_RAW_INSTANCE_REQUESTS',
-  rateLimitWindowS: 'ROOMKIT_RATE_LIMIT_WINDOW_S',
-  trustProxy: 'ROOMKIT_TRUST_PROXY',
-  metricsToken: 'ROOMKIT_METRICS_TOKEN',
-  auditRetentionDays: 'ROOMKIT_AUDIT_RETENTION_DAYS',
-  warmPoolMaxInstances: 'ROOMKIT_WARM_POOL_MAX_INSTANCES',
-  previewDomain: 'ROOMKIT_PREVIEW_DOMAIN',
-  previewUrlMaxExpiryS: 'ROOMKIT_PREVIEW_URL_MAX_EXPIRY_S',
-  reservedPorts: 'ROOMKIT_RESERVED_PORTS',
-  maxPortConnectionsPerInstance: 'ROOMKIT_MAX_PORT_CONNECTIONS_PER_INSTANCE',
-  portProxyTimeoutS: 'ROOMKIT_PORT_PROXY_TIMEOUT_S',
-  portProxyIdleTimeoutS: 'ROOMKIT_PORT_PROXY_IDLE_TIMEOUT_S',
-  rateLimitPreviewClientRequests: 'ROOMKIT_RATE_LIMIT_PREVIEW_CLIENT_REQUESTS',
-};
 
 /**
  * The default host task limit of one sandbox. Measured with the guest's limits in place
@@ -268,185 +205,69 @@ export const MIN_HOST_TASKS_PER_INSTANCE = 4096;
 export const DEFAULT_WARM_POOL_MAX_INSTANCES = 8;
 
 export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): Config {
-  const raw = (key: keyof Config): string | undefined => {
-    const fromFlag = overrides[key];
-    if (fromFlag !== undefined) return String(fromFlag);
-    const fromEnv = env[ENV_NAMES[key]];
-    return fromEnv === undefined || fromEnv === '' ? undefined : fromEnv;
-  };
-  const where = (key: keyof Config) =>
-    overrides[key] !== undefined ? `option ${key}` : `environment variable ${ENV_NAMES[key]}`;
-
-  const int = (key: keyof Config, fallback: number, min: number, max: number): number => {
-    const value = raw(key);
-    if (value === undefined) return fallback;
-    const n = Number(value);
-    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
-      throw new ConfigError(`${where(key)} must be a whole number from ${min} to ${max}, got "${value}"`);
-    }
-    return n;
-  };
-  const oneOf = <T extends string>(key: keyof Config, choices: readonly T[], fallback: T): T => {
-    const value = raw(key);
-    if (value === undefined) return fallback;
-    if (!(choices as readonly string[]).includes(value)) {
-      throw new ConfigError(`${where(key)} must be one of ${choices.join(', ')}, got "${value}"`);
-    }
-    return value as T;
-  };
-
-  const cidr = (key: keyof Config, fallback: string): string => {
-    const value = raw(key) ?? fallback;
-    try {
-      const { prefixLength } = parseCidr(value);
-      if (prefixLength > 28) throw new Error('it must be a /28 or larger');
-    } catch (err) {
-      throw new ConfigError(`${where(key)} must be an IPv4 range such as 10.213.0.0/16: ${(err as Error).message}`);
-    }
-    return value;
-  };
-
+  const read = new SettingReaders(overrides, env);
   const hostMemoryMb = Math.floor(totalmem() / (1024 * 1024));
   const hostCpus = availableParallelism();
-  const path = (key: keyof Config): string | undefined => {
-    const value = raw(key);
-    return value === undefined ? undefined : resolve(value.replace(/^~(?=\/|$)/, homedir()));
-  };
-  const dataDir = path('dataDir') ?? join(PACKAGE_ROOT, '.roomkit');
-
-  const origin = (key: keyof Config): string | undefined => {
-    const value = raw(key);
-    if (value === undefined) return undefined;
-    let url: URL;
-    try {
-      url = new URL(value);
-    } catch {
-      throw new ConfigError(`${where(key)} must be a URL such as https://roomkit.example.com, got "${value}"`);
-    }
-    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '' || url.username !== '') {
-      throw new ConfigError(`${where(key)} must be an http(s) URL without credentials, query or fragment, got "${value}"`);
-    }
-    return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
-  };
-
-  const token = (key: keyof Config): string | undefined => {
-    const value = raw(key);
-    if (value === undefined) return undefined;
-    if (!/^[\x21-\x7e]{32,256}$/.test(value)) {
-      throw new ConfigError(`${where(key)} must be 32 to 256 printable characters without spaces (e.g. from \`openssl rand -hex 32\`)`);
-    }
-    return value;
-  };
-
-  const addresses = (key: keyof Config): string[] => {
-    const value = raw(key);
-    if (value === undefined) return [];
-    return value.split(',').map((entry) => {
-      const item = entry.trim();
-      const [address = '', prefix, extra] = item.split('/');
-      const family = isIP(address);
-      const bits = family === 4 ? 32 : 128;
-      const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
-      if (family === 0 || !prefixOk || extra !== undefined) {
-        throw new ConfigError(`${where(key)} must be addresses or CIDR ranges separated by commas (e.g. 127.0.0.1,10.0.0.0/8), got "${item}"`);
-      }
-      return item;
-    });
-  };
-
-  const secret = (key: keyof Config): string | undefined => {
-    const value = raw(key);
-    if (value === undefined || value === 'off') return value;
-    if (!/^[\x21-\x7e]{16,256}$/.test(value)) {
-      throw new ConfigError(`${where(key)} must be 16 to 256 printable characters without spaces, or "off"`);
-    }
-    return value;
-  };
-
-  const domain = (key: keyof Config): string | undefined => {
-    const value = raw(key)?.toLowerCase();
-    if (value === undefined) return undefined;
-    const match = /^((?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?::(\d{1,5}))?$/.exec(value);
-    if (!match || (match[2] !== undefined && (Number(match[2]) < 1 || Number(match[2]) > 65535))) {
-      throw new ConfigError(`${where(key)} must be a domain name, with :port when it has one (e.g. preview.example.com), without a scheme or a leading "*.", got "${value}"`);
-    }
-    return value;
-  };
-
-  const ports = (key: keyof Config): number[] => {
-    const value = raw(key);
-    if (value === undefined) return [];
-    const found = new Set<number>();
-    for (const entry of value.split(',')) {
-      const match = /^\s*(\d{1,5})(?:-(\d{1,5}))?\s*$/.exec(entry);
-      const from = Number(match?.[1]);
-      const to = match?.[2] === undefined ? from : Number(match[2]);
-      if (!match || from < 1 || to > 65535 || to < from || to - from > 65535) {
-        throw new ConfigError(`${where(key)} must be ports or ranges separated by commas (e.g. 22,6000-6010), got "${entry.trim()}"`);
-      }
-      for (let p = from; p <= to; p++) found.add(p);
-    }
-    return [...found].sort((a, b) => a - b);
-  };
+  const dataDir = read.path('dataDir') ?? join(PACKAGE_ROOT, '.roomkit');
 
   const config: Config = {
-    host: raw('host') ?? '127.0.0.1',
-    port: int('port', 8080, 0, 65535),
+    host: read.raw('host') ?? '127.0.0.1',
+    port: read.int('port', 8080, 0, 65535),
     dataDir,
-    logLevel: oneOf('logLevel', LOG_LEVELS, 'info'),
-    bodyLimitBytes: int('bodyLimitBytes', 1024 * 1024, 1024, 1024 * 1024 * 1024),
-    maxMemoryMb: int('maxMemoryMb', hostMemoryMb, 128, 1024 * 1024),
-    maxVcpus: int('maxVcpus', hostCpus, 1, 1024),
-    maxDiskMb: int('maxDiskMb', 64 * 1024, 256, 1024 * 1024 * 1024),
-    runtime: oneOf('runtime', RUNTIME_CHOICES, 'auto'),
-    imagesDir: path('imagesDir') ?? join(dataDir, 'images'),
-    ociDir: path('ociDir') ?? join(dataDir, 'oci'),
-    networkPool: cidr('networkPool', '10.213.0.0/16'),
-    onShutdown: oneOf('onShutdown', SHUTDOWN_POLICIES, 'keep'),
-    expiryCheckIntervalMs: int('expiryCheckIntervalMs', 5000, 100, 3_600_000),
-    maxOutputBytes: int('maxOutputBytes', 1024 * 1024, 1024, 64 * 1024 * 1024),
-    maxStdinBytes: int('maxStdinBytes', 1024 * 1024, 1024, 64 * 1024 * 1024),
-    filesChangedLimit: int('filesChangedLimit', 1000, 1, 100_000),
-    maxFileReadBytes: int('maxFileReadBytes', 50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
-    maxUploadBytes: int('maxUploadBytes', 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
-    maxCommandsPerInstance: int('maxCommandsPerInstance', 16, 1, 1024),
-    maxRawReadsPerInstance: int('maxRawReadsPerInstance', 4, 1, 64),
-    commandOutputRetainBytes: int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
-    maxTerminalsPerInstance: int('maxTerminalsPerInstance', 8, 1, 256),
-    terminalIdleTimeoutS: int('terminalIdleTimeoutS', 3600, 0, 7 * 24 * 3600),
-    maxHostTasksPerInstance: int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
-    guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'on'),
-    changeTracking: oneOf('changeTracking', CHANGE_TRACKING_METHODS, 'auto'),
-    changeTrackingMaxPaths: int('changeTrackingMaxPaths', 65_536, 16, 1 << 22),
-    undoMaxPoints: int('undoMaxPoints', 20, 1, 1000),
-    undoMaxMb: int('undoMaxMb', 512, 1, 1024 * 1024),
-    publicUrl: origin('publicUrl'),
-    quotaInstances: int('quotaInstances', 20, 0, 100_000),
-    quotaMemoryMb: int('quotaMemoryMb', 16 * 1024, 0, 1024 * 1024 * 1024),
-    quotaVcpus: int('quotaVcpus', 16, 0, 100_000),
-    quotaDiskMb: int('quotaDiskMb', 64 * 1024, 0, 1024 * 1024 * 1024),
-    quotaConcurrentCommands: int('quotaConcurrentCommands', 64, 0, 100_000),
-    quotaCommandsPerMinute: int('quotaCommandsPerMinute', 600, 0, 1_000_000),
-    quotaSnapshots: int('quotaSnapshots', 50, 0, 1_000_000),
-    admitMemoryPercent: int('admitMemoryPercent', 85, 1, 100),
-    admitDiskPercent: int('admitDiskPercent', 90, 1, 100),
-    operatorToken: token('operatorToken'),
-    rateLimitKeyRequests: int('rateLimitKeyRequests', 600, 0, 1_000_000),
-    rateLimitOrgRequests: int('rateLimitOrgRequests', 1800, 0, 1_000_000),
-    rateLimitRawClientRequests: int('rateLimitRawClientRequests', 300, 0, 1_000_000),
-    rateLimitRawInstanceRequests: int('rateLimitRawInstanceRequests', 600, 0, 1_000_000),
-    rateLimitWindowS: int('rateLimitWindowS', 60, 1, 86_400),
-    trustProxy: Object.freeze(addresses('trustProxy')),
-    metricsToken: secret('metricsToken'),
-    auditRetentionDays: int('auditRetentionDays', 90, 0, 36_500),
-    warmPoolMaxInstances: int('warmPoolMaxInstances', DEFAULT_WARM_POOL_MAX_INSTANCES, 0, 10_000),
-    previewDomain: domain('previewDomain'),
-    previewUrlMaxExpiryS: int('previewUrlMaxExpiryS', 24 * 3600, 60, 30 * 24 * 3600),
-    reservedPorts: Object.freeze(ports('reservedPorts')),
-    maxPortConnectionsPerInstance: int('maxPortConnectionsPerInstance', 64, 1, 100_000),
-    portProxyTimeoutS: int('portProxyTimeoutS', 60, 1, 3600),
-    portProxyIdleTimeoutS: int('portProxyIdleTimeoutS', 300, 1, 7 * 24 * 3600),
-    rateLimitPreviewClientRequests: int('rateLimitPreviewClientRequests', 1200, 0, 1_000_000),
+    logLevel: read.oneOf('logLevel', LOG_LEVELS, 'info'),
+    bodyLimitBytes: read.int('bodyLimitBytes', 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    maxMemoryMb: read.int('maxMemoryMb', hostMemoryMb, 128, 1024 * 1024),
+    maxVcpus: read.int('maxVcpus', hostCpus, 1, 1024),
+    maxDiskMb: read.int('maxDiskMb', 64 * 1024, 256, 1024 * 1024 * 1024),
+    runtime: read.oneOf('runtime', RUNTIME_CHOICES, 'auto'),
+    imagesDir: read.path('imagesDir') ?? join(dataDir, 'images'),
+    ociDir: read.path('ociDir') ?? join(dataDir, 'oci'),
+    networkPool: read.cidr('networkPool', '10.213.0.0/16'),
+    onShutdown: read.oneOf('onShutdown', SHUTDOWN_POLICIES, 'keep'),
+    expiryCheckIntervalMs: read.int('expiryCheckIntervalMs', 5000, 100, 3_600_000),
+    maxOutputBytes: read.int('maxOutputBytes', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    maxStdinBytes: read.int('maxStdinBytes', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    filesChangedLimit: read.int('filesChangedLimit', 1000, 1, 100_000),
+    maxFileReadBytes: read.int('maxFileReadBytes', 50 * 1024 * 1024, 1024, 512 * 1024 * 1024),
+    maxUploadBytes: read.int('maxUploadBytes', 50 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    maxCommandsPerInstance: read.int('maxCommandsPerInstance', 16, 1, 1024),
+    maxRawReadsPerInstance: read.int('maxRawReadsPerInstance', 4, 1, 64),
+    commandOutputRetainBytes: read.int('commandOutputRetainBytes', 64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
+    maxTerminalsPerInstance: read.int('maxTerminalsPerInstance', 8, 1, 256),
+    terminalIdleTimeoutS: read.int('terminalIdleTimeoutS', 3600, 0, 7 * 24 * 3600),
+    maxHostTasksPerInstance: read.int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
+    guestAgent: read.oneOf('guestAgent', ['on', 'off'] as const, 'on'),
+    changeTracking: read.oneOf('changeTracking', CHANGE_TRACKING_METHODS, 'auto'),
+    changeTrackingMaxPaths: read.int('changeTrackingMaxPaths', 65_536, 16, 1 << 22),
+    undoMaxPoints: read.int('undoMaxPoints', 20, 1, 1000),
+    undoMaxMb: read.int('undoMaxMb', 512, 1, 1024 * 1024),
+    publicUrl: read.origin('publicUrl'),
+    quotaInstances: read.int('quotaInstances', 20, 0, 100_000),
+    quotaMemoryMb: read.int('quotaMemoryMb', 16 * 1024, 0, 1024 * 1024 * 1024),
+    quotaVcpus: read.int('quotaVcpus', 16, 0, 100_000),
+    quotaDiskMb: read.int('quotaDiskMb', 64 * 1024, 0, 1024 * 1024 * 1024),
+    quotaConcurrentCommands: read.int('quotaConcurrentCommands', 64, 0, 100_000),
+    quotaCommandsPerMinute: read.int('quotaCommandsPerMinute', 600, 0, 1_000_000),
+    quotaSnapshots: read.int('quotaSnapshots', 50, 0, 1_000_000),
+    admitMemoryPercent: read.int('admitMemoryPercent', 85, 1, 100),
+    admitDiskPercent: read.int('admitDiskPercent', 90, 1, 100),
+    operatorToken: read.token('operatorToken'),
+    rateLimitKeyRequests: read.int('rateLimitKeyRequests', 600, 0, 1_000_000),
+    rateLimitOrgRequests: read.int('rateLimitOrgRequests', 1800, 0, 1_000_000),
+    rateLimitRawClientRequests: read.int('rateLimitRawClientRequests', 300, 0, 1_000_000),
+    rateLimitRawInstanceRequests: read.int('rateLimitRawInstanceRequests', 600, 0, 1_000_000),
+    rateLimitWindowS: read.int('rateLimitWindowS', 60, 1, 86_400),
+    trustProxy: Object.freeze(read.addresses('trustProxy')),
+    metricsToken: read.secret('metricsToken'),
+    auditRetentionDays: read.int('auditRetentionDays', 90, 0, 36_500),
+    warmPoolMaxInstances: read.int('warmPoolMaxInstances', DEFAULT_WARM_POOL_MAX_INSTANCES, 0, 10_000),
+    previewDomain: read.domain('previewDomain'),
+    previewUrlMaxExpiryS: read.int('previewUrlMaxExpiryS', 24 * 3600, 60, 30 * 24 * 3600),
+    reservedPorts: Object.freeze(read.ports('reservedPorts')),
+    maxPortConnectionsPerInstance: read.int('maxPortConnectionsPerInstance', 64, 1, 100_000),
+    portProxyTimeoutS: read.int('portProxyTimeoutS', 60, 1, 3600),
+    portProxyIdleTimeoutS: read.int('portProxyIdleTimeoutS', 300, 1, 7 * 24 * 3600),
+    rateLimitPreviewClientRequests: read.int('rateLimitPreviewClientRequests', 1200, 0, 1_000_000),
   };
   return Object.freeze(config);
 }

@@ -23,7 +23,7 @@ import { Terminals } from './core/terminals.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
-import { type Db, openSqliteStore } from './store/db.ts';
+import { type Db, openStore } from './store/db.ts';
 import { FileLinks } from './core/file-links.ts';
 
 export interface Services {
@@ -69,7 +69,7 @@ export interface ServiceOptions {
 }
 
 export async function createServices(config: Config, log: Logger, options: ServiceOptions = {}): Promise<Services> {
-  const db = await openSqliteStore(config.dataDir);
+  const db = await openStore(config);
   try {
     const metrics = new Metrics();
     metrics.setInstanceSource(() => liveInstanceFigures(db));

@@ -3,7 +3,7 @@
 // <data-dir>/roomkit.sqlite (removing roomkit.sqlite-wal and -shm), start it.
 import { resolve } from 'node:path';
 import { loadConfig } from '../config.ts';
-import { BackupError, backupSqliteStore } from '../store/backup.ts';
+import { BackupError, backupSqliteStore } from '../store/sqlite/sqlite-backup.ts';
 import { formatBytes } from '../lib/format-size.ts';
 import { CliError } from './errors.ts';
 

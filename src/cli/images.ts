@@ -9,7 +9,7 @@ import { ImageStore } from '../images/builder.ts';
 import { createLogger } from '../log.ts';
 import { LayerSnapshots } from '../runtimes/gvisor/snapshots.ts';
 import { Profiles } from '../core/profiles.ts';
-import { type Db, openSqliteStore } from '../store/db.ts';
+import { type Db, openStore } from '../store/db.ts';
 import { CliError } from './errors.ts';
 
 interface Common {
@@ -29,7 +29,7 @@ interface Store {
  */
 async function withStore<T>(options: Common, work: (store: Store) => Promise<T>): Promise<T> {
   const config = loadConfig({ dataDir: options.dataDir, runtime: 'none' });
-  const db = await openSqliteStore(config.dataDir);
+  const db = await openStore(config);
   try {
     return await work({ db, profiles: new Profiles(db, config) });
   } finally {

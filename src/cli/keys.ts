@@ -4,7 +4,7 @@
 import { loadConfig } from '../config.ts';
 import { Organizations } from '../core/orgs.ts';
 import { Profiles } from '../core/profiles.ts';
-import { openSqliteStore } from '../store/db.ts';
+import { openStore } from '../store/db.ts';
 import { NAME_PATTERN } from '../core/profile-schema.ts';
 import type { KeyEnv } from '../core/apikeys.ts';
 import { CliError } from './errors.ts';
@@ -20,7 +20,7 @@ export async function keysCreate(options: {
     throw new CliError(`organization name "${options.org}" is not allowed: use 1-64 characters of A-Z a-z 0-9 . _ -`, 2);
   }
   const config = loadConfig({ dataDir: options.dataDir, runtime: 'none' });
-  const db = await openSqliteStore(config.dataDir);
+  const db = await openStore(config);
   try {
     const organizations = new Organizations({ db, profiles: new Profiles(db, config) });
     const { organization, created } = await organizations.ensure(options.org);

@@ -7,7 +7,7 @@ import { Profiles } from '../core/profiles.ts';
 import { QUOTA_NAMES, type QuotaName, type QuotaOverrides, type Usage } from '../core/quota-schema.ts';
 import { Quotas } from '../core/quotas.ts';
 import { isAppError } from '../errors.ts';
-import { openSqliteStore } from '../store/db.ts';
+import { openStore } from '../store/db.ts';
 import { CliError } from './errors.ts';
 
 /** The option of each quota, e.g. --memory-mb for memory_mb. */
@@ -24,7 +24,7 @@ export function parseQuotaValue(name: QuotaName, value: string): number | null {
 
 async function withQuotas<T>(dataDir: string | undefined, fn: (orgs: Organizations, quotas: Quotas) => Promise<T>): Promise<T> {
   const config = loadConfig({ dataDir, runtime: 'none' });
-  const db = await openSqliteStore(config.dataDir);
+  const db = await openStore(config);
   try {
     const orgs = new Organizations({ db, profiles: new Profiles(db, config) });
     return await fn(orgs, new Quotas({ db, config }));

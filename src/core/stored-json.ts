@@ -2,8 +2,8 @@
 // schema of their shape, so that the rest of core works with typed values and a row
 // that does not match (written by hand, or by a version that stored another shape)
 // fails with an error naming the row and the field instead of somewhere further on.
-import Type, { type TSchema } from 'typebox';
-import Value from 'typebox/value';
+import Type from 'typebox';
+import Compile, { type Validator } from 'typebox/compile';
 import type { InstanceRow, SnapshotRow } from '../store/schema.ts';
 import { Instance, type InstanceResources } from './instance-schema.ts';
 import { PROFILE_DEFAULTS, profileFieldSchemas, type ProfileSpec } from './profile-schema.ts';
@@ -14,9 +14,10 @@ import { PROFILE_DEFAULTS, profileFieldSchemas, type ProfileSpec } from './profi
  * (the bounds apply when a profile is written).
  */
 const UNBOUNDED = { maxMemoryMb: Number.MAX_SAFE_INTEGER, maxVcpus: Number.MAX_SAFE_INTEGER, maxDiskMb: Number.MAX_SAFE_INTEGER };
-const StoredSpec = Type.Object(profileFieldSchemas(UNBOUNDED));
-const StoredResources = Instance.properties.resources;
-const StoredEnv = Type.Record(Type.String(), Type.String());
+// Compiled once: a row is read on every request that names an instance.
+const StoredSpec = Compile(Type.Object(profileFieldSchemas(UNBOUNDED)));
+const StoredResources = Compile(Instance.properties.resources);
+const StoredEnv = Compile(Type.Record(Type.String(), Type.String()));
 
 /** The row a stored value came from, for the error: e.g. `instance 1b3…`. */
 export type RowName = string;
@@ -37,9 +38,9 @@ function parse(text: string, row: RowName, column: string): unknown {
   }
 }
 
-function checked<T>(schema: TSchema, value: unknown, row: RowName, column: string): T {
-  if (!Value.Check(schema, value)) {
-    const first = Value.Errors(schema, value)[0];
+function checked<T>(validator: Validator, value: unknown, row: RowName, column: string): T {
+  if (!validator.Check(value)) {
+    const first = validator.Errors(value)[0];
     throw new StoredShapeError(row, column, first ? `${first.instancePath || '/'} ${first.message}` : 'it has another shape');
   }
   return value as T;

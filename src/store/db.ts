@@ -1,27 +1,17 @@
-// Opens roomkit's store. The embedded default is one SQLite file in the data directory
-// (WAL mode, so a second process such as `roomkit keys create` can write while the
-// service runs); migrations run on open.
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import SQLite from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
+// Opens roomkit's store from configuration: the dialect the configuration names
+// (store-settings.ts), with every migration applied on open.
+import { Kysely } from 'kysely';
 import { Migrator } from 'kysely/migration';
+import type { Config } from '../config.ts';
 import { migrationProvider } from './migrations.ts';
 import type { Database } from './schema.ts';
+import { dialectOf, storeSettings } from './store-settings.ts';
 
 export type Db = Kysely<Database>;
 
-export const SQLITE_FILE = 'roomkit.sqlite';
-
-export async function openSqliteStore(dataDir: string): Promise<Db> {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const file = join(dataDir, SQLITE_FILE);
-  const sqlite = new SQLite(file);
-  sqlite.pragma('journal_mode = WAL');
-  sqlite.pragma('busy_timeout = 5000');
-  sqlite.pragma('foreign_keys = ON');
-  sqlite.pragma('synchronous = NORMAL');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+/** Opens the store `config` names and migrates it; closed again when a migration fails. */
+export async function openStore(config: Pick<Config, 'dataDir'>): Promise<Db> {
+  const db = new Kysely<Database>({ dialect: dialectOf(storeSettings(config)) });
   try {
     await migrate(db);
   } catch (err) {

@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { Roomkit } from '../../sdk/src/index.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { BIN } from '../support/cli.ts';
+import { until } from '../support/until.ts';
 
 /** The output limit of the agent app: small, so that truncation per stream is cheap to reach. */
 const MAX_OUTPUT = 1024;
@@ -40,15 +41,18 @@ async function run(payload: Record<string, unknown>) {
 
 /** Polls a command until `done` holds for its status. */
 async function waitFor(commandId: string, done: (status: any) => boolean, url = room(), app = t, who = org, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await api('GET', `${url}/commands/${commandId}`, undefined, app, who);
-    assert.equal(res.statusCode, 200, res.body);
-    const status = res.json();
-    if (done(status)) return status;
-    if (Date.now() > deadline) assert.fail(`command ${commandId} did not get there in ${timeoutMs} ms: ${res.body}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let last = '';
+  return until(
+    `command ${commandId} to get there`,
+    async () => {
+      const res = await api('GET', `${url}/commands/${commandId}`, undefined, app, who);
+      assert.equal(res.statusCode, 200, res.body);
+      last = res.body;
+      const status = res.json();
+      return done(status) ? status : undefined;
+    },
+    { timeoutMs, everyMs: 100, detail: () => last },
+  );
 }
 
 interface SseEvent {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { until } from '../support/until.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -71,15 +72,16 @@ async function api(method: 'GET' | 'POST' | 'DELETE', url: string, payload?: Rec
 
 /** Polls a command until it is no longer running. */
 async function waitForEnd(commandId: string, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await api('GET', `${room()}/commands/${commandId}`);
-    assert.equal(res.statusCode, 200, res.body);
-    const body = res.json();
-    if (body.state !== 'running') return body;
-    if (Date.now() > deadline) assert.fail(`command ${commandId} still running after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  return until(
+    `command ${commandId} to end`,
+    async () => {
+      const res = await api('GET', `${room()}/commands/${commandId}`);
+      assert.equal(res.statusCode, 200, res.body);
+      const body = res.json();
+      return body.state !== 'running' ? body : undefined;
+    },
+    { timeoutMs, everyMs: 200 },
+  );
 }
 
 /** Processes in the instance whose command line starts with a match of `pattern`. */

@@ -16,6 +16,7 @@ import { toMcpTool } from '../../src/adapters/tools/formats.ts';
 import { toolLimits } from '../../src/adapters/tools/local-backend.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { BIN, collect, run } from '../support/cli.ts';
+import { untilTrue } from '../support/until.ts';
 
 let t: TestApp;
 let a: TestOrg;
@@ -58,13 +59,8 @@ async function connectStdio(env: Record<string, string>) {
   return { client: c, transport, stderr: () => stderr };
 }
 
-async function until(check: () => boolean, what: string, ms = 10_000) {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Polls `check` every 50 ms for up to 10 s. */
+const until = (check: () => boolean, what: string) => untilTrue(what, check, { timeoutMs: 10_000, everyMs: 50 });
 
 const alive = (pid: number) => {
   try {

@@ -89,6 +89,7 @@ while True:
     conn, _ = s.accept()
     threading.Thread(target=serve, args=(conn,), daemon=True).start()
 `;
+import { untilTrue } from '../support/until.ts';
 
 async function api(method: string, url: string, payload?: unknown, headers = org.headers) {
   const res = await t.app.inject({ method: method as 'GET', url, headers, ...(payload === undefined ? {} : { payload: payload as Record<string, unknown> }) });
@@ -103,14 +104,15 @@ async function run(command: string, room = ROOM, background = false) {
 
 /** Waits until the port answers through the proxy with something other than port_not_listening. */
 async function waitListening(port: number, timeoutMs = 20_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await fetch(`${base}${portPath(port)}`, { headers: org.headers });
-    await res.arrayBuffer();
-    if (res.status !== 502) return;
-    if (Date.now() > until) throw new Error(`nothing listened on port ${port} of the instance within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  await untilTrue(
+    `something to listen on port ${port} of the instance`,
+    async () => {
+      const res = await fetch(`${base}${portPath(port)}`, { headers: org.headers });
+      await res.arrayBuffer();
+      return res.status !== 502;
+    },
+    { timeoutMs, everyMs: 250 },
+  );
 }
 
 function rawGet(path: string, headers: Record<string, string>) {

@@ -1,7 +1,7 @@
 // Runs the runtime contract against every runtime this build has, on the real host.
 import { rmSync } from 'node:fs';
 import { readFileSync } from 'node:fs';
-import { openSqliteStore } from '../../src/store/db.ts';
+import { openStore } from '../../src/store/db.ts';
 import { createLogger } from '../../src/log.ts';
 import { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
 import { AddressPool } from '../../src/network/pool.ts';
@@ -19,7 +19,7 @@ for (const [name, guestAgent, pool] of [
 ] as const) {
 runtimeContract(name, async () => {
   const dataDir = testDataDir('roomkit-contract-', pool);
-  const db = await openSqliteStore(dataDir);
+  const db = await openStore({ dataDir });
   const log = createLogger('silent');
   const runtime = new GvisorRuntime({
     dataDir,

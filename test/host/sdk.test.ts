@@ -25,6 +25,7 @@ import {
 } from '../../sdk/src/index.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { hostObjects, NOTHING } from '../support/host.ts';
+import { untilTrue } from '../support/until.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const LIFECYCLE = ['active', 'network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted', 'ready'];
@@ -215,7 +216,7 @@ describe('execStream and background commands', () => {
   it('kills a background command', async () => {
     const handle = await room.execBackground('echo up; sleep 60');
     // Killed once it runs (its first output is there), so the kill meets the sleep.
-    for (let i = 0; i < 50 && !(await handle.status()).output.includes('up'); i++) await new Promise((r) => setTimeout(r, 100));
+    await untilTrue('the background command to print', async () => (await handle.status()).output.includes('up'), { everyMs: 100 });
     const killed = await handle.kill();
     assert.equal(killed.state, 'killed');
     assert.equal(killed.exit_code, 137);

@@ -10,6 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { Roomkit } from '../../sdk/src/index.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { BIN } from '../support/cli.ts';
+import { untilTrue } from '../support/until.ts';
 
 const MAX_TERMINALS = 3;
 
@@ -336,10 +337,7 @@ describe('an instance without the agent', () => {
   });
 });
 
-async function waitFor(check: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+/** Polls `check` every 100 ms for up to 15 s. */
+function waitFor(check: () => boolean): Promise<void> {
+  return untilTrue('the terminal to get there', check, { timeoutMs: 15_000, everyMs: 100 });
 }

@@ -13,6 +13,7 @@ import { PROVISION_STATES } from '../../src/core/lifecycle.ts';
 import { hostTag, networkNames } from '../../src/network/netns.ts';
 import { startTestApp, TEST_DATA_PREFIX, TEST_OWNER_FILE, type TestApp, type TestOrg } from '../support/app.ts';
 import { hostObjects } from '../support/host.ts';
+import { until, untilTrue } from '../support/until.ts';
 
 const POOL = '10.239.0.0/24';
 
@@ -30,20 +31,23 @@ const command = (room: string, text: string) =>
 
 /** The profile's pooled instances that are ready, once there is exactly one and none starting. */
 async function pooledReady(timeoutMs = 120_000): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const profile = (await t.app.inject({ method: 'GET', url: `/api/profiles/${profileId}`, headers: org.headers })).json();
-    const rows = await t.services.db
-      .selectFrom('instances')
-      .select('id')
-      .where('profile_id', '=', profileId)
-      .where('warm_pool_key', 'is not', null)
-      .where('state', '=', 'ready')
-      .execute();
-    if (profile.warm_pool_instances.ready === 1 && profile.warm_pool_instances.starting === 0 && rows.length === 1) return rows[0]!.id;
-    if (Date.now() > deadline) throw new Error(`the pool did not get one ready instance: ${JSON.stringify(profile.warm_pool_instances)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let seen: unknown;
+  return until(
+    'the pool to get one ready instance',
+    async () => {
+      const profile = (await t.app.inject({ method: 'GET', url: `/api/profiles/${profileId}`, headers: org.headers })).json();
+      seen = profile.warm_pool_instances;
+      const rows = await t.services.db
+        .selectFrom('instances')
+        .select('id')
+        .where('profile_id', '=', profileId)
+        .where('warm_pool_key', 'is not', null)
+        .where('state', '=', 'ready')
+        .execute();
+      return profile.warm_pool_instances.ready === 1 && profile.warm_pool_instances.starting === 0 && rows.length === 1 ? rows[0]!.id : undefined;
+    },
+    { timeoutMs, everyMs: 100, detail: () => JSON.stringify(seen) },
+  );
 }
 
 const stateOf = async (id: string) =>
@@ -105,8 +109,7 @@ describe('warm pools with real instances', () => {
     assert.equal(patched.statusCode, 200, patched.body);
     const fresh = await pooledReady();
     assert.notEqual(fresh, old);
-    for (let i = 0; i < 100 && (await stateOf(old)) !== 'stopped'; i++) await new Promise((r) => setTimeout(r, 100));
-    assert.equal(await stateOf(old), 'stopped');
+    await untilTrue('the old pooled instance to stop', async () => (await stateOf(old)) === 'stopped', { timeoutMs: 10_000, everyMs: 100 });
     // `stopped` comes once the sandbox is killed; the rest of it is released right after.
     await t.gvisor().releasesSettled();
     const host = await hostObjects(t.dataDir, [old]);

@@ -135,6 +135,8 @@ export class FakeRuntime implements Runtime {
 
   /** Answers every command with its text as output, exit code 0, and the changes the options name (none by default). */
   async runCommand(_instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
+    // As a runtime without interactive instances must (the runtime contract holds it to that).
+    if (request.stdinOpen && !this.capabilities.interactive) throw new RuntimeFeatureUnavailable('the test runtime keeps no stdin open');
     this.commands.push(request);
     request.onStarted?.({ streamsApart: this.options.commandOutcome?.streams !== undefined });
     if (this.options.commandDelayMs) await new Promise((resolve) => setTimeout(resolve, this.options.commandDelayMs));

@@ -6,6 +6,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hostTag } from '../../src/network/netns.ts';
 import { startServer, type Server } from './cli.ts';
+import { until } from './until.ts';
 
 // The API's JSON bodies; the assertions that use them check their shape.
 export type Json = any;
@@ -87,12 +88,6 @@ export class ServedService {
 
   /** Polls `probe` until it gives a value; fails with the servers' last log lines after `timeoutMs`. */
   async waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number, everyMs = 100): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = await probe();
-      if (value !== undefined) return value;
-      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${this.logTail()}`);
-      await new Promise((r) => setTimeout(r, everyMs));
-    }
+    return until(what, probe, { timeoutMs, everyMs, detail: () => this.logTail() });
   }
 }

@@ -19,7 +19,7 @@ import { timeOrderedUuid } from '../../src/lib/ids.ts';
 import { migrate } from '../../src/store/db.ts';
 import type { Database } from '../../src/store/schema.ts';
 import { TOOL_ACTIONS, toolDefinitions } from '../../src/adapters/tools/definitions.ts';
-import { SQLITE_FILE } from '../../src/store/db.ts';
+import { SQLITE_FILE } from '../../src/store/sqlite/sqlite-connection.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 interface Event {

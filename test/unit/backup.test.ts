@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import SQLite from 'better-sqlite3';
-import { SQLITE_FILE } from '../../src/store/db.ts';
+import { SQLITE_FILE } from '../../src/store/sqlite/sqlite-connection.ts';
 import { migrationProvider } from '../../src/store/migrations.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { run, scratchDirs } from '../support/cli.ts';

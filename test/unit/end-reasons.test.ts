@@ -8,6 +8,7 @@ import { endReasonOf } from '../../src/core/commands.ts';
 import type { CommandOutcome } from '../../src/runtimes/types.ts';
 import { FakeRuntime } from '../support/fake-runtime.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { until } from '../support/until.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -33,16 +34,6 @@ async function historyOf(instanceId: string): Promise<{ state: string; state_his
   const found = (res.json().instances as { instance_id: string; state: string; state_history: History }[]).find((i) => i.instance_id === instanceId);
   assert.ok(found, `instance ${instanceId} is listed`);
   return found;
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 describe('why an instance ended', () => {

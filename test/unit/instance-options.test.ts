@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { PausableFakeRuntime } from '../support/fake-runtime.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { untilTrue } from '../support/until.ts';
 
 type Json = any;
 const codes = (instance: Json) =>
@@ -175,11 +176,11 @@ describe('a warm pool instance takes a create\'s options as a room claims it', (
   it('claims from the pool with options given', async () => {
     const created = await t.app.inject({ method: 'POST', url: '/api/profiles', headers: org.headers, payload: { name: 'pooled', warm_pool: 1 } });
     const profile = created.json().profile_id as string;
-    const deadline = Date.now() + 5000;
-    while ((await t.app.inject({ method: 'GET', url: `/api/profiles/${profile}`, headers: org.headers })).json().warm_pool_instances.ready < 1) {
-      assert.ok(Date.now() < deadline, 'the pool did not fill');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await untilTrue(
+      'the pool to fill',
+      async () => (await t.app.inject({ method: 'GET', url: `/api/profiles/${profile}`, headers: org.headers })).json().warm_pool_instances.ready >= 1,
+      { everyMs: 20 },
+    );
     const res = await t.app.inject({
       method: 'POST',
       url: `/api/profile/${profile}/room/r`,

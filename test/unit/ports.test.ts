@@ -12,6 +12,7 @@ import { WebSocketServer } from 'ws';
 import { FakeRuntime } from '../support/fake-runtime.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { rawGet as rawGetAt } from '../support/raw-get.ts';
+import { untilTrue } from '../support/until.ts';
 
 const DOMAIN = 'preview.test';
 let t: TestApp;
@@ -203,7 +204,7 @@ describe('the path form, with the API key', () => {
 
   it('refuses past ROOMKIT_MAX_PORT_CONNECTIONS_PER_INSTANCE with 429, and takes requests again after', async () => {
     // The WebSocket of the test before goes away as its close reaches both ends.
-    await waitFor(() => t.services.ports.countIn(instanceId) === 0);
+    await untilTrue('the instance\'s proxied connections to be gone', () => t.services.ports.countIn(instanceId) === 0, { everyMs: 50 });
     const slow = () => fetch(`${base}${portPath(upstreamPort, '/slow')}`, { headers: org.headers });
     const held = await Promise.all([slow(), slow()]);
     assert.deepEqual(held.map((r) => r.status), [200, 200]);
@@ -211,7 +212,7 @@ describe('the path form, with the API key', () => {
     assert.equal(refused.status, 429);
     assert.equal(((await refused.json()) as { error: string }).error, 'too_many_port_connections');
     await Promise.all(held.map((r) => r.text()));
-    await waitFor(() => t.services.ports.countIn(instanceId) === 0);
+    await untilTrue('the instance\'s proxied connections to be gone', () => t.services.ports.countIn(instanceId) === 0, { everyMs: 50 });
     assert.equal((await fetch(`${base}${portPath(upstreamPort)}`, { headers: org.headers })).status, 201);
   });
 });
@@ -351,10 +352,3 @@ async function keyOf(who: TestOrg): Promise<{ key_id: string }> {
   return (res.json() as { keys: { key_id: string }[] }).keys[0]!;
 }
 
-async function waitFor(check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > until) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

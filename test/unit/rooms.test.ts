@@ -8,6 +8,7 @@ import { PROVISION_STATES } from '../../src/core/lifecycle.ts';
 import { ROOM_ID_PATTERN } from '../../src/http/schemas.ts';
 import { FakeRuntime } from '../support/fake-runtime.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { until } from '../support/until.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -23,16 +24,6 @@ const create = (room: string, payload?: object) =>
   t.app.inject({ method: 'POST', url: roomUrl(room), headers: org.headers, ...(payload ? { payload } : {}) });
 const get = (room: string) => t.app.inject({ method: 'GET', url: roomUrl(room), headers: org.headers });
 const del = (room: string) => t.app.inject({ method: 'DELETE', url: roomUrl(room), headers: org.headers });
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('creating an instance', () => {
   it('waits until ready by default and answers 201 with every state in order', async () => {

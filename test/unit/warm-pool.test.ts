@@ -13,6 +13,7 @@ import { after, afterEach, describe, it } from 'node:test';
 import { PROVISION_STATES } from '../../src/core/lifecycle.ts';
 import { FakeRuntime } from '../support/fake-runtime.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { until } from '../support/until.ts';
 
 const apps: TestApp[] = [];
 afterEach(async () => {
@@ -23,16 +24,6 @@ async function start(options: Parameters<typeof startTestApp>[0] = {}): Promise<
   const t = await startTestApp({ ...options, config: { expiryCheckIntervalMs: 100, ...options.config } });
   apps.push(t);
   return { t, org: await t.newOrg() };
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 interface PoolStatus {

@@ -7,7 +7,7 @@
 import { chmodSync, closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { SQLITE_FILE } from './db.ts';
+import { SQLITE_FILE } from './sqlite-connection.ts';
 
 /** Most pages one backup step may copy: all of them, so the copy is one read transaction. */
 const ALL_PAGES = 0x7fffffff;
