@@ -3,8 +3,9 @@
 // idempotent, provisioning runs in the background (callers may wait for it), and a
 // delete during provisioning cancels it and tears down what was made. Every end is
 // recorded with why (a reason code and words): a delete (and by which key), a limit,
-// the machine ending by itself (reported by the runtime), a start that failed. Over
-// 400 lines: every move of an instance's life (create, provision, pause, stop, expire, fail)
+// the machine ending by itself (reported by the runtime), a start that failed. An
+// operation on an instance takes its address (instance-address.ts): its id, or a room.
+// Over 400 lines: every move of an instance's life (create, provision, pause, stop, expire, fail)
 // is in this one class, so that the order of their awaits can be read in one place.
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
