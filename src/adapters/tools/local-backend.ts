@@ -60,7 +60,8 @@ export class LocalToolBackend implements ToolBackend {
     const { profiles } = this.deps;
     if (isUuid(ref)) return profiles.get(this.organizationId, ref.toLowerCase());
     const found = (await profiles.list(this.organizationId)).find((p) => p.name === ref);
-    if (!found) throw new AppError('profile_not_found', `no profile named "${ref}" in this organization; name one that GET /api/profiles lists, or give its id`);
+    // What to give instead is the executor's to say, in terms of the tools.
+    if (!found) throw new AppError('profile_not_found', `no profile named "${ref}" in this organization`);
     return found;
   }
 
