@@ -80,12 +80,6 @@ export interface Config {
    */
   readonly maxHostTasksPerInstance: number;
   /**
-   * `on`: instances run roomkit's agent as their first process, and commands and file
-   * operations go through it (falling back to `runsc exec` while it does not answer);
-   * `off`: everything goes through `runsc exec`. Applies to instances made from then on.
-   */
-  readonly guestAgent: 'on' | 'off';
-  /**
    * How a command's files_changed is made: `auto` watches each instance's writable layer
    * with fanotify where the kernel and the host allow it and walks it otherwise;
    * `fanotify` requires the watch (an instance that cannot get one fails to start);
@@ -215,7 +209,6 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxTerminalsPerInstance: 'ROOMKIT_MAX_TERMINALS_PER_INSTANCE',
   terminalIdleTimeoutS: 'ROOMKIT_TERMINAL_IDLE_TIMEOUT_S',
   maxHostTasksPerInstance: 'ROOMKIT_MAX_HOST_TASKS_PER_INSTANCE',
-  guestAgent: 'ROOMKIT_GUEST_AGENT',
   changeTracking: 'ROOMKIT_CHANGE_TRACKING',
   changeTrackingMaxPaths: 'ROOMKIT_CHANGE_TRACKING_MAX_PATHS',
   undoMaxPoints: 'ROOMKIT_UNDO_MAX_POINTS',
@@ -415,7 +408,6 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxTerminalsPerInstance: int('maxTerminalsPerInstance', 8, 1, 256),
     terminalIdleTimeoutS: int('terminalIdleTimeoutS', 3600, 0, 7 * 24 * 3600),
     maxHostTasksPerInstance: int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
-    guestAgent: oneOf('guestAgent', ['on', 'off'] as const, 'on'),
     changeTracking: oneOf('changeTracking', CHANGE_TRACKING_METHODS, 'auto'),
     changeTrackingMaxPaths: int('changeTrackingMaxPaths', 65_536, 16, 1 << 22),
     undoMaxPoints: int('undoMaxPoints', 20, 1, 1000),

@@ -1,7 +1,7 @@
 // Talking to roomkit's agent inside an instance: one TCP connection per operation to
 // the instance's address, opened with the instance's key. A runtime that boots its
-// instances with the agent (images/guest/agent) uses this for commands and files, and
-// falls back to its own exec path when the agent does not answer (AgentUnavailable).
+// instances with the agent (images/guest/agent) reaches them through it alone; an agent
+// that cannot be reached, or does not take the request, is AgentUnavailable (nothing ran).
 import { connect, type Socket } from 'node:net';
 import { encodeFrame, type Frame, FrameDecoder, FRAME, type FrameType } from './frames.ts';
 
@@ -16,6 +16,13 @@ export interface AgentEndpoint {
 export const AGENT_PORT = 905;
 /** How long a connection to the agent may take before it counts as not answering. */
 const CONNECT_TIMEOUT_MS = 2_000;
+/**
+ * How long a refused connection is tried again: the agent's init starts its server
+ * again within a few hundred milliseconds when it ends (images/guest/agent/init.go).
+ */
+const REFUSED_RETRY_MS = 3_000;
+/** How long the agent may take to answer a request (every operation answers at once, before its work's output). */
+const ANSWER_TIMEOUT_MS = 15_000;
 
 /** The agent could not be reached, or did not take the request: nothing ran. */
 export class AgentUnavailable extends Error {}
@@ -121,24 +128,16 @@ export class AgentChannel {
  * connection that cannot be made, or closes before any answer, is AgentUnavailable.
  */
 export async function agentRequest(endpoint: AgentEndpoint, request: Record<string, unknown>): Promise<{ channel: AgentChannel; reply: Record<string, unknown> }> {
-  const socket = await new Promise<Socket>((resolve, reject) => {
-    const s = connect({ host: endpoint.host, port: endpoint.port, noDelay: true });
-    const timer = setTimeout(() => {
-      s.destroy();
-      reject(new AgentUnavailable(`the instance's agent did not answer within ${CONNECT_TIMEOUT_MS} ms`));
-    }, CONNECT_TIMEOUT_MS);
-    s.once('connect', () => {
-      clearTimeout(timer);
-      resolve(s);
-    });
-    s.once('error', (err) => {
-      clearTimeout(timer);
-      reject(new AgentUnavailable(`cannot reach the instance's agent: ${err.message}`));
-    });
-  });
+  const socket = await connectTo(endpoint);
   const channel = new AgentChannel(socket);
   channel.send(FRAME.request, { ...request, key: endpoint.key });
-  const first = await channel.next();
+  let timer: NodeJS.Timeout | undefined;
+  const silent = new Promise<'silent'>((resolve) => (timer = setTimeout(() => resolve('silent'), ANSWER_TIMEOUT_MS)));
+  const first = await Promise.race([channel.next(), silent]).finally(() => clearTimeout(timer));
+  if (first === 'silent') {
+    channel.close();
+    throw new AgentUnavailable(`the instance's agent took the connection but did not answer within ${ANSWER_TIMEOUT_MS / 1000} s`);
+  }
   if (first === null) {
     channel.close();
     throw new AgentUnavailable(`the instance's agent closed the connection without answering${channel.error ? `: ${channel.error.message}` : ''}`);
@@ -153,6 +152,33 @@ export async function agentRequest(endpoint: AgentEndpoint, request: Record<stri
     throw new Error(`the instance's agent answered with an unexpected frame ${JSON.stringify(first.type)}`);
   }
   return { channel, reply: body };
+}
+
+/** A connection to the agent; a refused one is tried again for a moment (its server may be restarting). */
+async function connectTo(endpoint: AgentEndpoint): Promise<Socket> {
+  const giveUp = Date.now() + REFUSED_RETRY_MS;
+  for (;;) {
+    try {
+      return await new Promise<Socket>((resolve, reject) => {
+        const s = connect({ host: endpoint.host, port: endpoint.port, noDelay: true });
+        const timer = setTimeout(() => {
+          s.destroy();
+          reject(new AgentUnavailable(`the instance's agent did not answer within ${CONNECT_TIMEOUT_MS} ms`));
+        }, CONNECT_TIMEOUT_MS);
+        s.once('connect', () => {
+          clearTimeout(timer);
+          resolve(s);
+        });
+        s.once('error', (err: NodeJS.ErrnoException) => {
+          clearTimeout(timer);
+          reject(Object.assign(new AgentUnavailable(`cannot reach the instance's agent: ${err.message}`), { refused: err.code === 'ECONNREFUSED' }));
+        });
+      });
+    } catch (err) {
+      if (!(err as { refused?: boolean }).refused || Date.now() > giveUp) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
 }
 
 /** A one-shot operation: its reply, the connection closed. */

@@ -160,3 +160,10 @@ export async function deleteFile(endpoint: AgentEndpoint, path: string, access: 
   }
   return { path: absolute };
 }
+
+/** The first `bytes` bytes of each path (absolute, as bytes), read as root inside the instance; empty for what is not a readable regular file. */
+export async function readHeads(endpoint: AgentEndpoint, paths: Buffer[], bytes: number): Promise<Buffer[]> {
+  const reply = await agentCall(endpoint, { op: 'heads', paths: paths.map((p) => p.toString('base64')), bytes });
+  const heads = Array.isArray(reply.heads) ? (reply.heads as unknown[]) : [];
+  return heads.map((head) => Buffer.from(typeof head === 'string' ? head : '', 'base64'));
+}

@@ -4,8 +4,7 @@
 import { type AgentEndpoint, agentRequest, parseJson } from '../agent/client.ts';
 import { FRAME } from '../agent/frames.ts';
 import type { TerminalRequest, TerminalSession } from '../types.ts';
-import { agentIdentity } from './agent-exec.ts';
-import { COMMAND_MARKER } from './commands.ts';
+import { agentIdentity, COMMAND_MARKER } from './agent-exec.ts';
 
 /** The shell a terminal starts when no command is given: bash when the image has it. */
 const LOGIN_SHELL = 'if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi';

@@ -44,8 +44,9 @@ export interface BundleOptions {
   maxHostTasks: number;
   /**
    * roomkit's agent is the sandbox's first process (`agent init`, which reaps orphans
-   * and keeps the agent's server running; its key is a file, see guest-boot.ts);
-   * without, tini is, and the runtime reaches the guest through `runsc exec` alone.
+   * and keeps the agent's server running; its key is a file, see guest-boot.ts), as in
+   * every instance; without, tini is: the benchmarks' floor, a bare sandbox reached by
+   * `runsc exec`.
    */
   agent?: boolean;
 }
@@ -69,8 +70,8 @@ export function ociSpec(options: BundleOptions): object {
       env: [PATH_ENV, 'HOME=/root', 'LANG=C.UTF-8'],
       cwd: '/',
       // The agent's init alone holds CAP_SYS_ADMIN, for its boot setup, and drops it before
-      // anything else starts (images/guest/agent/boot.go); every `runsc exec` names its
-      // capabilities (guest-exec.ts), so none inherits this set.
+      // anything else starts (images/guest/agent/boot.go), so every process of the guest,
+      // all started by the agent, is without it.
       capabilities: {
         bounding: initCaps,
         effective: initCaps,

@@ -55,6 +55,10 @@ type request struct {
 
 	// kill
 	Signal string `json:"signal"`
+
+	// heads: paths' bytes, base64 in JSON, and how many bytes of each
+	Paths [][]byte `json:"paths"`
+	Bytes int      `json:"bytes"`
 }
 
 func runServe() {
@@ -131,6 +135,8 @@ func handle(conn net.Conn, key string) {
 		listDirectory(w, &req)
 	case "delete":
 		deleteFile(w, &req)
+	case "heads":
+		headsOf(w, &req)
 	default:
 		w.fail("bad_request", fmt.Sprintf("unknown operation %q", req.Op))
 	}
