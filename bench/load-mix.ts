@@ -3,7 +3,8 @@
 // program in the same instance as the VM user (commands, file reads, writes, listings),
 // or `GET /healthz` for requests that do no work in an instance (the HTTP round trip).
 import { VM_UID } from '../src/images/builder.ts';
-import { CAPABILITIES, PATH_ENV } from '../src/runtimes/gvisor/bundle.ts';
+import { PATH_ENV } from '../src/runtimes/agent/commands.ts';
+import { CAPABILITIES } from '../src/runtimes/gvisor/bundle.ts';
 import { Runsc } from '../src/runtimes/gvisor/runsc.ts';
 
 export const HOME = '/home/user';

@@ -1,5 +1,5 @@
 // Commands in a gVisor instance: the command path of the runtime. A command runs
-// through the instance's agent (agent-exec.ts); its
+// through the instance's agent (agent/commands.ts); its
 // files_changed is the layer's change between its start and end (change-tracker.ts), on
 // an undo layer with its undo point and journal entry (undo.ts); its end says whether
 // the memory guard killed a process of it, whether the layer is full, and whether the
@@ -11,8 +11,8 @@ import type { AgentChannel, AgentEndpoint } from '../agent/client.ts';
 import { FRAME } from '../agent/frames.ts';
 import type { CommandOutcome, CommandRequest, CommandSignal, FileChangeEntry, RevertOutcome } from '../types.ts';
 import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
-import { AgentConnectionLost, type AgentCommandOptions, COMMAND_MARKER, runAgentCommand } from './agent-exec.ts';
-import { readHeads } from './agent-files.ts';
+import { AgentConnectionLost, type AgentCommandOptions, COMMAND_MARKER, runAgentCommand } from '../agent/commands.ts';
+import { readHeads } from '../agent/files.ts';
 import type { ChangeTracker } from './change-tracker.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { MemoryGuard } from './memory-guard.ts';

@@ -3,7 +3,7 @@
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
 // any step fails, undoes everything before rejecting. roomkit's agent, the sandbox's
 // first process, is the one way into an instance: commands (command-runner.ts), files
-// (agent-files.ts), terminals, kills and every program the runtime itself runs there
+// (runtimes/agent/), terminals, kills and every program the runtime itself runs there
 // (exec()) go through it. Pause and resume are pause.ts's, snapshots snapshots.ts's. A sandbox that
 // ends by itself (sandbox-watch.ts) and the memory guard's kills are reported to core/
 // as runtime events. Over 400 lines, because provisioning's steps and their undo read
@@ -18,7 +18,8 @@ import { isMountPoint, mountDiskImage, mountOverlay, mountsUnder, unmountAll } f
 import { mountBtrfsImage } from '../../host/btrfs.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
-import { AGENT_PORT, type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
+import { agentEndpointOf, throughAgent } from '../agent/access.ts';
+import { AGENT_PORT, type AgentEndpoint, agentCall } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -44,15 +45,14 @@ import type {
   TerminalRequest,
   TerminalSession,
 } from '../types.ts';
-import { RuntimeFeatureUnavailable } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
 import { ranOutOfMemory } from './cgroups.ts';
 import { ChangeTracker } from './change-tracker.ts';
-import * as agentFiles from './agent-files.ts';
-import { agentRun, type ExecOptions } from './agent-exec.ts';
+import * as agentFiles from '../agent/files.ts';
+import { agentRun, type ExecOptions, killCommand } from '../agent/commands.ts';
 import { CommandRunner } from './command-runner.ts';
-import { openAgentTerminal } from './agent-terminal.ts';
-import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from './guest-boot.ts';
+import { openAgentTerminal } from '../agent/terminal.ts';
+import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
@@ -339,7 +339,7 @@ export class GvisorRuntime implements Runtime {
 
       const exec: Exec = (argv, options) => this.exec(instanceId, argv, options);
       // The agent's init has started the root service by the time it answers.
-      await waitForAgent(this.agent(h), signal, this.booting(h));
+      await waitForAgent({ host: lease.guestAddress, port: AGENT_PORT, key: agentKey }, signal, this.booting(h));
       await onStep('vm_booted');
 
       // Independent of each other: at once (one after another they took 222 ms at p50).
@@ -469,42 +469,17 @@ export class GvisorRuntime implements Runtime {
 
   /** The instance's agent, when it was made with one (every instance this roomkit makes is). */
   private agentOf(h: InstanceHandle): AgentEndpoint | undefined {
-    const meta = h.readMeta();
-    if (!meta?.agentKey || !meta.guestAddress) return undefined;
-    return { host: meta.guestAddress, port: AGENT_PORT, key: meta.agentKey };
+    return agentEndpointOf(h.readMeta());
   }
 
-  /** The instance's agent; an instance without one (made by a roomkit before the agent) cannot be reached. */
-  private agent(h: InstanceHandle): AgentEndpoint {
-    const endpoint = this.agentOf(h);
-    if (!endpoint) {
-      throw new RuntimeFeatureUnavailable("this instance runs without roomkit's agent (an older roomkit made it), the only way into it: delete the instance and create it again");
-    }
-    return endpoint;
+  /** Runs an operation through the instance's agent, the one way into it (agent/access.ts). */
+  private withAgent<T>(h: InstanceHandle, operation: (endpoint: AgentEndpoint) => Promise<T>): Promise<T> {
+    return throughAgent(this.agentOf(h), operation, (err) => this.log.warn({ instanceId: h.id, err: err.message }, "the instance's agent does not answer"));
   }
 
-  /**
-   * Runs an operation through the instance's agent. An agent that cannot be reached
-   * (nothing ran) fails the operation, saying so: its init starts it again by itself
-   * (images/guest/agent/init.go), so a later call may find it back.
-   */
-  private async withAgent<T>(h: InstanceHandle, operation: (endpoint: AgentEndpoint) => Promise<T>): Promise<T> {
-    const endpoint = this.agent(h);
-    try {
-      return await operation(endpoint);
-    } catch (err) {
-      if (!(err instanceof AgentUnavailable)) throw err;
-      this.log.warn({ instanceId: h.id, err: err.message }, "the instance's agent does not answer");
-      throw new RuntimeFeatureUnavailable(
-        `the instance's agent does not answer (${err.message}); try again in a moment, and if it goes on, delete the instance and create it again`,
-      );
-    }
-  }
-
-  /** Signals every process of a command, as root inside the instance (the agent's kill). */
+  /** Signals every process of a command, as root inside the instance. */
   async killCommand(instanceId: string, commandId: string, signal: CommandSignal = 'KILL'): Promise<number> {
-    const reply = await this.withAgent(this.handle(instanceId), (endpoint) => agentCall(endpoint, { op: 'kill', command_id: commandId, signal }));
-    return Number(reply.signalled ?? 0);
+    return this.withAgent(this.handle(instanceId), (endpoint) => killCommand(endpoint, commandId, signal));
   }
 
   /** The cached image a snapshot's layer was taken over; it must still be in the cache. */

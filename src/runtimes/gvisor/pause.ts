@@ -22,15 +22,15 @@ import type { AddressPool } from '../../network/pool.ts';
 import type { AgentEndpoint } from '../agent/client.ts';
 import type { MachineSpec, PauseOutcome } from '../types.ts';
 import { removeCgroups } from './cgroups.ts';
-import type { ExecOptions } from './agent-exec.ts';
-import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from './guest-boot.ts';
+import type { ExecOptions } from '../agent/commands.ts';
+import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { Runsc } from './runsc.ts';
 import { stopMachine } from './teardown.ts';
 
 /** How long the guest may take to flush its writes before its sandbox is stopped anyway. */
 const FLUSH_TIMEOUT_MS = 10_000;
-/** How long a resumed sandbox may take to answer (as at a create: guest-boot.ts's own deadlines apply inside). */
+/** How long a resumed sandbox may take to answer (as at a create: agent/boot.ts's own deadlines apply inside). */
 const RESUME_TIMEOUT_MS = 60_000;
 
 /** What pausing and resuming need of the runtime that owns the instance. */

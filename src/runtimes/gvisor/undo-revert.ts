@@ -3,8 +3,8 @@
 // change tracker watches, so that the answer lists what the revert changed exactly as a
 // command's files_changed would; then the point is let go and the revert journaled like a
 // command (a later revert of an earlier command sees the files it touched).
-import { agentRun } from './agent-exec.ts';
-import { AS_ROOT, writeFile } from './agent-files.ts';
+import { agentRun } from '../agent/commands.ts';
+import { AS_ROOT, writeFile } from '../agent/files.ts';
 import type { AgentEndpoint } from '../agent/client.ts';
 import type { RevertOutcome } from '../types.ts';
 import type { InstanceHandle } from './instance-handle.ts';

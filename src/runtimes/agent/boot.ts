@@ -1,15 +1,16 @@
-// Bringing an instance's guest up: the files it needs written into its root before any
-// of its code runs, then, once runsc has started the sandbox, waiting for its first
-// process, roomkit's agent, to answer (its init has set up the root service by then)
-// and checking that a command runs as the VM user.
+// Bringing an instance's guest up, for any runtime whose instances run roomkit's agent:
+// the files it needs written into its root before any of its code runs (its
+// configuration, the agent's key), then, once the runtime has started the machine,
+// waiting for its first process, the agent, to answer (its init has set up the root
+// service by then) and checking that a command runs as the VM user.
 import { chmodSync, chownSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { RunResult } from '../../host/run.ts';
-import { type AgentEndpoint, agentCall, AgentFailure, AgentUnavailable } from '../agent/client.ts';
+import { type AgentEndpoint, agentCall, AgentFailure, AgentUnavailable } from './client.ts';
 import { VM_UID } from '../../images/builder.ts';
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import type { MachineSpec } from '../types.ts';
-import type { ExecOptions } from './agent-exec.ts';
+import type { ExecOptions } from './commands.ts';
 
 export const BOOT_TIMEOUT_MS = 15_000;
 

@@ -1,17 +1,18 @@
-// File operations through the instance's agent: the same operations and answers as
-// file-operations.ts, done by the agent with the VM user's rights (images/guest/agent/
-// files.go) instead of a shell script per operation.
+// File operations through the instance's agent (images/guest/agent/files.go): read
+// (streamed), stat, write, list and delete with the VM user's rights, so that paths
+// resolve in the guest with the guest's permissions and the host never opens a
+// guest-controlled path; and the first bytes of files, read as root, for their types.
 import { PassThrough } from 'node:stream';
 import { decodeName, encodeName } from '../../lib/guest-names.ts';
 import { VM_UID } from '../../images/builder.ts';
-import { type AgentEndpoint, agentCall, AgentFailure, agentRequest, parseJson } from '../agent/client.ts';
-import { FRAME } from '../agent/frames.ts';
+import { type AgentEndpoint, agentCall, AgentFailure, agentRequest, parseJson } from './client.ts';
+import { FRAME } from './frames.ts';
 import { type FileAccess, GuestFileError, type GuestDirEntry, type GuestFileInfo } from '../types.ts';
-import { absoluteGuestPath, guestFileError } from './guest-files.ts';
+import { absoluteGuestPath, guestFileError } from './file-errors.ts';
 
 const KINDS = new Set<GuestFileError['kind']>(['not_found', 'permission_denied', 'is_a_directory', 'not_a_directory', 'too_large', 'invalid_path', 'no_space', 'changed']);
 const AS_VM = { uid: VM_UID, gid: VM_UID };
-/** Root in the guest, for a revert's writes (undo-apply.ts): the VM user may become root anyway (sudo). */
+/** Root in the guest, for a revert's writes (gvisor/undo-apply.ts): the VM user may become root anyway (sudo). */
 export const AS_ROOT = { uid: 0, gid: 0 };
 
 /** An agent's failure as the caller's GuestFileError, when it is one the caller can act on. */

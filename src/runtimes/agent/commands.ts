@@ -1,12 +1,14 @@
-// Programs and commands run through the instance's agent (runtimes/agent, images/guest/
-// agent): as the VM user in its home or as root, with stdout and stderr apart, stdin,
-// and the time limit kept by the agent inside the instance.
+// Programs and commands run through the instance's agent (images/guest/agent/process.go):
+// as the VM user in its home or as root, with stdout and stderr apart, stdin, and the
+// time limit kept by the agent inside the instance; and the kill of a command's processes.
 import type { RunResult } from '../../host/run.ts';
 import { HeadTailBuffer } from '../../host/output.ts';
 import { VM_UID } from '../../images/builder.ts';
-import { type AgentChannel, type AgentEndpoint, agentRequest, parseJson } from '../agent/client.ts';
-import { FRAME } from '../agent/frames.ts';
-import { PATH_ENV } from './bundle.ts';
+import { type AgentChannel, type AgentEndpoint, agentCall, agentRequest, parseJson } from './client.ts';
+import { FRAME } from './frames.ts';
+
+/** The PATH of every program started through the agent (and of the instance's first process). */
+export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** The environment variable that marks every process of a command (inherited by its children), for killing its tree. */
 export const COMMAND_MARKER = 'ROOMKIT_COMMAND_ID';
@@ -180,4 +182,10 @@ export async function agentRun(
     stderr: outcome.stderr,
     timedOut: outcome.timedOut,
   };
+}
+
+/** Signals every process of a command (marked with COMMAND_MARKER, and their sessions) as root; how many it signalled. */
+export async function killCommand(endpoint: AgentEndpoint, commandId: string, signal: string): Promise<number> {
+  const reply = await agentCall(endpoint, { op: 'kill', command_id: commandId, signal });
+  return Number(reply.signalled ?? 0);
 }
