@@ -7,6 +7,7 @@ import { chmodSync, chownSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { RunResult } from '../../host/run.ts';
 import { type AgentEndpoint, agentCall, AgentFailure, AgentUnavailable } from './client.ts';
+import { AGENT_PROTOCOL } from './protocol.ts';
 import { VM_UID } from '../../images/builder.ts';
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import type { MachineSpec } from '../types.ts';
@@ -31,8 +32,8 @@ export function writeGuestConfig(rootfs: string, nameservers: string[]): void {
   chmodSync(tmp, 0o1777);
 }
 
-/** Where the agent reads its key (images/guest/agent/serve.go keyFile). */
-export const AGENT_KEY_FILE = '/run/roomkit-agent/key';
+/** Where the agent reads its key. */
+export const AGENT_KEY_FILE = AGENT_PROTOCOL.constants.keyFile;
 
 /**
  * The agent's key, in a file of root's in a directory only root may enter: this gVisor
@@ -71,6 +72,9 @@ export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal,
     if (!sandbox.running()) throw agentDidNotStart('the sandbox ended while it booted: its first process, the agent\'s init, exited', sandbox);
     try {
       const hello = await agentCall(endpoint, { op: 'hello' });
+      if (hello.protocol !== AGENT_PROTOCOL.version) {
+        throw agentDidNotStart(`it speaks version ${String(hello.protocol)} of the agent protocol, and this roomkit version ${AGENT_PROTOCOL.version}`, sandbox);
+      }
       // The agent's init sets up the root service (images/guest/agent/boot.go).
       if (typeof hello.boot_error === 'string' && hello.boot_error !== '') {
         throw new Error(`could not start the instance's root service: ${hello.boot_error}`);
@@ -103,7 +107,7 @@ function agentDidNotStart(what: string, sandbox: BootingSandbox): Error {
  * of them together, inside gVisor, so that a fork past it fails with EAGAIN instead of
  * reaching the sandbox's host task limit (where the sandbox would die).
  */
-export const ROOT_SERVICE_TASKS = 256;
+export const ROOT_SERVICE_TASKS = AGENT_PROTOCOL.constants.rootServiceTasks;
 
 /** The readiness check: a command as the VM user, in its home, which it can write, answers with its uid. */
 export async function checkReady(exec: Exec, spec: MachineSpec): Promise<void> {

@@ -4,6 +4,7 @@
 // that cannot be reached, or does not take the request, is AgentUnavailable (nothing ran).
 import { connect, type Socket } from 'node:net';
 import { encodeFrame, type Frame, FrameDecoder, FRAME, type FrameType } from './frames.ts';
+import { AGENT_PROTOCOL, type FailureKind, type OperationName, type ReplyOf, type RequestOf } from './protocol.ts';
 
 /** Where an instance's agent listens, and the key it wants. */
 export interface AgentEndpoint {
@@ -12,8 +13,9 @@ export interface AgentEndpoint {
   key: string;
 }
 
-/** The agent's port inside every instance (images/guest/agent/serve.go's default). */
-export const AGENT_PORT = 905;
+/** The agent's port inside every instance. */
+export const AGENT_PORT = AGENT_PROTOCOL.constants.port;
+
 /** How long a connection to the agent may take before it counts as not answering. */
 const CONNECT_TIMEOUT_MS = 2_000;
 /**
@@ -27,9 +29,9 @@ const ANSWER_TIMEOUT_MS = 15_000;
 /** The agent could not be reached, or did not take the request: nothing ran. */
 export class AgentUnavailable extends Error {}
 
-/** A failure the agent reported for an operation (`kind` as in files.go / process.go). */
+/** A failure the agent reported for an operation (a kind of the protocol's failures, or what an unknown one said). */
 export class AgentFailure extends Error {
-  readonly kind: string;
+  readonly kind: FailureKind | (string & {});
   constructor(kind: string, message: string) {
     super(message);
     this.name = 'AgentFailure';
@@ -127,7 +129,7 @@ export class AgentChannel {
  * reply (returned with the open channel) or a failure (thrown as AgentFailure). A
  * connection that cannot be made, or closes before any answer, is AgentUnavailable.
  */
-export async function agentRequest(endpoint: AgentEndpoint, request: Record<string, unknown>): Promise<{ channel: AgentChannel; reply: Record<string, unknown> }> {
+export async function agentRequest<Op extends OperationName>(endpoint: AgentEndpoint, request: { op: Op } & RequestOf<Op>): Promise<{ channel: AgentChannel; reply: ReplyOf<Op> }> {
   const socket = await connectTo(endpoint);
   const channel = new AgentChannel(socket);
   channel.send(FRAME.request, { ...request, key: endpoint.key });
@@ -151,7 +153,7 @@ export async function agentRequest(endpoint: AgentEndpoint, request: Record<stri
     channel.close();
     throw new Error(`the instance's agent answered with an unexpected frame ${JSON.stringify(first.type)}`);
   }
-  return { channel, reply: body };
+  return { channel, reply: body as ReplyOf<Op> };
 }
 
 /** A connection to the agent; a refused one is tried again for a moment (its server may be restarting). */
@@ -182,7 +184,7 @@ async function connectTo(endpoint: AgentEndpoint): Promise<Socket> {
 }
 
 /** A one-shot operation: its reply, the connection closed. */
-export async function agentCall(endpoint: AgentEndpoint, request: Record<string, unknown>): Promise<Record<string, unknown>> {
+export async function agentCall<Op extends OperationName>(endpoint: AgentEndpoint, request: { op: Op } & RequestOf<Op>): Promise<ReplyOf<Op>> {
   const { channel, reply } = await agentRequest(endpoint, request);
   channel.close();
   return reply;

@@ -6,12 +6,13 @@ import { HeadTailBuffer } from '../../host/output.ts';
 import { VM_UID } from '../../images/builder.ts';
 import { type AgentChannel, type AgentEndpoint, agentCall, agentRequest, parseJson } from './client.ts';
 import { FRAME } from './frames.ts';
+import { AGENT_PROTOCOL } from './protocol.ts';
 
 /** The PATH of every program started through the agent (and of the instance's first process). */
 export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** The environment variable that marks every process of a command (inherited by its children), for killing its tree. */
-export const COMMAND_MARKER = 'ROOMKIT_COMMAND_ID';
+export const COMMAND_MARKER = AGENT_PROTOCOL.constants.commandMarker;
 /** Exit code reported for a command killed at its deadline (as timeout(1) does). */
 export const TIMEOUT_EXIT_CODE = 124;
 

@@ -7,6 +7,7 @@ import { decodeName, encodeName } from '../../lib/guest-names.ts';
 import { VM_UID } from '../../images/builder.ts';
 import { type AgentEndpoint, agentCall, AgentFailure, agentRequest, parseJson } from './client.ts';
 import { FRAME } from './frames.ts';
+import { AGENT_PROTOCOL } from './protocol.ts';
 import { type FileAccess, GuestFileError, type GuestDirEntry, type GuestFileInfo } from '../types.ts';
 import { absoluteGuestPath, guestFileError } from './file-errors.ts';
 
@@ -125,7 +126,10 @@ export async function writeFile(
   }
 }
 
-const TYPES: Record<string, GuestDirEntry['type']> = { f: 'file', d: 'directory', l: 'symlink' };
+/** The API's entry types by the agent's codes. */
+const TYPES: Record<string, GuestDirEntry['type']> = Object.fromEntries(
+  Object.entries(AGENT_PROTOCOL.entryTypes).map(([type, code]) => [code, type as GuestDirEntry['type'] & keyof typeof AGENT_PROTOCOL.entryTypes]),
+);
 
 export async function listDirectory(
   endpoint: AgentEndpoint,

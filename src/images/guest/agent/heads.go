@@ -21,7 +21,7 @@ func headsOf(w *frameWriter, req *request) {
 		n = maxHeadBytes
 	}
 	if len(req.Paths) > maxHeadPaths {
-		w.fail("bad_request", "too many paths")
+		w.fail(failBadRequest, "too many paths")
 		return
 	}
 	heads := make([][]byte, len(req.Paths))
@@ -29,7 +29,7 @@ func headsOf(w *frameWriter, req *request) {
 	for i, path := range req.Paths {
 		heads[i] = headOf(string(path), buf)
 	}
-	w.sendJSON(frameReply, map[string]any{"heads": heads})
+	w.sendJSON(frameReply, headsReply{Heads: heads})
 }
 
 func headOf(path string, buf []byte) []byte {
