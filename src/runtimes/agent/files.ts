@@ -13,7 +13,7 @@ import { absoluteGuestPath, guestFileError } from './file-errors.ts';
 
 const KINDS = new Set<GuestFileError['kind']>(['not_found', 'permission_denied', 'is_a_directory', 'not_a_directory', 'too_large', 'invalid_path', 'no_space', 'changed']);
 const AS_VM = { uid: VM_UID, gid: VM_UID };
-/** Root in the guest, for a revert's writes (gvisor/undo-apply.ts): the VM user may become root anyway (sudo). */
+/** Root in the guest, for a revert's writes (layer-changes/undo-apply.ts): the VM user may become root anyway (sudo). */
 export const AS_ROOT = { uid: 0, gid: 0 };
 
 /** An agent's failure as the caller's GuestFileError, when it is one the caller can act on. */

@@ -13,12 +13,12 @@ import type { CommandOutcome, CommandRequest, CommandSignal, FileChangeEntry, Re
 import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
 import { AgentConnectionLost, type AgentCommandOptions, COMMAND_MARKER, runAgentCommand } from '../agent/commands.ts';
 import { readHeads } from '../agent/files.ts';
-import type { ChangeTracker } from './change-tracker.ts';
+import type { LayerChangeTracking } from '../layer-changes/tracking.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { MemoryGuard } from './memory-guard.ts';
-import { addMimeTypes } from './mime-sniffing.ts';
-import type { UndoPoints } from './undo.ts';
-import { revertCommand } from './undo-revert.ts';
+import { addMimeTypes } from '../layer-changes/mime-sniffing.ts';
+import type { UndoPoints } from '../layer-changes/undo.ts';
+import { revertCommand } from '../layer-changes/undo-revert.ts';
 
 /** The exit code of a command whose instance went away under it (as SIGKILL gives). */
 const KILLED_EXIT_CODE = 137;
@@ -29,7 +29,7 @@ const DISK_FULL_BYTES = 1024 * 1024;
 /** What the command path needs of the runtime that owns the instances. */
 export interface CommandRunnerDeps {
   log: Logger;
-  changeTracker: ChangeTracker;
+  changeTracker: LayerChangeTracking;
   undo: UndoPoints;
   memoryGuard: MemoryGuard;
   /** Whether the runtime still holds the instance (false once a delete began). */
@@ -73,7 +73,7 @@ export class CommandRunner {
     // Every command of an undo layer is journaled (a later one can make a revert ambiguous).
     if (undoLayer) await this.deps.undo.beforeCommand(h, request.commandId, request.keepUndo === true);
     const image = request.trackChanges ? this.deps.imageOf(h) : undefined;
-    const before = image ? await this.deps.changeTracker.snapshot(h.id, h.upper) : undefined;
+    const before = image ? await this.deps.changeTracker.mark(h.id, h.upper) : undefined;
     let outcome: CommandOutcome | undefined;
     try {
       outcome = await this.runTracked(h, request, before, image);
@@ -101,7 +101,7 @@ export class CommandRunner {
       rootfs: image.rootfs,
       endpoint,
       track: async (work) => {
-        const before = await this.deps.changeTracker.snapshot(h.id, h.upper);
+        const before = await this.deps.changeTracker.mark(h.id, h.upper);
         try {
           await work();
         } catch (err) {

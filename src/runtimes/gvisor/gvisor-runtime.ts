@@ -47,7 +47,8 @@ import type {
 } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
 import { ranOutOfMemory } from './cgroups.ts';
-import { ChangeTracker } from './change-tracker.ts';
+import { ChangeTracker } from '../layer-changes/change-tracker.ts';
+import type { LayerChangeTracking } from '../layer-changes/tracking.ts';
 import * as agentFiles from '../agent/files.ts';
 import { agentRun, type ExecOptions, killCommand } from '../agent/commands.ts';
 import { CommandRunner } from './command-runner.ts';
@@ -59,7 +60,7 @@ import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
 import { LayerSnapshots, thaw } from './snapshots.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
-import { type UndoLimits, UndoPoints } from './undo.ts';
+import { type UndoLimits, UndoPoints } from '../layer-changes/undo.ts';
 import { type Teardown, Teardowns } from './teardown.ts';
 
 /** Instances a sweep tears down at once. */
@@ -99,7 +100,7 @@ export class GvisorRuntime implements Runtime {
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
   /** Per image: what its root filesystem holds, to read writable-layer changes against. */
-  private readonly changeTracker: ChangeTracker;
+  private readonly changeTracker: LayerChangeTracking;
   /** Per instance this runtime made or adopted: its names and paths on the host. */
   private readonly handles = new Map<string, InstanceHandle>();
   private readonly sandboxWatch: SandboxWatch;
