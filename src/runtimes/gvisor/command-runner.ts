@@ -9,7 +9,7 @@ import { statfsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { AgentChannel, AgentEndpoint } from '../agent/client.ts';
 import { FRAME } from '../agent/frames.ts';
-import type { CommandOutcome, CommandRequest, CommandSignal, FileChangeEntry, RevertOutcome } from '../types.ts';
+import type { CommandOutcome, CommandRequest, FileChangeEntry, RevertOutcome } from '../types.ts';
 import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
 import { AgentConnectionLost, type AgentCommandOptions, COMMAND_MARKER, runAgentCommand } from '../agent/commands.ts';
 import { readHeads } from '../agent/files.ts';
