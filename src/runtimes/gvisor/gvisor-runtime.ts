@@ -4,10 +4,11 @@
 // any step fails, undoes everything before rejecting. roomkit's agent, the sandbox's
 // first process, is the one way into an instance: commands (command-runner.ts), files
 // (runtimes/agent/), terminals, kills and every program the runtime itself runs there
-// (exec()) go through it. Pause and resume are pause.ts's, snapshots snapshots.ts's. A sandbox that
-// ends by itself (sandbox-watch.ts) and the memory guard's kills are reported to core/
-// as runtime events. Over 400 lines, because provisioning's steps and their undo read
-// best in one place, in order, beside the adopt, sweep and close that must agree with them.
+// (exec()) go through it. Pause and resume are pause.ts's, snapshots snapshots.ts's. A
+// sandbox that ends by itself (sandbox-watch.ts) and the memory guard's kills are
+// reported to core/ as runtime events. Over 400 lines, because provisioning's steps and
+// their undo read best in one place, in order, beside the adopt, sweep and close that
+// must agree with them.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -65,7 +66,6 @@ import { type Teardown, Teardowns } from './teardown.ts';
 
 /** Instances a sweep tears down at once. */
 const SWEEPS_AT_ONCE = 8;
-
 
 export interface GvisorOptions {
   dataDir: string;
