@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../src/host/run.ts';
-import type { ChangeTracker } from '../src/runtimes/gvisor/change-tracker.ts';
+import type { LayerChangeTracking } from '../src/runtimes/layer-changes/tracking.ts';
 import { benchInstance, startBenchService } from './setup.ts';
 import { percentile, summary, timed } from './stats.ts';
 
@@ -73,7 +73,7 @@ async function measure(method: 'fanotify' | 'walk', pool: string, imagesDir: str
     };
 
     // The runtime's tracker, called as runCommand calls it, with no command in between.
-    const tracker = (runtime as unknown as { changeTracker: ChangeTracker }).changeTracker;
+    const tracker = (runtime as unknown as { changeTracker: LayerChangeTracking }).changeTracker;
     const upper = join(dataDir, 'instances', id, 'layer', 'upper');
     const imageKey = (JSON.parse(readFileSync(join(dataDir, 'instances', id, 'instance.json'), 'utf8')) as { imageKey: string }).imageKey;
     const image = { key: imageKey, rootfs: join(imagesDir, imageKey, 'rootfs') };
@@ -91,7 +91,7 @@ async function measure(method: 'fanotify' | 'walk', pool: string, imagesDir: str
         await rawExec('true');
         floor.push(performance.now() - started);
         started = performance.now();
-        await tracker.diff(await tracker.snapshot(id, upper), upper, image);
+        await tracker.diff(await tracker.mark(id, upper), upper, image);
         alone.push(performance.now() - started);
       });
       return [http, floor, alone] as const;

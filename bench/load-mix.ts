@@ -2,8 +2,10 @@
 // each with its floor, the same work without the service: `runsc exec` of the same
 // program in the same instance as the VM user (commands, file reads, writes, listings),
 // or `GET /healthz` for requests that do no work in an instance (the HTTP round trip).
+import { VM_UID } from '../src/images/builder.ts';
+import { PATH_ENV } from '../src/runtimes/agent/commands.ts';
+import { CAPABILITIES } from '../src/runtimes/gvisor/bundle.ts';
 import { Runsc } from '../src/runtimes/gvisor/runsc.ts';
-import { execArgs } from '../src/runtimes/gvisor/guest-exec.ts';
 
 export const HOME = '/home/user';
 /** Written once per instance before the load; the reads read it. */
@@ -71,10 +73,19 @@ function command(ctx: Context, target: Target, text: string): Promise<Outcome> {
   );
 }
 
-/** `runsc exec` of argv in the instance as the VM user, as the service runs its programs; stdin gets `input`. */
+/**
+ * The `runsc exec` arguments that run argv in the instance as the VM user in its home,
+ * with the sandbox's capabilities, which env(1) drops (an execve by a non-root user).
+ */
+function floorExecArgs(instanceId: string, argv: string[]): string[] {
+  const identity = [`--user=${VM_UID}:${VM_UID}`, `--cwd=${HOME}`, `--env=HOME=${HOME}`, `--env=${PATH_ENV}`];
+  return ['exec', ...identity, ...CAPABILITIES.map((c) => `--cap=${c}`), instanceId, '/usr/bin/env', '--', ...argv];
+}
+
+/** `runsc exec` of argv in the instance as the VM user, the work without the service and its agent; stdin gets `input`. */
 export function runscExec(ctx: Context, target: Target, argv: string[], input?: Buffer): Promise<Outcome> {
   return new Promise((resolve) => {
-    const child = ctx.runsc.spawn(target.netns, execArgs(target.instanceId, argv, { as: 'vm', home: HOME }));
+    const child = ctx.runsc.spawn(target.netns, floorExecArgs(target.instanceId, argv));
     let stderr = '';
     child.stdout.resume();
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));

@@ -1,8 +1,7 @@
 // Memory of idle instances of the default profile, next to the floor measured in the
 // same run: raw runsc sandboxes of the same root filesystem running `sleep infinity`
-// without the service. Three groups of N run at once (the floor, the service with the
-// agent off, the service with the agent on), so that each is measured with the same
-// sandboxes sharing runsc's pages. For each instance: its host processes' RSS and PSS
+// without the service. Two groups of N run at once (the floor and the service's), so
+// that each is measured with the same sandboxes sharing runsc's pages. For each instance: its host processes' RSS and PSS
 // by role, its memory cgroup, and the guest's own view (bench/memory-sampler.ts); then
 // how much the service process grows per instance, and how many idle instances fit in
 // 24 GiB by their memory against how many admission would place there.
@@ -189,59 +188,49 @@ try {
   await sleep(1_000);
   const all = serviceMemory();
 
-  // Agent off: a second service, its own addresses, the same image cache.
-  const off = await startBenchService('10.244.0.128/25', { guestAgent: 'off', imagesDir: config.imagesDir });
-  try {
-    const offIds = await createInstances(off, 'mem-off', INSTANCES);
-    await withRawSandboxes(
-      INSTANCES,
-      (name, use) => withRawSandbox(join(dataDir, 'floor'), name, image, { ...PROFILE_DEFAULTS, home: profile.home }, use),
-      async (raw) => {
-        await sleep(SETTLE_MS);
-        const groups: Group[] = [
-          {
-            label: 'floor: raw runsc',
-            ids: raw.map((s) => s.id),
-            guest: async (i) => (await raw[i]!.runsc(['exec', '--user=0:0', raw[i]!.id, '/bin/sh', '-c', GUEST_SCRIPT])).stdout,
-          },
-          serviceGroup('roomkit, agent off', off, offIds),
-          serviceGroup('roomkit, agent on', bench, onIds),
-        ];
-        const onHost = sandboxesOnHost();
-        const measured = await measure(groups);
-        console.log(table(groups, measured));
-        console.log(`\n(${SAMPLES} samples ${SAMPLE_GAP_MS / 1000} s apart from ${SETTLE_MS / 1000} s after the last start, the median of each instance; the guest's view once, after them;`);
-        console.log(` PSS shares runsc's pages among the ${onHost} sandboxes on the host at the time, these ${3 * INSTANCES} and any others)\n`);
+  await withRawSandboxes(
+    INSTANCES,
+    (name, use) => withRawSandbox(join(dataDir, 'floor'), name, image, { ...PROFILE_DEFAULTS, home: profile.home }, use),
+    async (raw) => {
+      await sleep(SETTLE_MS);
+      const groups: Group[] = [
+        {
+          label: 'floor: raw runsc',
+          ids: raw.map((s) => s.id),
+          guest: async (i) => (await raw[i]!.runsc(['exec', '--user=0:0', raw[i]!.id, '/bin/sh', '-c', GUEST_SCRIPT])).stdout,
+        },
+        serviceGroup('roomkit', bench, onIds),
+      ];
+      const onHost = sandboxesOnHost();
+      const measured = await measure(groups);
+      console.log(table(groups, measured));
+      console.log(`\n(${SAMPLES} samples ${SAMPLE_GAP_MS / 1000} s apart from ${SETTLE_MS / 1000} s after the last start, the median of each instance; the guest's view once, after them;`);
+      console.log(` PSS shares runsc's pages among the ${onHost} sandboxes on the host at the time, these ${2 * INSTANCES} and any others)\n`);
 
-        const p50 = (g: number, row: Row) => percentile(perInstance(row, measured[g]!), 50);
-        const row = (label: string) => ROWS.find((r) => r[0] === label)!;
-        const [pssRow, usageRow, kernelRow, agentRow] = [row('host PSS, summed'), row('cgroup usage'), row('  kernel'), row('guest RSS: agent')];
-        console.log(`the agent's cost at p50: host PSS ${(mib(p50(2, pssRow) - p50(1, pssRow))).toFixed(1)} MiB, cgroup usage ${(mib(p50(2, usageRow) - p50(1, usageRow))).toFixed(1)} MiB more than with the agent off;`);
-        console.log(`  inside the guest its two processes (init, serve) report ${mib(p50(2, agentRow)).toFixed(1)} MiB RSS together, pages they share counted twice`);
-        console.log(`roomkit over the floor at p50 (agent on): host PSS +${mib(p50(2, pssRow) - p50(0, pssRow)).toFixed(1)} MiB, cgroup usage +${mib(p50(2, usageRow) - p50(0, usageRow)).toFixed(1)} MiB\n`);
+      const p50 = (g: number, row: Row) => percentile(perInstance(row, measured[g]!), 50);
+      const row = (label: string) => ROWS.find((r) => r[0] === label)!;
+      const [pssRow, usageRow, kernelRow, agentRow] = [row('host PSS, summed'), row('cgroup usage'), row('  kernel'), row('guest RSS: agent')];
+      console.log(`inside the guest the agent's two processes (init, serve) report ${mib(p50(1, agentRow)).toFixed(1)} MiB RSS together, pages they share counted twice`);
+      console.log(`roomkit over the floor at p50: host PSS +${mib(p50(1, pssRow) - p50(0, pssRow)).toFixed(1)} MiB, cgroup usage +${mib(p50(1, usageRow) - p50(0, usageRow)).toFixed(1)} MiB\n`);
 
-        const each = (key: 'rss' | 'heap') => (INSTANCES > 1 ? (all[key] - first[key]) / (INSTANCES - 1) : first[key] - none[key]);
-        // The heap's growth is part of RSS's; at a few instances RSS's own noise can hide it.
-        const growth = Math.max(0, each('rss'), each('heap'));
-        const after = INSTANCES > 1 ? ' after the first' : '';
-        console.log(`service process after a full GC, with no instance / 1 / ${INSTANCES}: RSS ${[none, first, all].map((m) => mib(m.rss).toFixed(1)).join(' / ')} MiB, JS heap ${[none, first, all].map((m) => mib(m.heap).toFixed(1)).join(' / ')} MiB`);
-        console.log(`  per instance${after}: RSS ${mib(each('rss')).toFixed(2)} MiB, JS heap ${mib(each('heap')).toFixed(3)} MiB (the first create also loads code: RSS ${mib(first.rss - none.rss).toFixed(1)} MiB)\n`);
+      const each = (key: 'rss' | 'heap') => (INSTANCES > 1 ? (all[key] - first[key]) / (INSTANCES - 1) : first[key] - none[key]);
+      // The heap's growth is part of RSS's; at a few instances RSS's own noise can hide it.
+      const growth = Math.max(0, each('rss'), each('heap'));
+      const after = INSTANCES > 1 ? ' after the first' : '';
+      console.log(`service process after a full GC, with no instance / 1 / ${INSTANCES}: RSS ${[none, first, all].map((m) => mib(m.rss).toFixed(1)).join(' / ')} MiB, JS heap ${[none, first, all].map((m) => mib(m.heap).toFixed(1)).join(' / ')} MiB`);
+      console.log(`  per instance${after}: RSS ${mib(each('rss')).toFixed(2)} MiB, JS heap ${mib(each('heap')).toFixed(3)} MiB (the first create also loads code: RSS ${mib(first.rss - none.rss).toFixed(1)} MiB)\n`);
 
-        // What one more idle instance takes: its processes' share of user pages (PSS), the
-        // kernel memory of its tasks (in no PSS), and what the service keeps for it.
-        const perInstanceMib = mib(p50(2, pssRow) + p50(2, kernelRow) + growth);
-        const usage = p50(2, usageRow);
-        const cost = runtime.hostCost({ memory_mb: profile.memory_mb, vcpus: profile.vcpus, disk_mb: profile.disk_mb });
-        const admitted = Math.floor(admissionLimits({ hostMemoryMb: HOST_MIB, memoryPercent: config.admitMemoryPercent, freeDiskMb: 0, diskPercent: 0 }).memoryMb / cost.memoryMb);
-        console.log(`idle instances that fit in 24 GiB, by memory alone (nothing else on the host, instances idle as here):`);
-        console.log(`  ${Math.floor(HOST_MIB / perInstanceMib)} by host PSS + kernel memory + the service's growth (${perInstanceMib.toFixed(1)} MiB each); ${Math.floor(HOST_MIB / mib(usage))} by cgroup usage (${mib(usage).toFixed(1)} MiB each)`);
-        console.log(`  admission places ${admitted}: it reserves each instance's limit, memory_mb ${profile.memory_mb} + headroom = ${cost.memoryMb} MiB, within ROOMKIT_ADMIT_MEMORY_PERCENT=${config.admitMemoryPercent} of 24 GiB`);
-      },
-    );
-    await deleteInstances(off, 'mem-off', INSTANCES);
-  } finally {
-    await off.close();
-  }
+      // What one more idle instance takes: its processes' share of user pages (PSS), the
+      // kernel memory of its tasks (in no PSS), and what the service keeps for it.
+      const perInstanceMib = mib(p50(1, pssRow) + p50(1, kernelRow) + growth);
+      const usage = p50(1, usageRow);
+      const cost = runtime.hostCost({ memory_mb: profile.memory_mb, vcpus: profile.vcpus, disk_mb: profile.disk_mb });
+      const admitted = Math.floor(admissionLimits({ hostMemoryMb: HOST_MIB, memoryPercent: config.admitMemoryPercent, freeDiskMb: 0, diskPercent: 0 }).memoryMb / cost.memoryMb);
+      console.log(`idle instances that fit in 24 GiB, by memory alone (nothing else on the host, instances idle as here):`);
+      console.log(`  ${Math.floor(HOST_MIB / perInstanceMib)} by host PSS + kernel memory + the service's growth (${perInstanceMib.toFixed(1)} MiB each); ${Math.floor(HOST_MIB / mib(usage))} by cgroup usage (${mib(usage).toFixed(1)} MiB each)`);
+      console.log(`  admission places ${admitted}: it reserves each instance's limit, memory_mb ${profile.memory_mb} + headroom = ${cost.memoryMb} MiB, within ROOMKIT_ADMIT_MEMORY_PERCENT=${config.admitMemoryPercent} of 24 GiB`);
+    },
+  );
   await deleteInstances(bench, 'mem', 1);
   await deleteInstances(bench, 'mem-more', INSTANCES - 1);
 } finally {

@@ -82,12 +82,6 @@ export interface Config {
    */
   readonly maxHostTasksPerInstance: number;
   /**
-   * `on`: instances run roomkit's agent as their first process, and commands and file
-   * operations go through it (falling back to `runsc exec` while it does not answer);
-   * `off`: everything goes through `runsc exec`. Applies to instances made from then on.
-   */
-  readonly guestAgent: 'on' | 'off';
-  /**
    * How a command's files_changed is made: `auto` watches each instance's writable layer
    * with fanotify where the kernel and the host allow it and walks it otherwise;
    * `fanotify` requires the watch (an instance that cannot get one fails to start);
@@ -236,7 +230,6 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     maxTerminalsPerInstance: read.int('maxTerminalsPerInstance', 8, 1, 256),
     terminalIdleTimeoutS: read.int('terminalIdleTimeoutS', 3600, 0, 7 * 24 * 3600),
     maxHostTasksPerInstance: read.int('maxHostTasksPerInstance', DEFAULT_HOST_TASKS_PER_INSTANCE, MIN_HOST_TASKS_PER_INSTANCE, 1 << 22),
-    guestAgent: read.oneOf('guestAgent', ['on', 'off'] as const, 'on'),
     changeTracking: read.oneOf('changeTracking', CHANGE_TRACKING_METHODS, 'auto'),
     changeTrackingMaxPaths: read.int('changeTrackingMaxPaths', 65_536, 16, 1 << 22),
     undoMaxPoints: read.int('undoMaxPoints', 20, 1, 1000),

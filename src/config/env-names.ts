@@ -29,7 +29,6 @@ export const ENV_NAMES: Record<keyof Config, string> = {
   maxTerminalsPerInstance: 'ROOMKIT_MAX_TERMINALS_PER_INSTANCE',
   terminalIdleTimeoutS: 'ROOMKIT_TERMINAL_IDLE_TIMEOUT_S',
   maxHostTasksPerInstance: 'ROOMKIT_MAX_HOST_TASKS_PER_INSTANCE',
-  guestAgent: 'ROOMKIT_GUEST_AGENT',
   changeTracking: 'ROOMKIT_CHANGE_TRACKING',
   changeTrackingMaxPaths: 'ROOMKIT_CHANGE_TRACKING_MAX_PATHS',
   undoMaxPoints: 'ROOMKIT_UNDO_MAX_POINTS',

@@ -299,11 +299,7 @@ export class Terminals {
   }
 
   private unavailable(err: RuntimeFeatureUnavailable): AppError {
-    const message =
-      this.config.guestAgent === 'off'
-        ? "terminals need roomkit's agent inside the instance, and this service runs instances without it (ROOMKIT_GUEST_AGENT=off): the operator turns it on with ROOMKIT_GUEST_AGENT=on, then delete the room's instance and create it again"
-        : err.message;
-    return new AppError('feature_unavailable', message);
+    return new AppError('feature_unavailable', err.message);
   }
 }
 

@@ -1,10 +1,9 @@
 // What roomkit adds to every image's root filesystem after the base is built, so that
 // instances behave as agents expect under this gVisor release: a preloaded library
-// that makes `ls` and `stat` work (guest/statx-compat.c), a relay that keeps a
-// command's output from being lost to a full pipe (guest/relay.c), and a `sudo` that
-// reaches root through a service roomkit starts in each instance (guest/sudo.py,
-// rootd.py), and roomkit's agent (guest/agent, in Go), the instance's first process,
-// through which the host runs commands and file operations. Native parts are compiled on
+// that makes `ls` and `stat` work (guest/statx-compat.c), a `sudo` that reaches root
+// through a service roomkit starts in each instance (guest/sudo.py, rootd.py), and
+// roomkit's agent (guest/agent, in Go), the instance's first process, the one way the
+// host reaches into an instance (commands, files, terminals). Native parts are compiled on
 // the host once per source version and cached beside the images (host/native.ts).
 import { lstatSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -13,13 +12,10 @@ import { compiled, compiledGo, NativeBuildError, packageVersion, sourceVersion }
 
 const GUEST_DIR = join(dirname(fileURLToPath(import.meta.url)), 'guest');
 const STATX_SOURCE = join(GUEST_DIR, 'statx-compat.c');
-const RELAY_SOURCE = join(GUEST_DIR, 'relay.c');
 const AGENT_PACKAGE = join(GUEST_DIR, 'agent');
 /** Where the additions live inside an instance. */
 export const GUEST_LIB_DIR = '/usr/local/lib/roomkit';
 const STATX_LIB = `${GUEST_LIB_DIR}/libstatx-compat.so`;
-/** Runs a command with its output on a pipe inside the instance and passes it on to roomkit (guest/relay.c). */
-export const OUTPUT_RELAY = `${GUEST_LIB_DIR}/relay`;
 /** roomkit's agent (guest/agent): `agent init` is the instance's first process. */
 export const GUEST_AGENT = `${GUEST_LIB_DIR}/agent`;
 /** The root service, started as root when an instance boots (if the image has python3). */
@@ -31,7 +27,7 @@ const SCRIPTS: { source: string; target: string }[] = [
 
 /** Changes whenever an addition's source changes, so images built with an older one are rebuilt. */
 export function guestAdditionsVersion(): string {
-  return [...[STATX_SOURCE, RELAY_SOURCE, ...SCRIPTS.map((s) => s.source)].map((s) => sourceVersion(s)), packageVersion(AGENT_PACKAGE)].join('-');
+  return [...[STATX_SOURCE, ...SCRIPTS.map((s) => s.source)].map((s) => sourceVersion(s)), packageVersion(AGENT_PACKAGE)].join('-');
 }
 
 export class GuestAdditionsError extends Error {}
@@ -71,17 +67,14 @@ function writeGuestFile(rootfs: string, path: string, content: string | Buffer, 
 /** Installs the additions into a freshly built root filesystem (no guest code has run in it). */
 export async function installGuestAdditions(rootfs: string, cacheDir: string): Promise<void> {
   let lib: string;
-  let relay: string;
   let agent: string;
   try {
     lib = await compiled(STATX_SOURCE, 'libstatx-compat.so', cacheDir, ['-shared', '-fPIC']);
-    relay = await compiled(RELAY_SOURCE, 'relay', cacheDir, ['-static']);
     agent = await compiledGo(AGENT_PACKAGE, 'agent', cacheDir);
   } catch (err) {
     throw err instanceof NativeBuildError ? new GuestAdditionsError(err.message) : err;
   }
   writeGuestFile(rootfs, STATX_LIB, readFileSync(lib), 0o644);
-  writeGuestFile(rootfs, OUTPUT_RELAY, readFileSync(relay), 0o755);
   writeGuestFile(rootfs, GUEST_AGENT, readFileSync(agent), 0o755);
   for (const script of SCRIPTS) writeGuestFile(rootfs, script.target, readFileSync(script.source), 0o755);
   let preload = '';

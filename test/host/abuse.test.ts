@@ -33,7 +33,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { diffLayers, layerWalker, parseListing } from '../../src/runtimes/gvisor/changes.ts';
+import { diffLayers, layerWalker, parseListing } from '../../src/runtimes/layer-changes/changes.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;

@@ -1,15 +1,28 @@
-// The agent inside each instance, attacked from inside: its key stays out of the VM
-// user's reach, a wrong key is refused, one instance cannot reach another's agent, and
-// an agent killed by guest root comes back while commands keep working meanwhile.
+// The agent inside each instance, the one way into it, attacked from inside: its key
+// stays out of the VM user's reach, a wrong key is refused, one instance cannot reach
+// another's agent, and an agent killed by guest root comes back while commands keep
+// working meanwhile. An agent that stops answering fails each operation saying so; an
+// instance whose agent cannot start fails to start, saying why, and leaves nothing.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { PROFILE_DEFAULTS } from '../../src/core/profile-schema.ts';
+import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../../src/config.ts';
+import { ImageStore } from '../../src/images/builder.ts';
+import { createLogger } from '../../src/log.ts';
+import { hostDnsServers } from '../../src/network/firewall.ts';
+import { AddressPool } from '../../src/network/pool.ts';
+import { openStore } from '../../src/store/db.ts';
 import { agentCall } from '../../src/runtimes/agent/client.ts';
 import { GUEST_AGENT } from '../../src/images/guest-additions.ts';
-import { CAPABILITIES } from '../../src/runtimes/gvisor/bundle.ts';
-import type { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
-import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
+import { Runsc } from '../../src/runtimes/gvisor/runsc.ts';
+import { type ProvisionStep, RuntimeFeatureUnavailable } from '../../src/runtimes/types.ts';
+import { hostObjects, NOTHING } from '../support/host.ts';
+import { startTestApp, TEST_IMAGES_DIR, testDataDir, type TestApp, type TestOrg } from '../support/app.ts';
 
 const AGENT_PORT = 905;
 /** The agent's server process (anchored, so that a shell whose command line names it does not match). */
@@ -23,7 +36,7 @@ let home: string;
 const ids: Record<'a' | 'b', string> = { a: '', b: '' };
 
 before(async () => {
-  t = await startTestApp({ gvisorPool: '10.243.0.0/24', config: { guestAgent: 'on' } });
+  t = await startTestApp({ gvisorPool: '10.243.0.0/25' });
   runtime = t.gvisor();
   org = await t.newOrg();
   // Egress to the internet allowed: instances must still not reach each other.
@@ -136,37 +149,142 @@ describe('the agent inside an instance', () => {
   });
 
   it('is started again when guest root kills it, and commands work meanwhile and after', async () => {
-    // Through runsc exec (explicit capabilities), so the kill does not cut its own answer.
-    const killAgent = () =>
-      runtime.exec(ids.b, ['sh', '-c', `pid=$(pgrep -f '${SERVE}' | head -1); echo "$pid"; kill -9 "$pid"`], {
-        as: 'root',
-        caps: CAPABILITIES,
-        timeoutMs: 30_000,
-      });
-    const killed = await killAgent();
+    // The kill comes from the background once this exec has answered, so that it does not cut its own answer.
+    const killed = await runtime.exec(ids.b, ['sh', '-c', `pid=$(pgrep -f '${SERVE}' | head -1); echo "$pid"; (sleep 0.3; kill -9 "$pid") >/dev/null 2>&1 &`], {
+      as: 'root',
+      timeoutMs: 30_000,
+    });
     assert.equal(killed.code, 0, killed.stderr);
     const oldPid = Number(killed.stdout.trim());
     assert.ok(oldPid > 1, killed.stdout);
-    // At once: answered, through the agent if it is back already, else through runsc exec.
+    const endpoint = { host: agentOf(ids.b).guestAddress, port: AGENT_PORT, key: agentOf(ids.b).agentKey };
+    // The server that answers is the old one until the kill lands.
+    for (let deadline = Date.now() + 5_000; (await agentCall(endpoint, { op: 'hello' }).catch(() => ({ pid: 0 }))).pid === oldPid; ) {
+      assert.ok(Date.now() < deadline, 'the agent was not killed');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // At once: the client tries a refused connection again while the init starts a new server (100 ms at first).
     const meanwhile = await sh('b', 'echo still-here');
     assert.equal(meanwhile.output, 'still-here\n');
-    // The init starts a new server within its back-off (100 ms at first).
-    const endpoint = { host: agentOf(ids.b).guestAddress, port: AGENT_PORT, key: agentOf(ids.b).agentKey };
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      try {
-        await agentCall(endpoint, { op: 'hello' });
-        break;
-      } catch (err) {
-        if (Date.now() > deadline) throw err;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    }
-    const newPid = Number((await runtime.exec(ids.b, ['pgrep', '-f', SERVE], { as: 'root', caps: CAPABILITIES, timeoutMs: 30_000 })).stdout.trim());
+    const hello = await agentCall(endpoint, { op: 'hello' });
+    const newPid = Number(hello.pid);
     assert.ok(newPid > 1 && newPid !== oldPid, `agent serve pid ${oldPid} -> ${newPid}`);
     // A command goes through the new agent again: only the agent keeps stdout and stderr apart.
     const outcome = await runtime.runCommand(ids.b, { commandId: 'after-restart', command: 'echo out; echo err >&2', home, env: {}, timeoutMs: 30_000, maxOutputBytes: 1 << 20, trackChanges: false });
     assert.equal(outcome.streams?.stdout.text, 'out\n');
     assert.equal(outcome.streams?.stderr.text, 'err\n');
+  });
+});
+
+describe('an agent that does not answer', () => {
+  it('fails commands, files and terminals with feature_unavailable saying so (nothing else reaches the guest), until it answers again', async () => {
+    const { guestAddress, agentKey } = agentOf(ids.a);
+    const stopped = await runtime.exec(ids.a, ['sh', '-c', `pid=$(pgrep -f '${SERVE}' | head -1); echo "$pid"; (sleep 0.3; kill -STOP "$pid") >/dev/null 2>&1 &`], { as: 'root', timeoutMs: 30_000 });
+    const pid = Number(stopped.stdout.trim());
+    assert.ok(pid > 1, stopped.stdout + stopped.stderr);
+    await new Promise((r) => setTimeout(r, 1_000));
+    try {
+      const room = `/api/profile/${profileId}/room/a`;
+      const [command, file, terminal] = await Promise.all([
+        t.app.inject({ method: 'POST', url: `${room}/command`, headers: org.headers, payload: { command: 'echo never' } }),
+        t.app.inject({ method: 'GET', url: `${room}/file/etc/hostname`, headers: org.headers }),
+        runtime.openTerminal(ids.a, { terminalId: randomUUID(), user: 'user', home, env: {}, cols: 80, rows: 24 }).then(
+          (session) => {
+            session.close();
+            return undefined;
+          },
+          (err: unknown) => err,
+        ),
+      ]);
+      for (const res of [command, file]) {
+        assert.equal(res.statusCode, 409, res.body);
+        assert.equal(res.json().error, 'feature_unavailable');
+        assert.match(res.json().message, /agent does not answer .*try again in a moment/);
+      }
+      assert.ok(terminal instanceof RuntimeFeatureUnavailable, String(terminal));
+      assert.match(terminal.message, /agent does not answer/);
+      assert.equal((await runtime.health(ids.a)).healthy, false);
+    } finally {
+      // Woken from outside: the agent is the only way in, and it is stopped.
+      const meta = JSON.parse(readFileSync(join(t.dataDir, 'instances', ids.a, 'instance.json'), 'utf8')) as { netns: string };
+      const runsc = new Runsc({ root: join(t.dataDir, 'runsc') });
+      const woken = await runsc.call(meta.netns, ['exec', '--user=0:0', ids.a, 'kill', '-CONT', String(pid)], { timeoutMs: 30_000 });
+      assert.equal(woken.code, 0, woken.stderr);
+    }
+    // Positive control: the same agent answers again, and so do commands.
+    assert.equal((await agentCall({ host: guestAddress, port: AGENT_PORT, key: agentKey }, { op: 'hello' })).pid, pid);
+    assert.equal((await sh('a', 'echo back')).output, 'back\n');
+  });
+});
+
+describe('an instance whose agent cannot start', () => {
+  const pool = '10.243.0.128/25';
+  let dataDir: string;
+  let brokenRoot: string;
+  let db: Awaited<ReturnType<typeof openStore>>;
+  let broken: GvisorRuntime;
+  let leases: AddressPool;
+
+  before(async () => {
+    dataDir = testDataDir('roomkit-agent-', pool);
+    db = await openStore({ dataDir });
+    const log = createLogger('silent');
+    const images = new ImageStore({ dir: TEST_IMAGES_DIR, log });
+    const image = await images.ensure({ image: PROFILE_DEFAULTS.image, packages: PROFILE_DEFAULTS.packages, user: PROFILE_DEFAULTS.user, home: '/home/user' });
+    // A copy of the cached image (hard links: nothing of the original is written) whose agent fails at once.
+    brokenRoot = join(dataDir, 'broken-image', 'rootfs');
+    mkdirSync(join(dataDir, 'broken-image'));
+    execFileSync('cp', ['-al', images.rootfsOf(image.key), brokenRoot]);
+    unlinkSync(join(brokenRoot, GUEST_AGENT));
+    writeFileSync(join(brokenRoot, GUEST_AGENT), '#!/bin/sh\necho "agent: broken on purpose" >&2\nexit 3\n', { mode: 0o755 });
+    const brokenImages = Object.create(images) as ImageStore;
+    brokenImages.ensure = async () => ({ ...image, key: 'broken-agent', rootfs: brokenRoot });
+    broken = new GvisorRuntime({
+      dataDir,
+      pool: (leases = new AddressPool(db, pool)),
+      images: brokenImages,
+      log,
+      dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
+      maxHostTasks: DEFAULT_HOST_TASKS_PER_INSTANCE,
+    });
+    await broken.start();
+  });
+
+  after(async () => {
+    await broken?.close();
+    await db?.destroy();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('fails to start, saying what the agent printed and what to do, and leaves nothing behind', async () => {
+    const instanceId = randomUUID();
+    const steps: ProvisionStep[] = [];
+    const started = Date.now();
+    await assert.rejects(
+      broken.provision({
+        instanceId,
+        organizationId: 'org',
+        profileId: 'profile',
+        roomId: 'room',
+        spec: { ...PROFILE_DEFAULTS, memory_mb: 256, disk_mb: 256, network: { egress: 'none' }, home: '/home/user' },
+        signal: new AbortController().signal,
+        onStep: async (step) => void steps.push(step),
+        onProgress: () => {},
+        log: createLogger('silent'),
+      }),
+      (err: Error) => {
+        assert.match(err.message, /roomkit's agent did not start in the instance/);
+        assert.match(err.message, /agent: broken on purpose/);
+        assert.match(err.message, /roomkit images prune/);
+        return true;
+      },
+    );
+    // It got as far as starting the sandbox, and no further.
+    assert.deepEqual(steps, ['network_allocated', 'ftap_created', 'image_generated', 'vm_started']);
+    // The sandbox's end is noticed: no waiting out the boot's whole deadline.
+    assert.ok(Date.now() - started < 15_000, `took ${Date.now() - started} ms`);
+    assert.deepEqual(await hostObjects(dataDir, [instanceId]), NOTHING);
+    assert.deepEqual(await broken.list(), []);
+    assert.deepEqual(await leases.leasedInstances(), []);
   });
 });

@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { apiPath } from '../../src/lib/guest-names.ts';
-import { diffLayers, LayerIndexes, listLayer, type Listing } from '../../src/runtimes/gvisor/changes.ts';
+import { diffLayers, LayerIndexes, listLayer, type Listing } from '../../src/runtimes/layer-changes/changes.ts';
 import { startTestApp, TEST_IMAGES_DIR, type TestApp, type TestOrg } from '../support/app.ts';
 
 /** The watcher keeps this many paths per command here; the overflow case touches more. */

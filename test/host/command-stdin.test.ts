@@ -2,8 +2,7 @@
 // the result's and the status's stream fields (exact byte counts, truncation per
 // stream), the `stream` of each streamed output event, one-shot input (text and bytes),
 // input sent to a running background command and closed, the refusals, the audit
-// record of a write, the SDK and the CLI; and an instance without the agent, whose
-// streams cannot come apart and whose stdin cannot stay open.
+// record of a write, the SDK and the CLI.
 //
 // Across the two streams, the agent reads stdout and stderr from separate pipes: writes
 // a few milliseconds apart may arrive swapped, so no check here relies on the order of
@@ -73,7 +72,7 @@ async function streamCommand(url: string, who: TestOrg, body: Record<string, unk
 }
 
 before(async () => {
-  t = await startTestApp({ gvisorPool: '10.241.0.0/24', config: { guestAgent: 'on', maxOutputBytes: MAX_OUTPUT, maxStdinBytes: MAX_STDIN } });
+  t = await startTestApp({ gvisorPool: '10.241.0.0/24', config: { maxOutputBytes: MAX_OUTPUT, maxStdinBytes: MAX_STDIN } });
   assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
   org = await t.newOrg();
   const profile = await api('POST', '/api/profiles', { name: 'stdin', memory_mb: 512, disk_mb: 1024, network: { egress: 'none' }, command_timeout_s: 30 });
@@ -280,49 +279,5 @@ describe('the SDK and the CLI', () => {
     const unread = await roomkit(['--no-stdin', 'main', 'wc -c'], 'not read\n');
     assert.equal(unread.code, 0, unread.stderr);
     assert.equal(unread.stdout.trim(), '0');
-  });
-});
-
-describe('an instance without the agent', () => {
-  let off: TestApp;
-  let offOrg: TestOrg;
-  let offRoom: string;
-
-  before(async () => {
-    off = await startTestApp({ gvisorPool: '10.241.1.0/24', config: { guestAgent: 'off' } });
-    offOrg = await off.newOrg();
-    offRoom = `/api/profile/${offOrg.defaultProfileId}/room/plain`;
-    const created = await api('POST', offRoom, undefined, off, offOrg);
-    assert.equal(created.statusCode, 201, created.body);
-  });
-
-  after(async () => {
-    await off?.closeLeavingNothing();
-  });
-
-  it('answers null stream fields, `output` events, takes one-shot stdin, and refuses stdin_open saying how to fix it', async () => {
-    const res = await api('POST', `${offRoom}/command`, { command: 'cat; echo err >&2', stdin: 'given\n' }, off, offOrg);
-    assert.equal(res.statusCode, 200, res.body);
-    const r = res.json().result;
-    assert.equal(r.output, 'given\nerr\n');
-    for (const field of ['stdout', 'stderr', 'stdout_bytes', 'stderr_bytes', 'stdout_truncated', 'stderr_truncated']) assert.equal(r[field], null, field);
-
-    const offBase = await off.app.listen({ host: '127.0.0.1', port: 0 });
-    const events = await streamCommand(`${offBase}${offRoom}/command`, offOrg, { command: 'echo one; echo two >&2' });
-    const outputs = events.filter((e) => e.event === 'output');
-    assert.ok(outputs.length > 0);
-    assert.ok(outputs.every((e) => e.data.stream === 'output'), JSON.stringify(outputs));
-
-    const background = await api('POST', `${offRoom}/command`, { command: 'echo bg', background: true }, off, offOrg);
-    assert.equal(background.statusCode, 202, background.body);
-    const ended = await waitFor(background.json().command_id, (s) => s.state !== 'running', offRoom, off, offOrg);
-    assert.equal(ended.output, 'bg\n');
-    assert.equal(ended.stdout, null);
-
-    const refused = await api('POST', `${offRoom}/command`, { command: 'cat', background: true, stdin_open: true }, off, offOrg);
-    assert.equal(refused.statusCode, 409, refused.body);
-    assert.equal(refused.json().error, 'feature_unavailable');
-    assert.match(refused.json().message, /agent/);
-    assert.match(refused.json().message, /create it again|`stdin`/);
   });
 });

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { ROOT_SERVICE_TASKS } from '../../src/runtimes/gvisor/guest-boot.ts';
+import { ROOT_SERVICE_TASKS } from '../../src/runtimes/agent/boot.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;

@@ -47,7 +47,7 @@ async function snapshot(name: string, profileId = profile, body: Record<string, 
 const snapshotsDir = () => join(t.dataDir, 'snapshots');
 
 before(async () => {
-  t = await startTestApp({ gvisorPool: '10.254.0.0/24', config: { guestAgent: 'on' } });
+  t = await startTestApp({ gvisorPool: '10.254.0.0/24' });
   assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
   org = await t.newOrg();
   other = await t.newOrg();

@@ -106,7 +106,7 @@ async function userProcesses(): Promise<string> {
 }
 
 before(async () => {
-  t = await startTestApp({ gvisorPool: '10.242.0.0/25', config: { guestAgent: 'on', maxTerminalsPerInstance: MAX_TERMINALS } });
+  t = await startTestApp({ gvisorPool: '10.242.0.0/25', config: { maxTerminalsPerInstance: MAX_TERMINALS } });
   assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   url = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
@@ -302,38 +302,6 @@ describe('a terminal over WebSocket', () => {
     assert.equal(last?.type, 'closed');
     assert.equal(last?.reason, 'instance_stopped');
     assert.match(String(last?.message), /deleted/);
-  });
-});
-
-describe('an instance without the agent', () => {
-  let plain: TestApp;
-  let plainOrg: TestOrg;
-  let plainUrl: string;
-  before(async () => {
-    plain = await startTestApp({ gvisorPool: '10.242.0.128/25', config: { guestAgent: 'off' } });
-    await plain.app.listen({ host: '127.0.0.1', port: 0 });
-    plainUrl = `http://127.0.0.1:${(plain.app.server.address() as AddressInfo).port}`;
-    plainOrg = await plain.newOrg();
-    const created = await plain.app.inject({ method: 'POST', url: `/api/profile/${plainOrg.defaultProfileId}/room/r`, headers: plainOrg.headers, payload: {} });
-    assert.equal(created.statusCode, 201, created.body);
-  });
-  after(async () => {
-    await plain.closeLeavingNothing();
-  });
-
-  it('refuses a terminal with 409 feature_unavailable saying how to fix it; the SDK says so too', async () => {
-    const saved = url;
-    url = plainUrl;
-    try {
-      const refused = await handshake(`/api/profile/${plainOrg.defaultProfileId}/room/r/terminal`, plainOrg.headers);
-      assert.equal(refused.status, 409);
-      assert.equal(refused.body.error, 'feature_unavailable');
-      assert.match(String(refused.body.message), /ROOMKIT_GUEST_AGENT=on/);
-    } finally {
-      url = saved;
-    }
-    const rk = new Roomkit({ baseUrl: plainUrl, apiKey: plainOrg.apiKey });
-    await assert.rejects(rk.room(plainOrg.defaultProfileId, 'r').terminal(), (err: Error & { code?: string }) => err.code === 'feature_unavailable');
   });
 });
 

@@ -38,7 +38,7 @@ async function fileState(path: string): Promise<string> {
 }
 
 before(async () => {
-  t = await startTestApp({ gvisorPool: '10.248.0.0/24', config: { guestAgent: 'on', undoMaxPoints: 4, undoMaxMb: 8 } });
+  t = await startTestApp({ gvisorPool: '10.248.0.0/24', config: { undoMaxPoints: 4, undoMaxMb: 8 } });
   assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
   org = await t.newOrg();
   const made = await api('POST', '/api/profiles', { name: 'undo', keep_undo: true, memory_mb: 512, disk_mb: 512, network: { egress: 'none' }, command_timeout_s: 60 });

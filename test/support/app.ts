@@ -89,8 +89,6 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       logLevel: 'silent',
       ...(real ? { runtime: 'gvisor', networkPool: options.gvisorPool, imagesDir: TEST_IMAGES_DIR } : {}),
       onShutdown: options.onShutdown ?? 'stop',
-      // scripts/test runs the abuse suite a second time with the agent off.
-      ...(process.env.ROOMKIT_TEST_GUEST_AGENT === 'off' ? { guestAgent: 'off' as const } : {}),
       ...options.config,
     },
     {},

@@ -4,8 +4,8 @@
 // path and what is below it as it is now), equal diffLayers over the two whole listings.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { diffLayers, Listing, type LowerIndex } from '../../src/runtimes/gvisor/changes.ts';
-import { LayerPicture, type WatchRecord } from '../../src/runtimes/gvisor/layer-picture.ts';
+import { diffLayers, Listing, type LowerIndex } from '../../src/runtimes/layer-changes/changes.ts';
+import { LayerPicture, type WatchRecord } from '../../src/runtimes/layer-changes/layer-picture.ts';
 
 /** A small deterministic random source, so that a failure repeats. */
 function random(seed: number): () => number {

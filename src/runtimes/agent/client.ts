@@ -1,9 +1,10 @@
 // Talking to roomkit's agent inside an instance: one TCP connection per operation to
 // the instance's address, opened with the instance's key. A runtime that boots its
-// instances with the agent (images/guest/agent) uses this for commands and files, and
-// falls back to its own exec path when the agent does not answer (AgentUnavailable).
+// instances with the agent (images/guest/agent) reaches them through it alone; an agent
+// that cannot be reached, or does not take the request, is AgentUnavailable (nothing ran).
 import { connect, type Socket } from 'node:net';
 import { encodeFrame, type Frame, FrameDecoder, FRAME, type FrameType } from './frames.ts';
+import { AGENT_PROTOCOL, type FailureKind, type OperationName, type ReplyOf, type RequestOf } from './protocol.ts';
 
 /** Where an instance's agent listens, and the key it wants. */
 export interface AgentEndpoint {
@@ -12,17 +13,25 @@ export interface AgentEndpoint {
   key: string;
 }
 
-/** The agent's port inside every instance (images/guest/agent/serve.go's default). */
-export const AGENT_PORT = 905;
+/** The agent's port inside every instance. */
+export const AGENT_PORT = AGENT_PROTOCOL.constants.port;
+
 /** How long a connection to the agent may take before it counts as not answering. */
 const CONNECT_TIMEOUT_MS = 2_000;
+/**
+ * How long a refused connection is tried again: the agent's init starts its server
+ * again within a few hundred milliseconds when it ends (images/guest/agent/init.go).
+ */
+const REFUSED_RETRY_MS = 3_000;
+/** How long the agent may take to answer a request (every operation answers at once, before its work's output). */
+const ANSWER_TIMEOUT_MS = 15_000;
 
 /** The agent could not be reached, or did not take the request: nothing ran. */
 export class AgentUnavailable extends Error {}
 
-/** A failure the agent reported for an operation (`kind` as in files.go / process.go). */
+/** A failure the agent reported for an operation (a kind of the protocol's failures, or what an unknown one said). */
 export class AgentFailure extends Error {
-  readonly kind: string;
+  readonly kind: FailureKind | (string & {});
   constructor(kind: string, message: string) {
     super(message);
     this.name = 'AgentFailure';
@@ -120,25 +129,17 @@ export class AgentChannel {
  * reply (returned with the open channel) or a failure (thrown as AgentFailure). A
  * connection that cannot be made, or closes before any answer, is AgentUnavailable.
  */
-export async function agentRequest(endpoint: AgentEndpoint, request: Record<string, unknown>): Promise<{ channel: AgentChannel; reply: Record<string, unknown> }> {
-  const socket = await new Promise<Socket>((resolve, reject) => {
-    const s = connect({ host: endpoint.host, port: endpoint.port, noDelay: true });
-    const timer = setTimeout(() => {
-      s.destroy();
-      reject(new AgentUnavailable(`the instance's agent did not answer within ${CONNECT_TIMEOUT_MS} ms`));
-    }, CONNECT_TIMEOUT_MS);
-    s.once('connect', () => {
-      clearTimeout(timer);
-      resolve(s);
-    });
-    s.once('error', (err) => {
-      clearTimeout(timer);
-      reject(new AgentUnavailable(`cannot reach the instance's agent: ${err.message}`));
-    });
-  });
+export async function agentRequest<Op extends OperationName>(endpoint: AgentEndpoint, request: { op: Op } & RequestOf<Op>): Promise<{ channel: AgentChannel; reply: ReplyOf<Op> }> {
+  const socket = await connectTo(endpoint);
   const channel = new AgentChannel(socket);
   channel.send(FRAME.request, { ...request, key: endpoint.key });
-  const first = await channel.next();
+  let timer: NodeJS.Timeout | undefined;
+  const silent = new Promise<'silent'>((resolve) => (timer = setTimeout(() => resolve('silent'), ANSWER_TIMEOUT_MS)));
+  const first = await Promise.race([channel.next(), silent]).finally(() => clearTimeout(timer));
+  if (first === 'silent') {
+    channel.close();
+    throw new AgentUnavailable(`the instance's agent took the connection but did not answer within ${ANSWER_TIMEOUT_MS / 1000} s`);
+  }
   if (first === null) {
     channel.close();
     throw new AgentUnavailable(`the instance's agent closed the connection without answering${channel.error ? `: ${channel.error.message}` : ''}`);
@@ -152,11 +153,38 @@ export async function agentRequest(endpoint: AgentEndpoint, request: Record<stri
     channel.close();
     throw new Error(`the instance's agent answered with an unexpected frame ${JSON.stringify(first.type)}`);
   }
-  return { channel, reply: body };
+  return { channel, reply: body as ReplyOf<Op> };
+}
+
+/** A connection to the agent; a refused one is tried again for a moment (its server may be restarting). */
+async function connectTo(endpoint: AgentEndpoint): Promise<Socket> {
+  const giveUp = Date.now() + REFUSED_RETRY_MS;
+  for (;;) {
+    try {
+      return await new Promise<Socket>((resolve, reject) => {
+        const s = connect({ host: endpoint.host, port: endpoint.port, noDelay: true });
+        const timer = setTimeout(() => {
+          s.destroy();
+          reject(new AgentUnavailable(`the instance's agent did not answer within ${CONNECT_TIMEOUT_MS} ms`));
+        }, CONNECT_TIMEOUT_MS);
+        s.once('connect', () => {
+          clearTimeout(timer);
+          resolve(s);
+        });
+        s.once('error', (err: NodeJS.ErrnoException) => {
+          clearTimeout(timer);
+          reject(Object.assign(new AgentUnavailable(`cannot reach the instance's agent: ${err.message}`), { refused: err.code === 'ECONNREFUSED' }));
+        });
+      });
+    } catch (err) {
+      if (!(err as { refused?: boolean }).refused || Date.now() > giveUp) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
 }
 
 /** A one-shot operation: its reply, the connection closed. */
-export async function agentCall(endpoint: AgentEndpoint, request: Record<string, unknown>): Promise<Record<string, unknown>> {
+export async function agentCall<Op extends OperationName>(endpoint: AgentEndpoint, request: { op: Op } & RequestOf<Op>): Promise<ReplyOf<Op>> {
   const { channel, reply } = await agentRequest(endpoint, request);
   channel.close();
   return reply;

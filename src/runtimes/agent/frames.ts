@@ -1,21 +1,14 @@
-// The wire format of roomkit's in-guest agent (images/guest/agent/protocol.go): frames of
-// one type byte, a 4-byte big-endian payload length and the payload, both ways over one
-// TCP connection per operation.
+// The wire format of roomkit's in-guest agent (protocol.ts; images/guest/agent/
+// protocol.go is the agent's side): frames of one type byte, a 4-byte big-endian
+// payload length and the payload, both ways over one TCP connection per operation.
+import { AGENT_PROTOCOL, type FrameName } from './protocol.ts';
 
-export const FRAME = {
-  request: 'Q',
-  reply: 'R',
-  fail: 'F',
-  stdout: 'o',
-  stderr: 'e',
-  end: 'x',
-  data: 'd',
-  input: 'i',
-  close: 'c',
-  resize: 'z',
-  signal: 'k',
-} as const;
-export type FrameType = (typeof FRAME)[keyof typeof FRAME];
+type Frames = (typeof AGENT_PROTOCOL)['frames'];
+/** Each frame's type byte, by name. */
+export const FRAME = Object.fromEntries(Object.entries(AGENT_PROTOCOL.frames).map(([name, frame]) => [name, frame.code])) as {
+  readonly [Name in FrameName]: Frames[Name]['code'];
+};
+export type FrameType = (typeof FRAME)[FrameName];
 
 export interface Frame {
   type: string;
@@ -23,7 +16,7 @@ export interface Frame {
 }
 
 /** Frames larger than this from the guest end the connection: the guest is not trusted. */
-export const MAX_FRAME_BYTES = 16 * 1024 * 1024;
+export const MAX_FRAME_BYTES = AGENT_PROTOCOL.constants.maxFrameBytes;
 const HEADER_BYTES = 5;
 
 export function encodeFrame(type: FrameType, payload: Buffer | string | object = Buffer.alloc(0)): Buffer {

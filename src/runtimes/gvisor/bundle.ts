@@ -1,6 +1,7 @@
 // The OCI runtime spec (config.json) of an instance's sandbox: what runs as its init,
 // which namespaces it gets, and the limits the kernel and gVisor enforce.
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
+import { PATH_ENV } from '../agent/commands.ts';
 import type { MachineSpec } from '../types.ts';
 import { sandboxCgroupsPath } from './cgroups.ts';
 
@@ -34,7 +35,7 @@ export interface BundleOptions {
   /**
    * Host tasks the whole sandbox may have: its host cgroup's pids limit, a backstop to
    * the guest's own limits (RLIMIT_NPROC per user, and the root service's pids cgroup
-   * inside gVisor, see guest-boot.ts), which make a guest's fork fail with EAGAIN long
+   * inside gVisor, see agent/boot.ts), which make a guest's fork fail with EAGAIN long
    * before. Under the ptrace platform each guest process costs a traced host process
    * with a thread for every gVisor thread that has run it, kept for reuse after the
    * process ends, so a sandbox holds many more host tasks than it has guest processes.
@@ -44,13 +45,12 @@ export interface BundleOptions {
   maxHostTasks: number;
   /**
    * roomkit's agent is the sandbox's first process (`agent init`, which reaps orphans
-   * and keeps the agent's server running; its key is a file, see guest-boot.ts);
-   * without, tini is, and the runtime reaches the guest through `runsc exec` alone.
+   * and keeps the agent's server running; its key is a file, see agent/boot.ts), as in
+   * every instance; without, tini is: the benchmarks' floor, a bare sandbox reached by
+   * `runsc exec`.
    */
   agent?: boolean;
 }
-
-export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 export function ociSpec(options: BundleOptions): object {
   const { spec } = options;
@@ -69,8 +69,8 @@ export function ociSpec(options: BundleOptions): object {
       env: [PATH_ENV, 'HOME=/root', 'LANG=C.UTF-8'],
       cwd: '/',
       // The agent's init alone holds CAP_SYS_ADMIN, for its boot setup, and drops it before
-      // anything else starts (images/guest/agent/boot.go); every `runsc exec` names its
-      // capabilities (guest-exec.ts), so none inherits this set.
+      // anything else starts (images/guest/agent/boot.go), so every process of the guest,
+      // all started by the agent, is without it.
       capabilities: {
         bounding: initCaps,
         effective: initCaps,

@@ -1,6 +1,5 @@
 // Commands in a gVisor instance: the command path of the runtime. A command runs
-// through the instance's agent (agent-exec.ts), or as a `runsc exec` through the output
-// relay when the instance has no agent or it does not answer (commands.ts); its
+// through the instance's agent (agent/commands.ts); its
 // files_changed is the layer's change between its start and end (change-tracker.ts), on
 // an undo layer with its undo point and journal entry (undo.ts); its end says whether
 // the memory guard killed a process of it, whether the layer is full, and whether the
@@ -10,17 +9,16 @@ import { statfsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { AgentChannel, AgentEndpoint } from '../agent/client.ts';
 import { FRAME } from '../agent/frames.ts';
-import type { CommandOutcome, CommandRequest, CommandSignal, FileChangeEntry, RevertOutcome } from '../types.ts';
+import type { CommandOutcome, CommandRequest, FileChangeEntry, RevertOutcome } from '../types.ts';
 import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
-import { AgentConnectionLost, type AgentCommandOptions, runAgentCommand } from './agent-exec.ts';
-import type { ChangeTracker } from './change-tracker.ts';
-import { COMMAND_MARKER, type ExecChild, type LingeringPipes, shellQuote, superviseCommand } from './commands.ts';
-import type { ExecIdentity } from './guest-exec.ts';
+import { AgentConnectionLost, type AgentCommandOptions, COMMAND_MARKER, runAgentCommand } from '../agent/commands.ts';
+import { readHeads } from '../agent/files.ts';
+import type { LayerChangeTracking } from '../layer-changes/tracking.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { MemoryGuard } from './memory-guard.ts';
-import { addMimeTypes } from './mime-sniffing.ts';
-import type { UndoPoints } from './undo.ts';
-import { revertCommand } from './undo-revert.ts';
+import { addMimeTypes } from '../layer-changes/mime-sniffing.ts';
+import type { UndoPoints } from '../layer-changes/undo.ts';
+import { revertCommand } from '../layer-changes/undo-revert.ts';
 
 /** The exit code of a command whose instance went away under it (as SIGKILL gives). */
 const KILLED_EXIT_CODE = 137;
@@ -31,22 +29,19 @@ const DISK_FULL_BYTES = 1024 * 1024;
 /** What the command path needs of the runtime that owns the instances. */
 export interface CommandRunnerDeps {
   log: Logger;
-  changeTracker: ChangeTracker;
+  changeTracker: LayerChangeTracking;
   undo: UndoPoints;
   memoryGuard: MemoryGuard;
-  lingering: LingeringPipes;
   /** Whether the runtime still holds the instance (false once a delete began). */
   isHeld(instanceId: string): boolean;
   /** Whether the instance's sandbox ended by itself. */
   hasEnded(instanceId: string): boolean;
-  agentOf(h: InstanceHandle): AgentEndpoint | undefined;
-  /** Runs an operation through the agent; undefined when there is none or it did not answer. */
-  viaAgent<T>(h: InstanceHandle, operation: (endpoint: AgentEndpoint) => Promise<T>): Promise<{ value: T } | undefined>;
-  /** The output relay's argv prefix, when the instance's image has it. */
-  relay(h: InstanceHandle): string[];
+  /**
+   * Runs an operation through the instance's agent, the one way into it; an agent that
+   * cannot be reached fails it with RuntimeFeatureUnavailable, saying so.
+   */
+  withAgent<T>(h: InstanceHandle, operation: (endpoint: AgentEndpoint) => Promise<T>): Promise<T>;
   imageOf(h: InstanceHandle): { key: string; rootfs: string };
-  spawnExec(h: InstanceHandle, argv: string[], options: ExecIdentity & { env?: Record<string, string>; combineOutput?: boolean }): ExecChild;
-  killCommand(instanceId: string, commandId: string, signal?: CommandSignal): Promise<number>;
 }
 
 export class CommandRunner {
@@ -78,7 +73,7 @@ export class CommandRunner {
     // Every command of an undo layer is journaled (a later one can make a revert ambiguous).
     if (undoLayer) await this.deps.undo.beforeCommand(h, request.commandId, request.keepUndo === true);
     const image = request.trackChanges ? this.deps.imageOf(h) : undefined;
-    const before = image ? await this.deps.changeTracker.snapshot(h.id, h.upper) : undefined;
+    const before = image ? await this.deps.changeTracker.mark(h.id, h.upper) : undefined;
     let outcome: CommandOutcome | undefined;
     try {
       outcome = await this.runTracked(h, request, before, image);
@@ -96,10 +91,8 @@ export class CommandRunner {
     if (h.readMeta()?.undoLayer !== true) {
       throw new UndoRefused('no_undo_point', 'this instance\'s writable layer keeps no undo points (its profile has no keep_undo): none of its commands can be reverted');
     }
-    const endpoint = this.deps.agentOf(h);
-    if (!endpoint) throw new RuntimeFeatureUnavailable("this instance runs without roomkit's agent, and a revert writes its files through it");
     const image = this.deps.imageOf(h);
-    return revertCommand({
+    return this.deps.withAgent(h, (endpoint) => revertCommand({
       h,
       commandId,
       force: options.force,
@@ -108,7 +101,7 @@ export class CommandRunner {
       rootfs: image.rootfs,
       endpoint,
       track: async (work) => {
-        const before = await this.deps.changeTracker.snapshot(h.id, h.upper);
+        const before = await this.deps.changeTracker.mark(h.id, h.upper);
         try {
           await work();
         } catch (err) {
@@ -116,10 +109,19 @@ export class CommandRunner {
           throw err;
         }
         const diff = await this.deps.changeTracker.diff(before, h.upper, image);
-        await addMimeTypes(diff.changes, (argv) => this.deps.spawnExec(h, argv, { as: 'root' }), this.deps.relay(h));
+        await this.addMimeTypes(h, diff.changes);
         return { changes: diff.changes, changesMethod: diff.method };
       },
-    });
+    }));
+  }
+
+  /** Types the changed files; a failure leaves those not typed by their extension without a type (the command itself is done). */
+  private async addMimeTypes(h: InstanceHandle, changes: FileChangeEntry[]): Promise<void> {
+    try {
+      await addMimeTypes(changes, (paths, bytes) => this.deps.withAgent(h, (endpoint) => readHeads(endpoint, paths, bytes)));
+    } catch (err) {
+      this.deps.log.warn({ instanceId: h.id, err }, 'could not read the first bytes of changed files for their types');
+    }
   }
 
   private async runTracked(
@@ -131,33 +133,27 @@ export class CommandRunner {
     const instanceId = h.id;
     const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
     const env = { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId };
-    const outcome =
-      (
-        await this.deps.viaAgent(h, (endpoint) =>
-          this.agentCommand(h, endpoint, {
-            argv: ['/bin/sh', '-c', script],
-            identity: { as: 'vm', home: request.home },
-            env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
-            commandId: request.commandId,
-            timeoutMs: request.timeoutMs,
-            maxOutputBytes: request.maxOutputBytes,
-            ...(request.onOutput ? { onOutput: request.onOutput } : {}),
-            ...(request.stdin ? { input: request.stdin } : {}),
-            ...(request.stdinOpen ? { stdinOpen: true } : {}),
-            onStarted: (channel: AgentChannel) => {
-              if (request.stdinOpen) this.inputs.set(request.commandId, channel);
-              request.onStarted?.({ streamsApart: true });
-            },
-          }).finally(() => this.inputs.delete(request.commandId)),
-        )
-      )?.value ?? (await this.runExecCommand(h, script, env, request));
-    const streams =
-      'stdout' in outcome
-        ? {
-            stdout: { text: outcome.stdout, bytes: outcome.stdoutBytes, truncated: outcome.stdoutTruncated },
-            stderr: { text: outcome.stderr, bytes: outcome.stderrBytes, truncated: outcome.stderrTruncated },
-          }
-        : undefined;
+    const outcome = await this.deps.withAgent(h, (endpoint) =>
+      this.agentCommand(h, endpoint, {
+        argv: ['/bin/sh', '-c', script],
+        identity: { as: 'vm', home: request.home },
+        env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+        commandId: request.commandId,
+        timeoutMs: request.timeoutMs,
+        maxOutputBytes: request.maxOutputBytes,
+        ...(request.onOutput ? { onOutput: request.onOutput } : {}),
+        ...(request.stdin ? { input: request.stdin } : {}),
+        ...(request.stdinOpen ? { stdinOpen: true } : {}),
+        onStarted: (channel: AgentChannel) => {
+          if (request.stdinOpen) this.inputs.set(request.commandId, channel);
+          request.onStarted?.({ streamsApart: true });
+        },
+      }).finally(() => this.inputs.delete(request.commandId)),
+    );
+    const streams = {
+      stdout: { text: outcome.stdout, bytes: outcome.stdoutBytes, truncated: outcome.stdoutTruncated },
+      stderr: { text: outcome.stderr, bytes: outcome.stderrBytes, truncated: outcome.stderrTruncated },
+    };
     // Whether the memory guard ended a process of it: a kill under way is waited for.
     await this.deps.memoryGuard.settled(instanceId);
     const outOfMemory = this.memoryKilled.get(request.commandId) === instanceId;
@@ -174,7 +170,7 @@ export class CommandRunner {
         const diff = await this.deps.changeTracker.diff(before, h.upper, image);
         ({ changes, incomplete: changesIncomplete, method: changesMethod } = diff);
         if (diff.walkedBecause) this.deps.log.info({ instanceId, commandId: request.commandId, reason: diff.walkedBecause }, 'files_changed made by a walk of the layer');
-        await addMimeTypes(changes, (argv) => this.deps.spawnExec(h, argv, { as: 'root' }), this.deps.relay(h));
+        await this.addMimeTypes(h, changes);
       } catch (err) {
         // A delete that began while the changes were read ends the command; nothing else does.
         if (!gone()) throw err;
@@ -188,7 +184,7 @@ export class CommandRunner {
       output: outcome.output,
       outputBytes: outcome.outputBytes,
       outputTruncated: outcome.outputTruncated,
-      ...(streams ? { streams } : {}),
+      streams,
       exitCode: outcome.exitCode,
       timedOut: outcome.timedOut,
       changes,
@@ -230,28 +226,6 @@ export class CommandRunner {
   }
 
 
-  /** A command through `runsc exec`, for instances without an agent (or while it does not answer). */
-  private async runExecCommand(h: InstanceHandle, script: string, env: Record<string, string>, request: CommandRequest) {
-    if (request.stdinOpen) {
-      throw new RuntimeFeatureUnavailable(
-        this.deps.agentOf(h)
-          ? "the instance's agent does not answer just now, and input to a running command needs it; try again in a moment"
-          : "this instance runs without roomkit's agent, and input to a running command needs it: give the input at once (`stdin`), or delete the instance and create it again",
-      );
-    }
-    // Through the relay, so that output never meets the host pipe's EAGAIN (guest/relay.c).
-    const child = this.deps.spawnExec(h, [...this.deps.relay(h), '/bin/sh', '-c', script], { as: 'vm', home: request.home, env, combineOutput: true });
-    child.once('spawn', () => request.onStarted?.({ streamsApart: false }));
-    const outcome = await superviseCommand(child, {
-      timeoutMs: request.timeoutMs,
-      maxOutputBytes: request.maxOutputBytes,
-      ...(request.onOutput ? { onOutput: (chunk: Buffer) => request.onOutput?.(chunk, 'output') } : {}),
-      ...(request.stdin ? { input: request.stdin } : {}),
-      killTree: async () => void (await this.deps.killCommand(h.id, request.commandId)),
-    });
-    if (outcome.lingering) this.deps.lingering.keepDraining(h.id, outcome.lingering);
-    return outcome;
-  }
 }
 
 /** Whether a writable layer is full: less than DISK_FULL_BYTES or no inode left. */
@@ -264,3 +238,8 @@ function layerFull(layer: string): boolean {
   }
 }
 
+
+/** Quotes a string for a POSIX shell. */
+function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", "'\\''")}'`;
+}

@@ -1,13 +1,14 @@
 // The gVisor runtime: each instance is a runsc sandbox (ptrace platform) in its own
 // network namespace, on an overlay of the profile's cached image and a writable layer
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
-// any step fails, undoes everything before rejecting. Commands run in command-runner.ts;
-// file operations go through roomkit's agent inside the instance (agent-files.ts), or
-// are `runsc exec`s (file-operations.ts) when an instance has no agent or it does not
-// answer. Pause and resume are pause.ts's, snapshots snapshots.ts's. A sandbox that
-// ends by itself (sandbox-watch.ts) and the memory guard's kills are reported to core/
-// as runtime events. Over 400 lines, because provisioning's steps and their undo read
-// best in one place, in order, beside the adopt, sweep and close that must agree with them.
+// any step fails, undoes everything before rejecting. roomkit's agent, the sandbox's
+// first process, is the one way into an instance: commands (command-runner.ts), files
+// (runtimes/agent/), terminals, kills and every program the runtime itself runs there
+// (exec()) go through it. Pause and resume are pause.ts's, snapshots snapshots.ts's. A
+// sandbox that ends by itself (sandbox-watch.ts) and the memory guard's kills are
+// reported to core/ as runtime events. Over 400 lines, because provisioning's steps and
+// their undo read best in one place, in order, beside the adopt, sweep and close that
+// must agree with them.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,9 +18,10 @@ import { run, runChecked, type RunResult } from '../../host/run.ts';
 import { isMountPoint, mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import { mountBtrfsImage } from '../../host/btrfs.ts';
 import type { ImageStore } from '../../images/builder.ts';
-import { GUEST_AGENT, OUTPUT_RELAY } from '../../images/guest-additions.ts';
+import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import { KeyedSerial } from '../../lib/keyed-serial.ts';
-import { AGENT_PORT, type AgentEndpoint, agentCall, AgentUnavailable } from '../agent/client.ts';
+import { agentEndpointOf, throughAgent } from '../agent/access.ts';
+import { AGENT_PORT, type AgentEndpoint, agentCall } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -45,32 +47,26 @@ import type {
   TerminalRequest,
   TerminalSession,
 } from '../types.ts';
-import { RuntimeFeatureUnavailable } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
 import { ranOutOfMemory } from './cgroups.ts';
-import { ChangeTracker } from './change-tracker.ts';
-import { type ExecChild, KILL_SCRIPT, LingeringPipes } from './commands.ts';
-import * as files from './file-operations.ts';
-import * as agentFiles from './agent-files.ts';
-import { agentRun } from './agent-exec.ts';
+import { ChangeTracker } from '../layer-changes/change-tracker.ts';
+import type { LayerChangeTracking } from '../layer-changes/tracking.ts';
+import * as agentFiles from '../agent/files.ts';
+import { agentRun, type ExecOptions, killCommand } from '../agent/commands.ts';
 import { CommandRunner } from './command-runner.ts';
-import { openAgentTerminal } from './agent-terminal.ts';
-import { checkReady, type Exec, startRootService, waitForAgent, waitForInit, writeAgentKey, writeGuestConfig } from './guest-boot.ts';
-import { execArgs, type ExecIdentity, type ExecOptions } from './guest-exec.ts';
+import { openAgentTerminal } from '../agent/terminal.ts';
+import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
 import { LayerSnapshots, thaw } from './snapshots.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
-import { type UndoLimits, UndoPoints } from './undo.ts';
+import { type UndoLimits, UndoPoints } from '../layer-changes/undo.ts';
 import { type Teardown, Teardowns } from './teardown.ts';
 
 /** Instances a sweep tears down at once. */
 const SWEEPS_AT_ONCE = 8;
-
-/** How long the output of a program run with exec() may come after its exit (as a command's may: commands.ts). */
-const EXEC_OUTPUT_GRACE_MS = 5_000;
 
 export interface GvisorOptions {
   dataDir: string;
@@ -82,8 +78,6 @@ export interface GvisorOptions {
   onMemoryGuardKill?: MemoryGuardOptions['onKill'];
   /** Host tasks one sandbox may hold (the pids limit of its host cgroup). */
   maxHostTasks: number;
-  /** Boot new instances with roomkit's agent as their first process (when their image has it). */
-  guestAgent: boolean;
   /** How files_changed is made (config.ts); `auto` when not given. */
   changeTracking?: ChangeTracking;
   /** Paths one instance's watch keeps between a command's start and end before its list is walked instead (config.ts). */
@@ -102,18 +96,12 @@ export class GvisorRuntime implements Runtime {
   private readonly log: Logger;
   private readonly dnsServers: string[];
   private readonly maxHostTasks: number;
-  private readonly guestAgent: boolean;
-  /** When the last "agent did not answer" was logged, per instance (one line a minute at most). */
-  private readonly agentWarned = new Map<string, number>();
   private readonly changeTracking: ChangeTracking;
   /** Marks this data directory's names on the host (namespaces, interfaces, rules). */
   readonly tag: string;
   private readonly memoryGuard: MemoryGuard;
   /** Per image: what its root filesystem holds, to read writable-layer changes against. */
-  private readonly changeTracker: ChangeTracker;
-  /** Per image: whether it has the output relay. */
-  private readonly relayInImage = new Map<string, boolean>();
-  private readonly lingering = new LingeringPipes();
+  private readonly changeTracker: LayerChangeTracking;
   /** Per instance this runtime made or adopted: its names and paths on the host. */
   private readonly handles = new Map<string, InstanceHandle>();
   private readonly sandboxWatch: SandboxWatch;
@@ -141,7 +129,6 @@ export class GvisorRuntime implements Runtime {
     this.log = options.log;
     this.dnsServers = options.dnsServers;
     this.maxHostTasks = options.maxHostTasks;
-    this.guestAgent = options.guestAgent;
     this.changeTracking = options.changeTracking ?? 'auto';
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
@@ -165,15 +152,10 @@ export class GvisorRuntime implements Runtime {
       changeTracker: this.changeTracker,
       undo: this.undo,
       memoryGuard: this.memoryGuard,
-      lingering: this.lingering,
       isHeld: (id) => this.handles.has(id),
       hasEnded: (id) => this.sandboxWatch.hasEnded(id),
-      agentOf: (h) => this.agentOf(h),
-      viaAgent: (h, operation) => this.viaAgent(h, operation),
-      relay: (h) => this.relay(h),
+      withAgent: (h, operation) => this.withAgent(h, operation),
       imageOf: (h) => this.imageOf(h),
-      spawnExec: (h, argv, options) => this.spawnExec(h, argv, options),
-      killCommand: (id, commandId, signal) => this.killCommand(id, commandId, signal),
     });
     this.pauseDeps = {
       runsc: this.runsc,
@@ -184,6 +166,7 @@ export class GvisorRuntime implements Runtime {
       log: this.log,
       exec: (id, argv, options) => this.exec(id, argv, options),
       agentOf: (h) => this.agentOf(h),
+      booting: (h) => this.booting(h),
       forget: (id) => this.forget(id),
       remember: (h, memoryMb) => {
         this.handles.set(h.id, h);
@@ -317,10 +300,15 @@ export class GvisorRuntime implements Runtime {
       };
       h.writeMeta(meta);
 
+      // The agent is the only way into the instance: an image without it is refused before anything is made.
+      if (!existsSync(join(image.rootfs, GUEST_AGENT))) {
+        throw new Error(
+          `the image ${image.key} has no roomkit agent (${GUEST_AGENT}), which every instance needs as its first process: remove it from the image cache (roomkit images prune, once no instance uses it) so that it is built again`,
+        );
+      }
       const lease = await this.pool.allocate(instanceId);
-      const withAgent = this.guestAgent && existsSync(join(image.rootfs, GUEST_AGENT));
-      const agentKey = withAgent ? randomBytes(24).toString('base64url') : undefined;
-      h.writeMeta({ ...meta, guestAddress: lease.guestAddress, ...(agentKey ? { agentKey } : {}) });
+      const agentKey = randomBytes(24).toString('base64url');
+      h.writeMeta({ ...meta, guestAddress: lease.guestAddress, agentKey });
       // The network and the file system do not depend on each other: both at once (one
       // after the other they took ~120 and ~50 ms at p50). The steps are still recorded in
       // the spec's order, and both are waited for before a failure is thrown, so that the
@@ -344,13 +332,8 @@ export class GvisorRuntime implements Runtime {
       await onStep('vm_started');
 
       const exec: Exec = (argv, options) => this.exec(instanceId, argv, options);
-      const endpoint = this.agentOf(h);
-      // The agent's init starts the root service itself; without it, three execs do.
-      if (endpoint) await waitForAgent(endpoint, signal);
-      else {
-        await waitForInit(exec, signal);
-        await startRootService(exec);
-      }
+      // The agent's init has started the root service by the time it answers.
+      await waitForAgent({ host: lease.guestAddress, port: AGENT_PORT, key: agentKey }, signal, this.booting(h));
       await onStep('vm_booted');
 
       // Independent of each other: at once (one after another they took 222 ms at p50).
@@ -375,7 +358,7 @@ export class GvisorRuntime implements Runtime {
     h: InstanceHandle,
     image: { rootfs: string },
     spec: MachineSpec,
-    agentKey: string | undefined,
+    agentKey: string,
     fromSnapshot: string | undefined,
   ): Promise<void> {
     mkdirSync(h.layer, { recursive: true });
@@ -390,29 +373,42 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(h.work, { recursive: true });
     await mountOverlay({ lower: image.rootfs, upper: h.upper, work: h.work, target: h.rootfs });
     writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? this.dnsServers : []);
-    if (agentKey) writeAgentKey(h.rootfs, agentKey);
+    writeAgentKey(h.rootfs, agentKey);
     this.log.debug({ instanceId: h.id }, 'guest configuration written');
     mkdirSync(h.bundle, { recursive: true });
-    const bundle = ociSpec({ instanceId: h.id, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks, agent: agentKey !== undefined });
+    const bundle = ociSpec({ instanceId: h.id, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks, agent: true });
     writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(bundle), { mode: 0o600 });
   }
 
-  /** Runs a program in the instance (no shell unless asked for), bounded by a deadline. */
+  /** Runs a program in the instance through its agent (no shell unless asked for), bounded by a deadline. */
   async exec(instanceId: string, argv: string[], options: ExecOptions): Promise<RunResult> {
-    const h = this.handle(instanceId);
-    // Capabilities beyond the sandbox's only `runsc exec` can give.
-    if (!options.caps) {
-      const viaAgent = await this.viaAgent(h, (endpoint) =>
-        agentRun(endpoint, argv, { identity: options, ...(options.env ? { env: options.env } : {}), timeoutMs: options.timeoutMs }),
-      );
-      if (viaAgent) return viaAgent.value;
-    }
-    // runsc exec may report the exit before the sandbox has passed on the program's
-    // output: on a busy host (20 instances booting at once on 2 cores) the readiness
-    // check's `id -u` came after run()'s default 250 ms, and the check failed with exit
-    // 0 and no output. These programs leave nothing holding the pipes, so waiting for
-    // them to close costs nothing otherwise.
-    return this.runsc.call(h.netns, execArgs(instanceId, argv, options, options.env), { timeoutMs: options.timeoutMs, outputGraceMs: EXEC_OUTPUT_GRACE_MS });
+    return this.withAgent(this.handle(instanceId), (endpoint) =>
+      agentRun(endpoint, argv, { identity: options, ...(options.env ? { env: options.env } : {}), timeoutMs: options.timeoutMs }),
+    );
+  }
+
+  /** The sandbox being booted, as waitForAgent asks after it: whether its process runs, and what its first process printed. */
+  private booting(h: InstanceHandle): BootingSandbox {
+    let pid: number | undefined;
+    return {
+      running: () => {
+        try {
+          pid ??= Number(readFileSync(h.pidFile, 'utf8').trim());
+          process.kill(pid, 0);
+          return true;
+        } catch (err) {
+          // Not ours to signal still runs; an unreadable pid file is not proof of an end.
+          return (err as NodeJS.ErrnoException).code !== 'ESRCH';
+        }
+      },
+      printed: () => {
+        try {
+          return readFileSync(h.consoleLog, 'utf8').slice(-2000);
+        } catch {
+          return '';
+        }
+      },
+    };
   }
 
   /** Stops the instance's machine; what it held is released in the background (teardown.ts). */
@@ -441,14 +437,7 @@ export class GvisorRuntime implements Runtime {
     this.sandboxWatch.unwatch(instanceId);
     this.memoryGuard.unwatch(instanceId);
     this.commands.forget(instanceId);
-    this.lingering.closeAll(instanceId);
     return h;
-  }
-
-  /** Starts `runsc exec` of a program in the instance, for callers that stream its input or output. */
-  private spawnExec(h: InstanceHandle, argv: string[], options: ExecIdentity & { env?: Record<string, string>; combineOutput?: boolean }): ExecChild {
-    const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
-    return this.runsc.spawn(h.netns, execArgs(h.id, argv, options, env), { combineOutput: options.combineOutput ?? false });
   }
 
   async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
@@ -464,18 +453,7 @@ export class GvisorRuntime implements Runtime {
   }
 
   async openTerminal(instanceId: string, request: TerminalRequest): Promise<TerminalSession> {
-    const endpoint = this.agentOf(this.handle(instanceId));
-    if (!endpoint) {
-      throw new RuntimeFeatureUnavailable(
-        "this instance runs without roomkit's agent (it was made before the agent existed, or with ROOMKIT_GUEST_AGENT=off), and terminals need it: delete the instance and create it again",
-      );
-    }
-    try {
-      return await openAgentTerminal(endpoint, request);
-    } catch (err) {
-      if (err instanceof AgentUnavailable) throw new RuntimeFeatureUnavailable(`the instance's agent does not answer just now (${err.message}); try again in a moment`);
-      throw err;
-    }
+    return this.withAgent(this.handle(instanceId), (endpoint) => openAgentTerminal(endpoint, request));
   }
 
   portEndpoint(instanceId: string): PortEndpoint | undefined {
@@ -483,42 +461,19 @@ export class GvisorRuntime implements Runtime {
     return address === undefined ? undefined : { host: address, reservedPorts: [AGENT_PORT] };
   }
 
-  /** The instance's agent, when it was made with one. */
+  /** The instance's agent, when it was made with one (every instance this roomkit makes is). */
   private agentOf(h: InstanceHandle): AgentEndpoint | undefined {
-    const meta = h.readMeta();
-    if (!meta?.agentKey || !meta.guestAddress) return undefined;
-    return { host: meta.guestAddress, port: AGENT_PORT, key: meta.agentKey };
+    return agentEndpointOf(h.readMeta());
   }
 
-  /**
-   * Runs an operation through the instance's agent. Undefined when the instance has no
-   * agent or it did not answer (nothing ran): the caller then uses `runsc exec`. The
-   * agent's init starts it again by itself, so a later call finds it back.
-   */
-  private async viaAgent<T>(h: InstanceHandle, operation: (endpoint: AgentEndpoint) => Promise<T>): Promise<{ value: T } | undefined> {
-    const endpoint = this.agentOf(h);
-    if (!endpoint) return undefined;
-    try {
-      return { value: await operation(endpoint) };
-    } catch (err) {
-      if (!(err instanceof AgentUnavailable)) throw err;
-      const last = this.agentWarned.get(h.id) ?? 0;
-      if (Date.now() - last > 60_000) {
-        this.agentWarned.set(h.id, Date.now());
-        this.log.warn({ instanceId: h.id, err: err.message }, "the instance's agent does not answer: using runsc exec until it does");
-      }
-      return undefined;
-    }
+  /** Runs an operation through the instance's agent, the one way into it (agent/access.ts). */
+  private withAgent<T>(h: InstanceHandle, operation: (endpoint: AgentEndpoint) => Promise<T>): Promise<T> {
+    return throughAgent(this.agentOf(h), operation, (err) => this.log.warn({ instanceId: h.id, err: err.message }, "the instance's agent does not answer"));
   }
 
   /** Signals every process of a command, as root inside the instance. */
   async killCommand(instanceId: string, commandId: string, signal: CommandSignal = 'KILL'): Promise<number> {
-    const h = this.handle(instanceId);
-    const viaAgent = await this.viaAgent(h, (endpoint) => agentCall(endpoint, { op: 'kill', command_id: commandId, signal }));
-    if (viaAgent) return Number(viaAgent.value.signalled ?? 0);
-    const result = await this.exec(instanceId, ['sh', '-c', KILL_SCRIPT, 'sh', commandId, signal], { as: 'root', timeoutMs: 30_000 });
-    if (result.code !== 0) this.log.warn({ instanceId, commandId, code: result.code, stderr: result.stderr }, 'a killed command left processes behind');
-    return Number.parseInt(result.stdout.trim(), 10) || 0;
+    return this.withAgent(this.handle(instanceId), (endpoint) => killCommand(endpoint, commandId, signal));
   }
 
   /** The cached image a snapshot's layer was taken over; it must still be in the cache. */
@@ -557,76 +512,28 @@ export class GvisorRuntime implements Runtime {
     await this.changeTracker.index(this.imageOf(h));
   }
 
-  /**
-   * The output relay to run a program through: its path when the instance's image has
-   * it, else nothing (an instance adopted from an image built before the relay existed).
-   * Looked up in the image, which roomkit built and the guest cannot change.
-   */
-  private relay(h: InstanceHandle): string[] {
-    const key = h.readMeta()?.imageKey;
-    if (key === undefined) return [];
-    let has = this.relayInImage.get(key);
-    if (has === undefined) {
-      has = existsSync(join(this.images.rootfsOf(key), OUTPUT_RELAY));
-      this.relayInImage.set(key, has);
-    }
-    return has ? [OUTPUT_RELAY] : [];
-  }
-
-  /** Starts operations of the file script in the instance, as the VM user in the request's home. */
-  private fileScript(instanceId: string, access: FileAccess): files.FileScript {
-    const h = this.handle(instanceId);
-    return (args) => this.spawnExec(h, files.fileScriptArgv(this.relay(h), args), { as: 'vm', home: access.home });
-  }
-
   openFile(
     instanceId: string,
     path: string,
     options: FileAccess & { maxBytes: number; range?: { start: number; end: number } },
   ): Promise<{ info: GuestFileInfo; body: NodeJS.ReadableStream }> {
-    return this.fileOperation(
-      instanceId,
-      (endpoint) => agentFiles.openFile(endpoint, path, options),
-      () => files.openFile(this.fileScript(instanceId, options), path, options),
-    );
+    return this.withAgent(this.handle(instanceId), (endpoint) => agentFiles.openFile(endpoint, path, options));
   }
 
   statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo> {
-    return this.fileOperation(
-      instanceId,
-      (endpoint) => agentFiles.statFile(endpoint, path, options),
-      () => files.statFile(this.fileScript(instanceId, options), path, options),
-    );
+    return this.withAgent(this.handle(instanceId), (endpoint) => agentFiles.statFile(endpoint, path, options));
   }
 
   writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }> {
-    return this.fileOperation(
-      instanceId,
-      (endpoint) => agentFiles.writeFile(endpoint, path, data, options),
-      () => files.writeFile(this.fileScript(instanceId, options), path, data, options),
-    );
+    return this.withAgent(this.handle(instanceId), (endpoint) => agentFiles.writeFile(endpoint, path, data, options));
   }
 
   listDirectory(instanceId: string, path: string, options: FileAccess & { limit: number }): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }> {
-    return this.fileOperation(
-      instanceId,
-      (endpoint) => agentFiles.listDirectory(endpoint, path, options),
-      () => files.listDirectory(this.fileScript(instanceId, options), path, options),
-    );
+    return this.withAgent(this.handle(instanceId), (endpoint) => agentFiles.listDirectory(endpoint, path, options));
   }
 
   deleteFile(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }> {
-    return this.fileOperation(
-      instanceId,
-      (endpoint) => agentFiles.deleteFile(endpoint, path, options),
-      () => files.deleteFile(this.fileScript(instanceId, options), path, options),
-    );
-  }
-
-  /** A file operation through the agent, or through the file script when there is none. */
-  private async fileOperation<T>(instanceId: string, viaAgent: (endpoint: AgentEndpoint) => Promise<T>, viaScript: () => Promise<T>): Promise<T> {
-    const done = await this.viaAgent(this.handle(instanceId), viaAgent);
-    return done ? done.value : viaScript();
+    return this.withAgent(this.handle(instanceId), (endpoint) => agentFiles.deleteFile(endpoint, path, options));
   }
 
   async health(instanceId: string): Promise<RuntimeHealth> {
@@ -635,8 +542,13 @@ export class GvisorRuntime implements Runtime {
     const state = await this.runsc.state(h.netns, instanceId);
     if (!state) return { healthy: false, reason: 'runsc does not know its sandbox' };
     if (state.status !== 'running') return { healthy: false, reason: `its sandbox is ${state.status}` };
-    const probe = await this.exec(instanceId, ['/bin/true'], { as: 'root', timeoutMs: 10_000 });
-    if (probe.code !== 0) return { healthy: false, reason: `its init does not answer (exit ${probe.code})` };
+    const endpoint = this.agentOf(h);
+    if (!endpoint) return { healthy: false, reason: "it runs without roomkit's agent (an older roomkit made it), the only way into it" };
+    try {
+      await agentCall(endpoint, { op: 'hello' });
+    } catch (err) {
+      return { healthy: false, reason: `its agent does not answer: ${(err as Error).message}` };
+    }
     return { healthy: true };
   }
 

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { MemoryGuardKill } from '../../metrics.ts';
 import { VM_UID } from '../../images/builder.ts';
 import { hasMemoryCgroup, isUnderOom, memoryCgroupDir, readMemoryLimit, setOomKill, workingSet, writeMemoryLimit } from './cgroups.ts';
-import { COMMAND_MARKER } from './commands.ts';
+import { COMMAND_MARKER } from '../agent/commands.ts';
 
 export interface Victim {
   pid: number;

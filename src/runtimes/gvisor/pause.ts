@@ -22,15 +22,15 @@ import type { AddressPool } from '../../network/pool.ts';
 import type { AgentEndpoint } from '../agent/client.ts';
 import type { MachineSpec, PauseOutcome } from '../types.ts';
 import { removeCgroups } from './cgroups.ts';
-import { checkReady, type Exec, startRootService, waitForAgent, waitForInit, writeAgentKey, writeGuestConfig } from './guest-boot.ts';
-import type { ExecOptions } from './guest-exec.ts';
+import type { ExecOptions } from '../agent/commands.ts';
+import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { Runsc } from './runsc.ts';
 import { stopMachine } from './teardown.ts';
 
 /** How long the guest may take to flush its writes before its sandbox is stopped anyway. */
 const FLUSH_TIMEOUT_MS = 10_000;
-/** How long a resumed sandbox may take to answer (as at a create: guest-boot.ts's own deadlines apply inside). */
+/** How long a resumed sandbox may take to answer (as at a create: agent/boot.ts's own deadlines apply inside). */
 const RESUME_TIMEOUT_MS = 60_000;
 
 /** What pausing and resuming need of the runtime that owns the instance. */
@@ -41,10 +41,12 @@ export interface PauseDeps {
   tag: string;
   dnsServers: string[];
   log: Logger;
-  /** Runs a program in the instance (through its agent, or runsc exec). */
+  /** Runs a program in the instance, through its agent. */
   exec(instanceId: string, argv: string[], options: ExecOptions): Promise<RunResult>;
   /** The instance's agent, when it was made with one. */
   agentOf(h: InstanceHandle): AgentEndpoint | undefined;
+  /** The sandbox being booted, for waitForAgent. */
+  booting(h: InstanceHandle): BootingSandbox;
   /** Stops watching, guarding and tracking the instance (before its sandbox is stopped, so its end is not reported). */
   forget(instanceId: string): Promise<InstanceHandle>;
   /** The runtime keeps the handle again and guards the sandbox's memory (after `runsc create`). */
@@ -95,6 +97,7 @@ export async function pauseInstance(h: InstanceHandle, deps: PauseDeps): Promise
 export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps: PauseDeps, log: Logger): Promise<void> {
   const meta = h.readMeta();
   if (!meta?.imageKey) throw new Error(`instance ${h.id} has no record of what it was made from; it cannot be resumed`);
+  if (!meta.agentKey) throw new Error(`instance ${h.id} was made without roomkit's agent (by an older roomkit), the only way into it; it cannot be resumed: delete it and create it again`);
   if (!existsSync(h.diskImage)) throw new Error(`instance ${h.id} has no writable layer left; it cannot be resumed`);
   const rootfs = deps.images.rootfsOf(meta.imageKey);
   if (!existsSync(rootfs)) throw new Error(`the image instance ${h.id} was made from (${meta.imageKey}) is no longer in the image cache`);
@@ -112,7 +115,7 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
     await mountOverlay({ lower: rootfs, upper: h.upper, work: h.work, target: h.rootfs });
     // The guest may have changed these; they are the host's to say, as at a create.
     writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? deps.dnsServers : []);
-    if (meta.agentKey) writeAgentKey(h.rootfs, meta.agentKey);
+    writeAgentKey(h.rootfs, meta.agentKey);
 
     // The bundle (config.json) written at the create still says everything.
     await deps.runsc.create(h.netns, h.id, h.bundle, h.consoleLog, h.pidFile);
@@ -120,11 +123,8 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
     await deps.runsc.start(h.netns, h.id);
     const exec: Exec = (argv, options) => deps.exec(h.id, argv, options);
     const endpoint = deps.agentOf(h);
-    if (endpoint) await waitForAgent(endpoint, signal);
-    else {
-      await waitForInit(exec, signal);
-      await startRootService(exec);
-    }
+    if (!endpoint) throw new Error(`instance ${h.id} has no address or agent key on record; it cannot be resumed`);
+    await waitForAgent(endpoint, signal, deps.booting(h));
     const settled = await Promise.allSettled([checkReady(exec, spec), deps.watch(h)]);
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
   } catch (err) {

@@ -68,7 +68,6 @@ export const gvisorCandidate: RuntimeCandidate = {
       dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
       ...(metrics ? { onMemoryGuardKill: (_instanceId, kind) => metrics.memoryGuardKilled(kind) } : {}),
       maxHostTasks: config.maxHostTasksPerInstance,
-      guestAgent: config.guestAgent === 'on',
       changeTracking: config.changeTracking,
       changeTrackingMaxPaths: config.changeTrackingMaxPaths,
       undoLimits: { maxPoints: config.undoMaxPoints, maxBytes: config.undoMaxMb * 1024 * 1024 },

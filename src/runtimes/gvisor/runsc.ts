@@ -34,15 +34,11 @@ export class Runsc {
 
   /**
    * Starts `runsc <args>` in the namespace and hands back the process, for callers that
-   * stream its input or output. With `combineOutput`, stderr is the same pipe as stdout,
-   * so what a program inside writes to either arrives in the order it was written.
-   * The caller bounds its run time.
+   * stream its input or output (the benchmarks' floor). The caller bounds its run time.
    */
-  spawn(netns: string, args: string[], options: { combineOutput?: boolean } = {}): ChildProcessByStdio<Writable, Readable, Readable> {
+  spawn(netns: string, args: string[]): ChildProcessByStdio<Writable, Readable, Readable> {
     const argv = ['nsenter', `--net=${netnsPath(netns)}`, this.binary, ...this.globalFlags(), ...args];
-    return options.combineOutput
-      ? spawn('/bin/sh', ['-c', 'exec "$@" 2>&1', 'sh', ...argv], { stdio: ['pipe', 'pipe', 'pipe'] })
-      : spawn(argv[0] as string, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
+    return spawn(argv[0] as string, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
   }
 
   async callChecked(netns: string | null, args: string[], options: Partial<RunOptions> = {}): Promise<RunResult> {

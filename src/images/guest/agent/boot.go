@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -17,15 +18,11 @@ import (
 
 const (
 	// Where gVisor's pids controller is mounted; covered by a read-only tmpfs once set up.
-	pidsMount = "/run/.roomkit-pids"
-	// Tasks the root service and everything started through it may have at once, whatever
-	// user they switch to (RLIMIT_NPROC binds each uid alone): a fork past it fails with
-	// EAGAIN long before the sandbox reaches its host task limit.
-	rootServiceTasks = "256"
-	rootService      = "/usr/local/lib/roomkit/rootd"
-	capSysAdmin      = 21
-	prCapbsetDrop    = 24
-	capVersion3      = 0x20080522
+	pidsMount     = "/run/.roomkit-pids"
+	rootService   = "/usr/local/lib/roomkit/rootd"
+	capSysAdmin   = 21
+	prCapbsetDrop = 24
+	capVersion3   = 0x20080522
 )
 
 // bootSetup runs in the init before anything else of the guest. An error leaves the
@@ -48,7 +45,10 @@ func bootSetup() error {
 	if err := os.Mkdir(group, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	if err := os.WriteFile(group+"/pids.max", []byte(rootServiceTasks), 0); err != nil {
+	// rootServiceTasks (protocol_gen.go) bounds every user the service switches to
+	// together (RLIMIT_NPROC binds each uid alone): a fork past it fails with EAGAIN long
+	// before the sandbox reaches its host task limit.
+	if err := os.WriteFile(group+"/pids.max", []byte(strconv.Itoa(rootServiceTasks)), 0); err != nil {
 		return fmt.Errorf("cannot limit the root service: %w", err)
 	}
 	if err := startRootService(group); err != nil {

@@ -15,14 +15,6 @@ import (
 	"syscall"
 )
 
-// fileInfo describes a regular file: what a read, stat or write answers.
-type fileInfo struct {
-	Size    int64  `json:"size"`
-	MtimeNs int64  `json:"mtime_ns"`
-	CtimeNs int64  `json:"ctime_ns"`
-	Ino     uint64 `json:"ino"`
-}
-
 // fileError is a failure the host maps to an API error.
 type fileError struct{ kind, message string }
 
@@ -56,26 +48,26 @@ func asUser(uid, gid int, fn func() error) error {
 	return <-result
 }
 
-// kindOf maps an error of a file operation to the host's kinds.
+// kindOf maps an error of a file operation to the protocol's kinds of failure.
 func kindOf(err error) string {
 	var fe *fileError
 	switch {
 	case errors.As(err, &fe):
 		return fe.kind
 	case errors.Is(err, syscall.ENOENT):
-		return "not_found"
+		return failNotFound
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
-		return "permission_denied"
+		return failPermissionDenied
 	case errors.Is(err, syscall.EISDIR):
-		return "is_a_directory"
+		return failIsADirectory
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EEXIST):
-		return "not_a_directory"
+		return failNotADirectory
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return "no_space"
+		return failNoSpace
 	case errors.Is(err, syscall.ELOOP):
-		return "not_found"
+		return failNotFound
 	default:
-		return "io_error"
+		return failIOError
 	}
 }
 
@@ -93,15 +85,15 @@ func openRegular(path string) (*os.File, fileInfo, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil {
 		if errors.Is(err, syscall.ENOTDIR) {
-			return nil, fileInfo{}, &fileError{"not_found", path + ": a component of the path is not a directory"}
+			return nil, fileInfo{}, &fileError{failNotFound, path + ": a component of the path is not a directory"}
 		}
 		return nil, fileInfo{}, err
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return nil, fileInfo{}, &fileError{"is_a_directory", path + " is a directory"}
+		return nil, fileInfo{}, &fileError{failIsADirectory, path + " is a directory"}
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, fileInfo{}, &fileError{"invalid_path", path + " is not a regular file"}
+		return nil, fileInfo{}, &fileError{failInvalidPath, path + " is not a regular file"}
 	}
 	// O_NONBLOCK: should the path have become a pipe since, opening it must not block.
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
@@ -110,15 +102,15 @@ func openRegular(path string) (*os.File, fileInfo, error) {
 	}
 	if err := syscall.Fstat(fd, &st); err != nil {
 		syscall.Close(fd)
-		return nil, fileInfo{}, &fileError{"changed", err.Error()}
+		return nil, fileInfo{}, &fileError{failChanged, err.Error()}
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		syscall.Close(fd)
-		return nil, fileInfo{}, &fileError{"is_a_directory", path + " is a directory"}
+		return nil, fileInfo{}, &fileError{failIsADirectory, path + " is a directory"}
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		syscall.Close(fd)
-		return nil, fileInfo{}, &fileError{"invalid_path", path + " is not a regular file"}
+		return nil, fileInfo{}, &fileError{failInvalidPath, path + " is not a regular file"}
 	}
 	// Back to blocking reads for a regular file.
 	syscall.SetNonblock(fd, false)
@@ -162,7 +154,7 @@ func readFile(w *frameWriter, req *request) {
 	var reader io.Reader = file
 	if req.Offset > 0 {
 		if _, err := file.Seek(req.Offset, io.SeekStart); err != nil {
-			w.fail("io_error", err.Error())
+			w.fail(failIOError, err.Error())
 			return
 		}
 	}
@@ -185,11 +177,11 @@ func readFile(w *frameWriter, req *request) {
 			break
 		}
 		if err != nil {
-			w.fail("io_error", err.Error())
+			w.fail(failIOError, err.Error())
 			return
 		}
 	}
-	w.sendJSON(frameEnd, map[string]any{})
+	w.sendJSON(frameEnd, readEnd{})
 }
 
 // writeFile creates or replaces a file with what the host sends after the agent says
@@ -201,7 +193,7 @@ func writeFile(r *bufio.Reader, w *frameWriter, req *request) {
 	err := asUser(req.UID, req.GID, func() error {
 		var st syscall.Stat_t
 		if syscall.Stat(path, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			return &fileError{"is_a_directory", path + " is a directory"}
+			return &fileError{failIsADirectory, path + " is a directory"}
 		}
 		existed = syscall.Lstat(path, &st) == nil
 		if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
@@ -216,7 +208,7 @@ func writeFile(r *bufio.Reader, w *frameWriter, req *request) {
 		return
 	}
 	defer file.Close()
-	if w.sendJSON(frameReply, map[string]bool{"ready": true}) != nil {
+	if w.sendJSON(frameReply, writeReply{Ready: true}) != nil {
 		return
 	}
 	var writeErr error
@@ -238,19 +230,10 @@ func writeFile(r *bufio.Reader, w *frameWriter, req *request) {
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(file.Fd()), &st); err != nil {
-		w.fail("changed", err.Error())
+		w.fail(failChanged, err.Error())
 		return
 	}
-	w.sendJSON(frameEnd, map[string]any{"info": infoOf(&st), "existed": existed})
-}
-
-// entry is one name of a directory listing; the name is bytes (base64 in JSON).
-type entry struct {
-	Name    []byte `json:"name"`
-	Type    string `json:"type"`
-	Size    int64  `json:"size"`
-	Mode    string `json:"mode"`
-	MtimeNs int64  `json:"mtime_ns"`
+	w.sendJSON(frameEnd, writeEnd{Info: infoOf(&st), Existed: existed})
 }
 
 func listDirectory(w *frameWriter, req *request) {
@@ -262,7 +245,7 @@ func listDirectory(w *frameWriter, req *request) {
 			return err
 		}
 		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-			return &fileError{"not_a_directory", path + " is not a directory"}
+			return &fileError{failNotADirectory, path + " is not a directory"}
 		}
 		dir, err := os.Open(path)
 		if err != nil {
@@ -293,19 +276,19 @@ func listDirectory(w *frameWriter, req *request) {
 	if entries == nil {
 		entries = []entry{}
 	}
-	w.sendJSON(frameReply, map[string]any{"entries": entries})
+	w.sendJSON(frameReply, listReply{Entries: entries})
 }
 
 func typeOf(mode uint32) string {
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFREG:
-		return "f"
+		return entryFile
 	case syscall.S_IFDIR:
-		return "d"
+		return entryDirectory
 	case syscall.S_IFLNK:
-		return "l"
+		return entrySymlink
 	default:
-		return "o"
+		return entryOther
 	}
 }
 
@@ -317,7 +300,7 @@ func deleteFile(w *frameWriter, req *request) {
 			return err
 		}
 		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			return &fileError{"is_a_directory", path + " is a directory"}
+			return &fileError{failIsADirectory, path + " is a directory"}
 		}
 		return syscall.Unlink(path)
 	})
@@ -325,5 +308,5 @@ func deleteFile(w *frameWriter, req *request) {
 		failWith(w, err)
 		return
 	}
-	w.sendJSON(frameReply, map[string]any{})
+	w.sendJSON(frameReply, deleteReply{})
 }

@@ -17,30 +17,14 @@ import (
 	"time"
 )
 
-// commandMarker is the environment variable that marks every process of a command
-// (inherited by its children), so its whole tree can be found.
-const commandMarker = "ROOMKIT_COMMAND_ID"
-
-type winsize struct {
-	Cols uint16 `json:"cols"`
-	Rows uint16 `json:"rows"`
-}
-
-// ended is what a frameEnd of a command carries.
-type ended struct {
-	ExitCode int    `json:"exit_code"`
-	Signal   string `json:"signal,omitempty"`
-	TimedOut bool   `json:"timed_out"`
-}
-
 func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 	if len(req.Argv) == 0 {
-		w.fail("bad_request", "no program to run")
+		w.fail(failBadRequest, "no program to run")
 		return
 	}
 	program, err := lookPath(req.Argv[0], req.Env)
 	if err != nil {
-		w.fail("not_found", err.Error())
+		w.fail(failNotFound, err.Error())
 		return
 	}
 	sys := &syscall.SysProcAttr{Setsid: true}
@@ -61,7 +45,7 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 	if req.PTY != nil {
 		master, slave, err := openPTY(req.UID, req.GID, *req.PTY)
 		if err != nil {
-			w.fail("pty_failed", err.Error())
+			w.fail(failPTYFailed, err.Error())
 			return
 		}
 		terminal, stdin = master, master
@@ -74,12 +58,12 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 		if req.Stdin {
 			pr, pw, err := os.Pipe()
 			if err != nil {
-				w.fail("start_failed", err.Error())
+				w.fail(failStartFailed, err.Error())
 				return
 			}
 			in, stdin = pr, pw
 		} else if in, err = os.Open(os.DevNull); err != nil {
-			w.fail("start_failed", err.Error())
+			w.fail(failStartFailed, err.Error())
 			return
 		}
 		pipes, outW, errW, err := newPipesOutput(w)
@@ -88,7 +72,7 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 			if stdin != nil {
 				stdin.Close()
 			}
-			w.fail("start_failed", "cannot make pipes: "+err.Error())
+			w.fail(failStartFailed, "cannot make pipes: "+err.Error())
 			return
 		}
 		childFiles = []*os.File{in, outW, errW}
@@ -101,15 +85,15 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 		if stdin != nil && stdin != terminal {
 			stdin.Close()
 		}
-		kind := "start_failed"
+		kind := failStartFailed
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
-			kind = "not_found"
+			kind = failNotFound
 		}
 		w.fail(kind, err.Error())
 		return
 	}
 	pid := process.Pid
-	w.sendJSON(frameReply, map[string]int{"pid": pid})
+	w.sendJSON(frameReply, execReply{Pid: pid})
 	go output.pump()
 
 	var timedOut atomic.Bool
@@ -134,7 +118,7 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 	case <-time.After(outputDrainMax):
 		output.finish()
 	}
-	result := ended{TimedOut: timedOut.Load()}
+	result := execEnd{TimedOut: timedOut.Load()}
 	if waitErr != nil {
 		result.ExitCode = -1
 	} else if status, ok := state.Sys().(syscall.WaitStatus); ok && status.Signaled() {
@@ -192,9 +176,7 @@ func commandInput(r *bufio.Reader, stdin, terminal *os.File, commandID string, p
 				setWinsize(terminal, size)
 			}
 		case frameSignal:
-			var s struct {
-				Signal string `json:"signal"`
-			}
+			var s signalRequest
 			if json.Unmarshal(payload, &s) == nil {
 				killTree(commandID, pid, signalNumber(s.Signal), false)
 			}

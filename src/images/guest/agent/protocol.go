@@ -3,7 +3,9 @@
 // payload length (big-endian) and the payload. The host opens with a request frame
 // (JSON, with the instance's key); the agent answers with a reply frame (JSON) or a
 // failure frame, then, depending on the operation, output or data frames and an end
-// frame. docs/architecture.md describes the operations.
+// frame. The frame types, operations, their fields and the kinds of failure are
+// protocol_gen.go's, generated from the protocol's one definition, which the host's
+// client follows too (src/runtimes/agent/protocol.ts).
 package main
 
 import (
@@ -14,24 +16,6 @@ import (
 	"io"
 	"sync"
 )
-
-// Frame types.
-const (
-	frameRequest = 'Q' // host → agent: the operation (JSON)
-	frameReply   = 'R' // agent → host: the operation started or is done (JSON)
-	frameFail    = 'F' // agent → host: the operation failed (JSON {kind, message})
-	frameStdout  = 'o' // agent → host: output of a command (stdout, or the terminal)
-	frameStderr  = 'e' // agent → host: stderr of a command
-	frameEnd     = 'x' // agent → host: a command ended (JSON), or a read's data ended
-	frameData    = 'd' // agent → host: file content being read
-	frameInput   = 'i' // host → agent: stdin of a command, or content of a file being written
-	frameClose   = 'c' // host → agent: end of that input
-	frameResize  = 'z' // host → agent: a terminal's new size (JSON {cols, rows})
-	frameSignal  = 'k' // host → agent: a signal for a command's processes (JSON {signal})
-)
-
-// maxFrame bounds what the agent accepts in one frame from the host.
-const maxFrame = 16 << 20
 
 // frameWriter sends frames on a connection; safe for concurrent use.
 type frameWriter struct {
@@ -71,12 +55,6 @@ func (f *frameWriter) sendJSON(kind byte, value any) error {
 		return err
 	}
 	return f.send(kind, payload)
-}
-
-// failure is what a frameFail carries: a kind the host maps to its errors, and a message.
-type failure struct {
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
 }
 
 func (f *frameWriter) fail(kind, message string) error {

@@ -14,14 +14,11 @@ import (
 	"time"
 )
 
-// defaultPort is where the agent listens unless ROOMKIT_AGENT_PORT says otherwise. It is
+// defaultPort (where the agent listens unless ROOMKIT_AGENT_PORT says otherwise) is
 // below 1024, so a process without root cannot take it while the agent restarts.
-const defaultPort = "905"
-
 // keyFile holds the instance's key, written by the host before the sandbox starts, in a
 // directory only root can enter (this gVisor lets every user read /proc/1/environ, so
-// the environment is no place for it).
-const keyFile = "/run/roomkit-agent/key"
+// the environment is no place for it). Both are protocol_gen.go's.
 
 // requestTimeout bounds how long a new connection may take to say what it wants.
 const requestTimeout = 10 * time.Second
@@ -30,32 +27,6 @@ var startedAt = time.Now()
 
 // bootError is what the init's boot setup could not do ("" when all went well).
 var bootError string
-
-// request is every operation's parameters; each operation reads the fields it needs.
-type request struct {
-	Key string `json:"key"`
-	Op  string `json:"op"`
-
-	// exec
-	Argv      []string `json:"argv"`
-	Env       []string `json:"env"`
-	Dir       string   `json:"dir"`
-	UID       int      `json:"uid"`
-	GID       int      `json:"gid"`
-	CommandID string   `json:"command_id"`
-	TimeoutMs int64    `json:"timeout_ms"`
-	Stdin     bool     `json:"stdin"`
-	PTY       *winsize `json:"pty"`
-
-	// files: the path's bytes (names need not be UTF-8), base64 in JSON
-	Path   []byte `json:"path"`
-	Offset int64  `json:"offset"`
-	Length int64  `json:"length"`
-	Limit  int    `json:"limit"`
-
-	// kill
-	Signal string `json:"signal"`
-}
 
 func runServe() {
 	bootError = os.Getenv("ROOMKIT_BOOT_ERROR")
@@ -106,32 +77,34 @@ func handle(conn net.Conn, key string) {
 	conn.SetReadDeadline(time.Time{})
 	var req request
 	if err := json.Unmarshal(payload, &req); err != nil {
-		w.fail("bad_request", "the request is not valid JSON: "+err.Error())
+		w.fail(failBadRequest, "the request is not valid JSON: "+err.Error())
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(req.Key), []byte(key)) != 1 {
-		w.fail("unauthorized", "wrong key")
+		w.fail(failUnauthorized, "wrong key")
 		return
 	}
 	switch req.Op {
-	case "hello":
-		w.sendJSON(frameReply, map[string]any{"agent": "roomkit", "protocol": 1, "pid": os.Getpid(), "uptime_ms": time.Since(startedAt).Milliseconds(), "boot_error": bootError})
-	case "exec":
+	case opHello:
+		w.sendJSON(frameReply, helloReply{Agent: "roomkit", Protocol: protocolVersion, Pid: os.Getpid(), UptimeMs: time.Since(startedAt).Milliseconds(), BootError: bootError})
+	case opExec:
 		runExec(r, w, &req)
-	case "kill":
+	case opKill:
 		n := killTree(req.CommandID, 0, signalNumber(req.Signal), req.Signal == "KILL")
-		w.sendJSON(frameReply, map[string]int{"signalled": n})
-	case "stat":
+		w.sendJSON(frameReply, killReply{Signalled: n})
+	case opStat:
 		statFile(w, &req)
-	case "read":
+	case opRead:
 		readFile(w, &req)
-	case "write":
+	case opWrite:
 		writeFile(r, w, &req)
-	case "list":
+	case opList:
 		listDirectory(w, &req)
-	case "delete":
+	case opDelete:
 		deleteFile(w, &req)
+	case opHeads:
+		headsOf(w, &req)
 	default:
-		w.fail("bad_request", fmt.Sprintf("unknown operation %q", req.Op))
+		w.fail(failBadRequest, fmt.Sprintf("unknown operation %q", req.Op))
 	}
 }

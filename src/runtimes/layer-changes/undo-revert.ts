@@ -1,20 +1,19 @@
-// A revert of one command of a gVisor instance: what undo.ts allows (its undo point, no
+// A revert of one command of an instance reached through roomkit's agent: what undo.ts allows (its undo point, no
 // conflict unless forced), written back through the guest (undo-apply.ts) while the
 // change tracker watches, so that the answer lists what the revert changed exactly as a
 // command's files_changed would; then the point is let go and the revert journaled like a
 // command (a later revert of an earlier command sees the files it touched).
-import { agentRun } from './agent-exec.ts';
-import { AS_ROOT, writeFile } from './agent-files.ts';
+import { agentRun } from '../agent/commands.ts';
+import { AS_ROOT, writeFile } from '../agent/files.ts';
 import type { AgentEndpoint } from '../agent/client.ts';
 import type { RevertOutcome } from '../types.ts';
-import type { InstanceHandle } from './instance-handle.ts';
 import { applyRevert } from './undo-apply.ts';
-import type { UndoPoints } from './undo.ts';
+import type { UndoLayer, UndoPoints } from './undo.ts';
 
 const GUEST_STEP_TIMEOUT_MS = 60_000;
 
 export async function revertCommand(options: {
-  h: InstanceHandle;
+  h: UndoLayer;
   commandId: string;
   force: boolean;
   undo: UndoPoints;

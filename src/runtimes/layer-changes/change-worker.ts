@@ -1,19 +1,17 @@
-// The thread that computes files_changed for the gVisor runtime (change-tracker.ts
-// starts it). Parsing a listing of an instance's writable layer and diffing two of them
-// costs time in proportion to the layer: a layer of 200,000 files takes the event loop
-// for most of a second, during which every other tenant's requests wait. Here it takes
-// this thread only. The listing taken before a command stays on this thread until the
-// one after it is compared with it, so neither ever crosses over; what goes back is
-// the list of changes. Instances watched with fanotify (change-watch.ts) are not listed
-// at all: their picture here is kept up to date from the paths the kernel says were
-// touched, and a snapshot is a mark in it.
+// The thread that computes files_changed for runtimes' overlay writable layers
+// (change-tracker.ts starts it). Parsing a listing of an instance's writable layer and
+// diffing two of them costs time in proportion to the layer: a layer of 200,000 files
+// takes the event loop for most of a second, during which every other tenant's requests
+// wait. Here it takes this thread only. The listing taken before a command stays on
+// this thread until the one after it is compared with it, so neither ever crosses over;
+// what goes back is the list of changes. Instances watched with fanotify
+// (change-watch.ts) are not listed at all: their picture here is kept up to date from
+// the paths the kernel says were touched, and a snapshot is a mark in it.
 import { parentPort, workerData } from 'node:worker_threads';
 import type { FileChangeEntry } from '../types.ts';
 import { ChangeWatch, changeWatcher } from './change-watch.ts';
 import { diffLayers, LayerIndexes, listLayer, type Listing } from './changes.ts';
-
-/** How a command's list of changed files was made. */
-export type ChangeMethod = 'fanotify' | 'walk';
+import type { ChangeMethod } from './tracking.ts';
 
 export type ChangeRequest =
   /** Takes the state of the instance's layer now (a mark when it is watched, else a listing of `upper`); the answer's token names it. */

@@ -1,4 +1,5 @@
-// files_changed for the gVisor runtime, computed off the service's event loop: one
+// files_changed for a runtime's overlay writable layers (tracking.ts's
+// LayerChangeTracking), computed off the service's event loop: one
 // worker thread (change-worker.ts) lists writable layers, keeps each command's "before"
 // listing and diffs it with the "after" one, so that one tenant's big layer never
 // delays another tenant's requests. The thread starts on first use, does not keep the
@@ -6,9 +7,9 @@
 // fail, the next ones work). The thread also runs the fanotify watcher of the instances
 // that use it (change-watch.ts); its helper process ends with the thread.
 import { Worker } from 'node:worker_threads';
-import type { FileChangeEntry } from '../types.ts';
 import { layerWalker } from './changes.ts';
-import type { ChangeMethod, ChangeReply, ChangeRequest, ChangeWorkerData } from './change-worker.ts';
+import type { ChangeReply, ChangeRequest, ChangeWorkerData } from './change-worker.ts';
+import type { ImageRef, LayerChangeTracking, LayerDiff } from './tracking.ts';
 
 /** Each kind of request as the caller writes it, without the id the tracker gives it. */
 type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
@@ -19,7 +20,7 @@ interface Waiting {
   reject: (err: Error) => void;
 }
 
-export class ChangeTracker {
+export class ChangeTracker implements LayerChangeTracking {
   private readonly cacheDir: string;
   private worker: Worker | undefined;
   private nextId = 1;
@@ -38,17 +39,13 @@ export class ChangeTracker {
   }
 
   /** Takes the layer's state before a command (a mark when watched, else a listing); the token goes to diff() or discard(). */
-  async snapshot(instanceId: string, upper: string): Promise<number> {
+  async mark(instanceId: string, upper: string): Promise<number> {
     const reply = await this.call({ op: 'snapshot', instanceId, upper });
     return reply.token ?? 0;
   }
 
-  /** The regular files changed since the snapshot, whether part of the layer could not be listed, and how the list was made. */
-  async diff(
-    token: number,
-    upper: string,
-    image: { key: string; rootfs: string },
-  ): Promise<{ changes: FileChangeEntry[]; incomplete: boolean; method: ChangeMethod; walkedBecause?: string }> {
+  /** The regular files changed since the mark, whether part of the layer could not be listed, and how the list was made. */
+  async diff(token: number, upper: string, image: ImageRef): Promise<LayerDiff> {
     const reply = await this.call({ op: 'diff', token, upper, imageKey: image.key, rootfs: image.rootfs });
     return {
       changes: reply.changes ?? [],
@@ -60,7 +57,7 @@ export class ChangeTracker {
 
   /**
    * Watches an instance's layer (mounted at `layer`, holding `upper`) with fanotify from
-   * now on, so that its commands' snapshots are marks instead of listings. Rejects when
+   * now on, so that its commands' marks cost what changed instead of a listing. Rejects when
    * the kernel or the helper cannot: the instance's commands are then listed by walks.
    */
   async watch(instanceId: string, layer: string, upper: string): Promise<void> {
@@ -87,11 +84,11 @@ export class ChangeTracker {
   }
 
   /** Indexes an image now, so that its instances' first diff does not wait for it. */
-  async index(image: { key: string; rootfs: string }): Promise<void> {
+  async index(image: ImageRef): Promise<void> {
     await this.call({ op: 'index', imageKey: image.key, rootfs: image.rootfs });
   }
 
-  /** Forgets a snapshot whose command ended without a diff. */
+  /** Forgets a mark whose command ended without a diff. */
   discard(token: number): void {
     this.call({ op: 'discard', token }).catch(() => {});
   }

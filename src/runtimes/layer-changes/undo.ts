@@ -11,7 +11,22 @@ import type { Logger } from 'pino';
 import { deleteSubvolume, exclusiveBytes, snapshotReadOnly } from '../../host/btrfs.ts';
 import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { type FileChangeEntry, UndoRefused } from '../types.ts';
-import type { InstanceHandle } from './instance-handle.ts';
+
+/**
+ * An instance's btrfs writable layer, as its runtime lays it out: what undo points are
+ * taken of and kept in, and where its journal lives.
+ */
+export interface UndoLayer {
+  readonly id: string;
+  /** The instance's own directory, which holds the journal. */
+  readonly dir: string;
+  /** The layer's mount point (its free space and qgroups bound the points). */
+  readonly layer: string;
+  /** The subvolume with the overlay's upper and work directories, which a point is a snapshot of. */
+  readonly state: string;
+  /** Where the points are. */
+  readonly undoDir: string;
+}
 
 export interface UndoLimits {
   /** Undo points one instance keeps at most. */
@@ -44,7 +59,7 @@ export class UndoPoints {
   }
 
   /** Where a command's undo point is: its `upper` is the overlay's upper directory as it was before the command. */
-  pointOf(h: InstanceHandle, commandId: string): string {
+  pointOf(h: UndoLayer, commandId: string): string {
     return join(h.undoDir, commandId);
   }
 
@@ -53,7 +68,7 @@ export class UndoPoints {
    * journal, and with `keep` takes its undo point, first dropping the oldest ones that
    * the bounds leave no room for.
    */
-  beforeCommand(h: InstanceHandle, commandId: string, keep: boolean): Promise<void> {
+  beforeCommand(h: UndoLayer, commandId: string, keep: boolean): Promise<void> {
     return this.serial(h, async () => {
       const journal = readJournal(h);
       if (keep) {
@@ -66,7 +81,7 @@ export class UndoPoints {
   }
 
   /** Records what a command (or a revert, `id`) changed; null when that is unknown. */
-  afterCommand(h: InstanceHandle, id: string, changes: FileChangeEntry[] | null): Promise<void> {
+  afterCommand(h: UndoLayer, id: string, changes: FileChangeEntry[] | null): Promise<void> {
     return this.serial(h, async () => {
       const journal = readJournal(h);
       const paths = changes?.map((c) => c.path) ?? null;
@@ -82,7 +97,7 @@ export class UndoPoints {
    * a command without an undo point, one still running or already reverted, and, unless
    * `force`, one whose files a later command changed too.
    */
-  async plan(h: InstanceHandle, commandId: string, force: boolean): Promise<{ point: string; paths: string[] }> {
+  async plan(h: UndoLayer, commandId: string, force: boolean): Promise<{ point: string; paths: string[] }> {
     await this.updates.idle(h.id);
     const journal = readJournal(h);
     const at = journal.findIndex((e) => e.id === commandId);
@@ -116,7 +131,7 @@ export class UndoPoints {
   }
 
   /** Marks a command reverted and lets its undo point go. */
-  reverted(h: InstanceHandle, commandId: string): Promise<void> {
+  reverted(h: UndoLayer, commandId: string): Promise<void> {
     return this.serial(h, async () => {
       const journal = readJournal(h);
       const entry = journal.find((e) => e.id === commandId);
@@ -129,7 +144,7 @@ export class UndoPoints {
   }
 
   /** Drops the oldest undo points until one more fits the count bound, and those they hold fit the disk bound. */
-  private async makeRoom(h: InstanceHandle, journal: JournalEntry[]): Promise<void> {
+  private async makeRoom(h: UndoLayer, journal: JournalEntry[]): Promise<void> {
     const points = journal.filter((e) => e.point);
     while (points.length >= this.limits.maxPoints && points.length > 0) await this.drop(h, points.shift()!, 'count');
     if (points.length === 0) return;
@@ -145,14 +160,14 @@ export class UndoPoints {
     }
   }
 
-  private async drop(h: InstanceHandle, entry: JournalEntry, bound: 'count' | 'disk'): Promise<void> {
+  private async drop(h: UndoLayer, entry: JournalEntry, bound: 'count' | 'disk'): Promise<void> {
     await deleteSubvolume(this.pointOf(h, entry.id));
     entry.point = false;
     entry.dropped = true;
     this.log.info({ instanceId: h.id, commandId: entry.id, bound }, 'undo point dropped to keep the instance within its undo bounds');
   }
 
-  private serial<T>(h: InstanceHandle, work: () => Promise<T>): Promise<T> {
+  private serial<T>(h: UndoLayer, work: () => Promise<T>): Promise<T> {
     return this.updates.run(h.id, work);
   }
 }
@@ -166,17 +181,17 @@ function trimmed(journal: JournalEntry[]): JournalEntry[] {
   return [...gone, ...kept];
 }
 
-function journalFile(h: InstanceHandle): string {
+function journalFile(h: UndoLayer): string {
   return join(h.dir, 'undo.json');
 }
 
-function readJournal(h: InstanceHandle): JournalEntry[] {
+function readJournal(h: UndoLayer): JournalEntry[] {
   const file = journalFile(h);
   if (!existsSync(file)) return [];
   return JSON.parse(readFileSync(file, 'utf8')) as JournalEntry[];
 }
 
-function writeJournal(h: InstanceHandle, journal: JournalEntry[]): void {
+function writeJournal(h: UndoLayer, journal: JournalEntry[]): void {
   const file = journalFile(h);
   writeFileSync(`${file}.new`, JSON.stringify(journal), { mode: 0o600 });
   renameSync(`${file}.new`, file);

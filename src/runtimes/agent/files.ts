@@ -1,17 +1,19 @@
-// File operations through the instance's agent: the same operations and answers as
-// file-operations.ts, done by the agent with the VM user's rights (images/guest/agent/
-// files.go) instead of a shell script per operation.
+// File operations through the instance's agent (images/guest/agent/files.go): read
+// (streamed), stat, write, list and delete with the VM user's rights, so that paths
+// resolve in the guest with the guest's permissions and the host never opens a
+// guest-controlled path; and the first bytes of files, read as root, for their types.
 import { PassThrough } from 'node:stream';
 import { decodeName, encodeName } from '../../lib/guest-names.ts';
 import { VM_UID } from '../../images/builder.ts';
-import { type AgentEndpoint, agentCall, AgentFailure, agentRequest, parseJson } from '../agent/client.ts';
-import { FRAME } from '../agent/frames.ts';
+import { type AgentEndpoint, agentCall, AgentFailure, agentRequest, parseJson } from './client.ts';
+import { FRAME } from './frames.ts';
+import { AGENT_PROTOCOL } from './protocol.ts';
 import { type FileAccess, GuestFileError, type GuestDirEntry, type GuestFileInfo } from '../types.ts';
-import { absoluteGuestPath, guestFileError } from './guest-files.ts';
+import { absoluteGuestPath, guestFileError } from './file-errors.ts';
 
 const KINDS = new Set<GuestFileError['kind']>(['not_found', 'permission_denied', 'is_a_directory', 'not_a_directory', 'too_large', 'invalid_path', 'no_space', 'changed']);
 const AS_VM = { uid: VM_UID, gid: VM_UID };
-/** Root in the guest, for a revert's writes (undo-apply.ts): the VM user may become root anyway (sudo). */
+/** Root in the guest, for a revert's writes (layer-changes/undo-apply.ts): the VM user may become root anyway (sudo). */
 export const AS_ROOT = { uid: 0, gid: 0 };
 
 /** An agent's failure as the caller's GuestFileError, when it is one the caller can act on. */
@@ -124,7 +126,10 @@ export async function writeFile(
   }
 }
 
-const TYPES: Record<string, GuestDirEntry['type']> = { f: 'file', d: 'directory', l: 'symlink' };
+/** The API's entry types by the agent's codes. */
+const TYPES: Record<string, GuestDirEntry['type']> = Object.fromEntries(
+  Object.entries(AGENT_PROTOCOL.entryTypes).map(([type, code]) => [code, type as GuestDirEntry['type'] & keyof typeof AGENT_PROTOCOL.entryTypes]),
+);
 
 export async function listDirectory(
   endpoint: AgentEndpoint,
@@ -159,4 +164,11 @@ export async function deleteFile(endpoint: AgentEndpoint, path: string, access: 
     throw asFileError(err, absolute);
   }
   return { path: absolute };
+}
+
+/** The first `bytes` bytes of each path (absolute, as bytes), read as root inside the instance; empty for what is not a readable regular file. */
+export async function readHeads(endpoint: AgentEndpoint, paths: Buffer[], bytes: number): Promise<Buffer[]> {
+  const reply = await agentCall(endpoint, { op: 'heads', paths: paths.map((p) => p.toString('base64')), bytes });
+  const heads = Array.isArray(reply.heads) ? (reply.heads as unknown[]) : [];
+  return heads.map((head) => Buffer.from(typeof head === 'string' ? head : '', 'base64'));
 }

@@ -1,11 +1,10 @@
 // Terminals through the instance's agent: a login shell (or a command) on a
 // pseudo-terminal in the guest, as the VM user, with input, resizes and output passed
 // through one agent connection for as long as the terminal lives.
-import { type AgentEndpoint, agentRequest, parseJson } from '../agent/client.ts';
-import { FRAME } from '../agent/frames.ts';
+import { type AgentEndpoint, agentRequest, parseJson } from './client.ts';
+import { FRAME } from './frames.ts';
 import type { TerminalRequest, TerminalSession } from '../types.ts';
-import { agentIdentity } from './agent-exec.ts';
-import { COMMAND_MARKER } from './commands.ts';
+import { agentIdentity, COMMAND_MARKER } from './commands.ts';
 
 /** The shell a terminal starts when no command is given: bash when the image has it. */
 const LOGIN_SHELL = 'if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi';

@@ -1,15 +1,31 @@
-// Programs and commands run through the instance's agent (runtimes/agent, images/guest/
-// agent) instead of `runsc exec`: the same identities, environment and limits as
-// guest-exec.ts gives `runsc exec`, with stdout and stderr apart, stdin, and the time
-// limit kept by the agent inside the instance.
+// Programs and commands run through the instance's agent (images/guest/agent/process.go):
+// as the VM user in its home or as root, with stdout and stderr apart, stdin, and the
+// time limit kept by the agent inside the instance; and the kill of a command's processes.
 import type { RunResult } from '../../host/run.ts';
 import { HeadTailBuffer } from '../../host/output.ts';
 import { VM_UID } from '../../images/builder.ts';
-import { type AgentChannel, type AgentEndpoint, agentRequest, parseJson } from '../agent/client.ts';
-import { FRAME } from '../agent/frames.ts';
-import { PATH_ENV } from './bundle.ts';
-import { TIMEOUT_EXIT_CODE } from './commands.ts';
-import type { ExecIdentity } from './guest-exec.ts';
+import { type AgentChannel, type AgentEndpoint, agentCall, agentRequest, parseJson } from './client.ts';
+import { FRAME } from './frames.ts';
+import { AGENT_PROTOCOL } from './protocol.ts';
+
+/** The PATH of every program started through the agent (and of the instance's first process). */
+export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** The environment variable that marks every process of a command (inherited by its children), for killing its tree. */
+export const COMMAND_MARKER = AGENT_PROTOCOL.constants.commandMarker;
+/** Exit code reported for a command killed at its deadline (as timeout(1) does). */
+export const TIMEOUT_EXIT_CODE = 124;
+
+export interface ExecIdentity {
+  /** `vm`: the profile's unprivileged user in its home; `root`: root in /. */
+  as: 'vm' | 'root';
+  home?: string;
+}
+
+export interface ExecOptions extends ExecIdentity {
+  env?: string[];
+  timeoutMs: number;
+}
 
 /** The agent's exec parameters for a program run as `identity` with `env` (NAME=value) besides PATH and HOME. */
 export function agentIdentity(identity: ExecIdentity, env: string[] = []): { uid: number; gid: number; dir: string; env: string[] } {
@@ -124,7 +140,7 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
         const end = parseJson(frame.payload);
         return {
           ...kept(),
-          // As timeout(1) does, and as the runtime's other exec path answers.
+          // As timeout(1) does.
           exitCode: end.timed_out === true ? TIMEOUT_EXIT_CODE : Number(end.exit_code ?? -1),
           signal: typeof end.signal === 'string' ? end.signal : null,
           timedOut: end.timed_out === true,
@@ -154,12 +170,12 @@ export async function agentRun(
       ...(options.input !== undefined ? { input: options.input } : {}),
     });
   } catch (err) {
-    // As a `runsc exec` whose sandbox stops under it: a failure with what was printed, not a throw.
+    // A program whose instance stops under it failed, with what it printed: not a throw.
     if (!(err instanceof AgentConnectionLost)) throw err;
     const { stdout, stderr } = err.partial;
     return { code: null, signal: null, stdout, stderr: `${stderr}${stderr === '' || stderr.endsWith('\n') ? '' : '\n'}${err.message}\n`, timedOut: false };
   }
-  // As `runsc exec` answers: a program killed by signal n exits 128+n.
+  // A program killed by signal n exits 128+n (the agent's end frame says so).
   return {
     code: outcome.timedOut ? null : outcome.exitCode,
     signal: outcome.timedOut ? 'SIGKILL' : null,
@@ -167,4 +183,10 @@ export async function agentRun(
     stderr: outcome.stderr,
     timedOut: outcome.timedOut,
   };
+}
+
+/** Signals every process of a command (marked with COMMAND_MARKER, and their sessions) as root; how many it signalled. */
+export async function killCommand(endpoint: AgentEndpoint, commandId: string, signal: string): Promise<number> {
+  const reply = await agentCall(endpoint, { op: 'kill', command_id: commandId, signal });
+  return Number(reply.signalled ?? 0);
 }
