@@ -14,7 +14,7 @@ import { INITIAL_KEY_FILE } from '../src/cli/serve.ts';
 import { type Config, type ConfigOverrides, loadConfig, PACKAGE_ROOT } from '../src/config.ts';
 import { mountsUnder } from '../src/host/mounts.ts';
 import { hostTag, listNetns, networkNames } from '../src/network/netns.ts';
-import { buildApp } from '../src/http/app.ts';
+import { buildApp } from '../src/app.ts';
 import { createLogger } from '../src/log.ts';
 import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
 import { createServices, type Services } from '../src/services.ts';

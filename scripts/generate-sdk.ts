@@ -1,7 +1,7 @@
 // Writes sdk/src/generated/api.ts: TypeScript types for every route of the server's
 // OpenAPI document, so the SDK is type-checked against the schemas the server validates
 // with; and sets sdk/package.json's version to the API's (info.version, from
-// API_VERSION in src/http/app.ts), since the SDK is versioned with the API. The document comes from the real app built in-process (no listening, no
+// API_VERSION in src/app.ts), since the SDK is versioned with the API. The document comes from the real app built in-process (no listening, no
 // runtime); test/host/sdk.test.ts renders the document of a running server again and fails
 // when the checked-in file differs.
 //
@@ -50,7 +50,7 @@ export async function openApiDocument(): Promise<OpenApiDocument> {
   const { loadConfig } = await import('../src/config.ts');
   const { createLogger } = await import('../src/log.ts');
   const { createServices } = await import('../src/services.ts');
-  const { buildApp } = await import('../src/http/app.ts');
+  const { buildApp } = await import('../src/app.ts');
   const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-sdk-generate-'));
   try {
     // An empty environment: ROOMKIT_* variables of whoever runs this must not matter.

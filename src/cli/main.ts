@@ -3,7 +3,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, LOG_LEVELS } from '../config.ts';
 import pkg from '../../package.json' with { type: 'json' };
-import { API_VERSION } from '../http/app.ts';
+import { API_VERSION } from '../app.ts';
 import { backup } from './backup.ts';
 import { doctor } from './doctor.ts';
 import { registerClientCommands } from './client.ts';

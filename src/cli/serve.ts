@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { type ConfigOverrides, loadConfig } from '../config.ts';
-import { buildApp } from '../http/app.ts';
+import { buildApp } from '../app.ts';
 import type { App } from '../http/types.ts';
 import { createLogger } from '../log.ts';
 import { createServices, type Services } from '../services.ts';

@@ -1,7 +1,7 @@
 // The environment variable of each setting: every ROOMKIT_* name the service reads, in
 // one table (a setting without one is a compile error), so that an error about a value
 // names the variable it came from.
-import type { Config } from '../config.ts';
+import type { Config } from './settings.ts';
 
 export const ENV_NAMES: Record<keyof Config, string> = {
   host: 'ROOMKIT_HOST',

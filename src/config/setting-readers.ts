@@ -6,7 +6,7 @@
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { resolve } from 'node:path';
-import type { Config, ConfigOverrides } from '../config.ts';
+import type { Config, ConfigOverrides } from './settings.ts';
 import { parseCidr } from '../lib/cidr.ts';
 import { ConfigError } from './config-error.ts';
 import { ENV_NAMES } from './env-names.ts';

@@ -15,12 +15,20 @@ import {
   MAX_METADATA_VALUE,
   METADATA_KEY_PATTERN,
 } from './instance-options-schema.ts';
-import type { InstanceRecords } from './instance-records.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { decodeEnv, type InstanceRecord } from './stored-json.ts';
 
 /** The columns of the instance's row that a create's options set. */
 export type OptionColumns = Pick<InstanceRow, 'env' | 'timeout_s' | 'expires_at'>;
+
+/**
+ * The writes of instance-records.ts that options make, named here so that the records
+ * module, which reads options' columns, and this one do not import each other.
+ */
+export interface OptionWrites {
+  setOptions(instanceId: string, columns: OptionColumns): Promise<void>;
+  touch(instanceId: string, expiresAt?: string): Promise<void>;
+}
 
 /** The columns of an instance made without options (a warm pool's, or a create that gave none). */
 export const NO_OPTIONS: OptionColumns = { env: null, timeout_s: 0, expires_at: null };
@@ -69,7 +77,7 @@ export function optionColumns(options: CreateOptions, now = Date.now()): OptionC
 }
 
 /** Writes the options onto the instance: its row's columns and its labels. For a new row or one a room just claimed. */
-export async function applyOptions(db: Db, records: InstanceRecords, instanceId: string, options: CreateOptions): Promise<OptionColumns> {
+export async function applyOptions(db: Db, records: OptionWrites, instanceId: string, options: CreateOptions): Promise<OptionColumns> {
   const columns = optionColumns(options);
   await records.setOptions(instanceId, columns);
   await writeMetadata(db, instanceId, options.metadata ?? {});
@@ -133,7 +141,7 @@ export function resumedDeadline(row: Pick<InstanceRow, 'timeout_s'>, now = Date.
  * A keep-alive: the deadline moves to now + `timeoutS` (default the instance's timeout_s;
  * with neither the instance keeps having none) and the idle limit counts from now.
  */
-export async function keepAlive(records: InstanceRecords, row: InstanceRecord, timeoutS: number | undefined, spec: ProfileSpec): Promise<void> {
+export async function keepAlive(records: OptionWrites, row: InstanceRecord, timeoutS: number | undefined, spec: ProfileSpec): Promise<void> {
   if (timeoutS !== undefined) checkTimeout(timeoutS, spec);
   const seconds = timeoutS ?? (row.timeout_s > 0 ? row.timeout_s : undefined);
   await records.touch(row.id, seconds === undefined ? undefined : deadline(Date.now(), seconds));

@@ -13,7 +13,7 @@ import { delimiter, dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { PACKAGE_ROOT } from '../../src/config.ts';
-import { API_VERSION } from '../../src/http/app.ts';
+import { API_VERSION } from '../../src/app.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 const run = promisify(execFile);

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type ConfigOverrides, loadConfig, PACKAGE_ROOT } from '../../src/config.ts';
-import { buildApp } from '../../src/http/app.ts';
+import { buildApp } from '../../src/app.ts';
 import type { App } from '../../src/http/types.ts';
 import { createLogger } from '../../src/log.ts';
 import type { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';

@@ -1,5 +1,6 @@
 // The contract every instance runtime must pass. A runtime is added by making this
-// suite pass against it; core/ relies on nothing else.
+// suite pass against it; core/ relies on nothing else. Over 400 lines: one suite, so that
+// a runtime's author reads every rule a runtime must keep in one place.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';

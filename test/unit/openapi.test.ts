@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { PACKAGE_ROOT } from '../../src/config.ts';
-import { API_VERSION } from '../../src/http/app.ts';
+import { API_VERSION } from '../../src/app.ts';
 import sdkPackage from '../../sdk/package.json' with { type: 'json' };
 import { startTestApp, type TestApp } from '../support/app.ts';
 

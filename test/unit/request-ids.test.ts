@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { type ConfigOverrides, loadConfig } from '../../src/config.ts';
-import { buildApp } from '../../src/http/app.ts';
+import { buildApp } from '../../src/app.ts';
 import type { App } from '../../src/http/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { createServices, type Services } from '../../src/services.ts';
