@@ -264,7 +264,7 @@ class CommandOutcome(Model):
     timed_out: bool
     output_truncated: bool
     output_bytes: int
-    #: None when the instance cannot keep stdout and stderr apart (no agent).
+    #: None from a runtime that cannot keep stdout and stderr apart.
     stdout: Optional[str]
     stderr: Optional[str]
     stdout_bytes: Optional[int]

@@ -220,8 +220,8 @@ class Room:
     ) -> CommandHandle:
         """Starts a command in the background and answers at once with a handle to follow
         it. No time limit applies unless ``timeout_s`` is given. ``stdin_open`` keeps its
-        stdin open (after ``stdin``) for ``send_stdin``; it needs roomkit's agent in the
-        instance (RoomkitError ``feature_unavailable`` without it)."""
+        stdin open (after ``stdin``) for ``send_stdin`` (RoomkitError ``feature_unavailable``
+        while the agent in the instance does not answer)."""
         body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
         body["background"] = True
         if stdin_open:

@@ -47,12 +47,12 @@ export const FileChange = Type.Object(
 export type FileChange = Type.Static<typeof FileChange>;
 
 /**
- * stdout and stderr apart, each kept within the output limit like `output`; null when
- * the instance runs without roomkit's agent, which cannot tell them apart (`output` has both).
+ * stdout and stderr apart, each kept within the output limit like `output`; null from a
+ * runtime that cannot tell them apart (`output` has both); gVisor instances always keep them apart.
  */
 const streamFields = {
   stdout: Type.Union([Type.String(), Type.Null()], {
-    description: 'What the command wrote to stdout (lossy UTF-8), the middle cut beyond the output limit like `output`; null when the instance cannot keep stdout and stderr apart (it runs without roomkit\'s agent)',
+    description: 'What the command wrote to stdout (lossy UTF-8), the middle cut beyond the output limit like `output`; null when the instance cannot keep stdout and stderr apart',
   }),
   stderr: Type.Union([Type.String(), Type.Null()], { description: 'What it wrote to stderr, as `stdout`' }),
   stdout_bytes: Type.Union([Type.Integer(), Type.Null()], { description: 'Bytes written to stdout, all of them' }),

@@ -180,7 +180,7 @@ export interface CommandResult {
     output_truncated: boolean;
     /** Bytes the command printed, all of them */
     output_bytes: number;
-    /** What the command wrote to stdout (lossy UTF-8), the middle cut beyond the output limit like `output`; null when the instance cannot keep stdout and stderr apart (it runs without roomkit's agent) */
+    /** What the command wrote to stdout (lossy UTF-8), the middle cut beyond the output limit like `output`; null when the instance cannot keep stdout and stderr apart */
     stdout: string | null;
     /** What it wrote to stderr, as `stdout` */
     stderr: string | null;
@@ -228,7 +228,7 @@ export interface CommandStatus {
   output_bytes: number;
   /** false once the output is no longer kept (15 minutes after the end, or a server restart) */
   output_available: boolean;
-  /** What the command wrote to stdout (lossy UTF-8), the middle cut beyond the output limit like `output`; null when the instance cannot keep stdout and stderr apart (it runs without roomkit's agent) */
+  /** What the command wrote to stdout (lossy UTF-8), the middle cut beyond the output limit like `output`; null when the instance cannot keep stdout and stderr apart */
   stdout: string | null;
   /** What it wrote to stderr, as `stdout` */
   stderr: string | null;
@@ -1106,7 +1106,7 @@ export interface Paths {
         stdin_encoding?: 'utf8' | 'base64';
         /** Keep this command's undo point, so that POST .../commands/{command_id}/revert can put back the files it changes (default: the profile's keep_undo). true needs an instance of a profile with keep_undo (400 undo_unavailable otherwise); false skips it on such a profile */
         keep_undo?: boolean;
-        /** Background commands only: keep stdin open (after `stdin`, if given) for POST .../commands/{command_id}/stdin. Needs roomkit's agent in the instance (409 feature_unavailable without it) */
+        /** Background commands only: keep stdin open (after `stdin`, if given) for POST .../commands/{command_id}/stdin. 409 feature_unavailable while the agent in the instance does not answer */
         stdin_open?: boolean;
       };
       responses: {

@@ -82,7 +82,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
             ),
             stdin_open: Type.Optional(
               Type.Boolean({
-                description: 'Background commands only: keep stdin open (after `stdin`, if given) for POST .../commands/{command_id}/stdin. Needs roomkit\'s agent in the instance (409 feature_unavailable without it)',
+                description: 'Background commands only: keep stdin open (after `stdin`, if given) for POST .../commands/{command_id}/stdin. 409 feature_unavailable while the agent in the instance does not answer',
               }),
             ),
           },
