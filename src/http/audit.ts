@@ -41,6 +41,11 @@ interface AuditNote {
   eventId: string;
   at: string;
   startMs: number;
+  /**
+   * The caller's address, read as the request arrives: a stream is recorded when its
+   * connection has closed, and a closed socket has no remote address left to read.
+   */
+  clientAddress: string;
   /** What core says the request did, as it runs. */
   operation: OperationNote;
   /** The object the route answered with (before serialization). */
@@ -81,6 +86,7 @@ export function installAudit(app: App, trail: AuditTrail): void {
       eventId: timeOrderedUuid(now),
       at: new Date(now).toISOString(),
       startMs: performance.now(),
+      clientAddress: request.ip,
       operation: newOperationNote(expected === undefined ? 'other' : expected),
       perToolCall: false,
       settled: false,
@@ -142,6 +148,8 @@ export interface ToolCallOutcome {
  */
 export function auditToolCalls(request: FastifyRequest, trail: AuditTrail) {
   if (request.audit) request.audit.perToolCall = true;
+  // Read now: a call may end after the connection has closed.
+  const clientAddress = request.audit?.clientAddress ?? request.ip;
   return () => {
     const startMs = performance.now();
     const now = Date.now();
@@ -165,7 +173,7 @@ export function auditToolCalls(request: FastifyRequest, trail: AuditTrail) {
         durationMs: Math.round(performance.now() - startMs),
         requestId: request.id,
         keyId: caller.keyId,
-        clientAddress: request.ip,
+        clientAddress,
         via: 'mcp',
         method: request.method,
         route: '/mcp',
@@ -197,7 +205,7 @@ function settle(trail: AuditTrail, request: FastifyRequest, reply: FastifyReply 
     durationMs: Math.round(performance.now() - note.startMs),
     requestId: request.id,
     keyId: caller.keyId,
-    clientAddress: request.ip,
+    clientAddress: note.clientAddress,
     method: request.method,
     route,
     status,

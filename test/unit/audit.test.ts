@@ -21,6 +21,7 @@ import type { Database } from '../../src/store/schema.ts';
 import { TOOL_ACTIONS, toolDefinitions } from '../../src/adapters/tools/definitions.ts';
 import { SQLITE_FILE } from '../../src/store/sqlite/sqlite-connection.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { untilTrue } from '../support/until.ts';
 
 interface Event {
   event_id: string;
@@ -85,6 +86,9 @@ const audit = async (who: TestOrg, query = ''): Promise<{ events: Event[]; next_
   return res.json();
 };
 const room = (name: string, profile = org.defaultProfileId) => `/api/profile/${profile}/room/${name}`;
+let listening: Promise<string> | undefined;
+/** The app's address on loopback, for the tests that need a real connection (it listens once). */
+const address = (): Promise<string> => (listening ??= t.app.listen({ host: '127.0.0.1', port: 0 }));
 
 describe('a run of requests', () => {
   let instanceId: string;
@@ -282,6 +286,33 @@ describe('commands that answer later', () => {
     assert.equal(events[1]!.command_id, background.json().command_id);
   });
 
+  it('records a streamed command whose client left before it ended, with the address it came from', async () => {
+    const who = await t.newOrg();
+    const url = `/api/profile/${who.defaultProfileId}/room/left`;
+    assert.equal((await t.app.inject({ method: 'POST', url, headers: who.headers, payload: {} })).statusCode, 201);
+    const base = await address();
+    t.runtime.options.commandDelayMs = 300;
+    try {
+      const leaving = new AbortController();
+      const res = await fetch(`${base}${url}/command`, {
+        method: 'POST',
+        headers: { ...who.headers, 'content-type': 'application/json', accept: 'text/event-stream' },
+        body: JSON.stringify({ command: 'left-early' }),
+        signal: leaving.signal,
+      });
+      assert.equal(res.status, 200);
+      // The first event has come: the client goes before the command's result does.
+      await res.body!.getReader().read();
+      leaving.abort();
+      await untilTrue('the left stream to be recorded', async () => (await audit(who, '?action=command.run')).events.length === 1, { timeoutMs: 5_000 });
+    } finally {
+      t.runtime.options.commandDelayMs = undefined;
+    }
+    const [event] = (await audit(who, '?action=command.run')).events;
+    assert.equal(event!.command, 'left-early');
+    assert.equal(event!.client_address, '127.0.0.1');
+  });
+
   it('records a command refused by the per-instance limit as rate-limited (429)', async () => {
     const limited = await startTestApp({ config: { maxCommandsPerInstance: 1 } });
     try {
@@ -308,9 +339,9 @@ describe('commands that answer later', () => {
 describe('MCP tool calls', () => {
   it('records each state-changing tool call, not the protocol traffic or reads', async () => {
     const who = await t.newOrg();
-    const address = await t.app.listen({ host: '127.0.0.1', port: 0 });
+    const base = await address();
     const client = new Client({ name: 'audit-test', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${address}/mcp`), { requestInit: { headers: who.headers } }));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: who.headers } }));
     try {
       await client.listTools();
       await client.callTool({ name: 'create_instance', arguments: { room: 'm' } });
