@@ -5,7 +5,8 @@
 // server inside the sandbox (python3, which the default image has), over the
 // namespace's veth as ports and the agent use it.
 //
-//   npm run bench:tcp   (as root; ROOMKIT_BENCH_RUNS=3 rounds by default;
+//   npm run bench:tcp   (as root; ROOMKIT_BENCH_RUNS=3 rounds by default,
+//                        ROOMKIT_BENCH_ROUND_TRIPS=2000, ROOMKIT_BENCH_BULK_MB=64;
 //                        ROOMKIT_IMAGES_DIR for a cache of images already built)
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
@@ -20,8 +21,8 @@ import { withRawSandbox } from './raw-sandbox.ts';
 import { percentile } from './stats.ts';
 
 const ROUNDS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 3);
-const ROUND_TRIPS = 2000;
-const BULK_BYTES = 64 * 1024 * 1024;
+const ROUND_TRIPS = Number(process.env.ROOMKIT_BENCH_ROUND_TRIPS ?? 2000);
+const BULK_BYTES = Number(process.env.ROOMKIT_BENCH_BULK_MB ?? 64) * 1024 * 1024;
 const PORT = 7000;
 /** One /30 of its own, outside the pools the service and the other benchmarks use. */
 const LEASE = { slot: 0, hostAddress: '10.219.251.1', guestAddress: '10.219.251.2', prefixLength: 30 as const };
@@ -166,7 +167,8 @@ try {
         spec,
         async (sandbox) => {
           await sandbox.start();
-          await sandbox.runsc(['exec', '--detach', '--user=1000:1000', sandbox.id, 'python3', '-c', SERVER]);
+          // Started by a shell that leaves it running (the sandbox's init adopts it).
+          await sandbox.runsc(['exec', '--user=1000:1000', sandbox.id, 'sh', '-c', 'nohup python3 -c "$1" >/dev/null 2>&1 &', 'sh', SERVER]);
           await untilListening();
           f.rtt.push(...(await roundTrips()));
           f.up.push(await upload());
