@@ -27,9 +27,10 @@ export type RunscPlatform = (typeof RUNSC_PLATFORMS)[number];
 
 /**
  * The platform that runs the guest's system calls: systrap unless ROOMKIT_RUNSC_PLATFORM
- * says ptrace. Chosen by measurement (docs/architecture.md, "runsc's platform"): about as
- * fast, and a sandbox under systrap keeps a few dozen host tasks where under ptrace
- * they grow with the guest processes it has run (traced host processes kept for reuse).
+ * says ptrace. Chosen by measurement (docs/architecture.md, "runsc's platform"): about
+ * as fast, and a sandbox under systrap levels off at about a hundred host tasks where
+ * under ptrace they grow with the guest processes it has run (traced host processes
+ * kept for reuse).
  */
 export function runscPlatform(env: NodeJS.ProcessEnv = process.env): RunscPlatform {
   const value = env.ROOMKIT_RUNSC_PLATFORM?.trim() || 'systrap';
