@@ -90,9 +90,12 @@ export class Runsc {
   /**
    * The same for every call. --net-disconnect-ok lets a checkpoint drop established TCP
    * connections (without it, a single one, even in TIME_WAIT, fails the checkpoint).
+   * --overlay2=none: newer runsc otherwise puts an overlay of its own over the root
+   * filesystem, kept in a `.gvisor.filestore.*` file at its top, so the guest's writes
+   * would never reach the instance's writable layer (files_changed, undo, snapshots).
    */
   globalFlags(): string[] {
-    return [`--root=${this.root}`, `--network=${this.network}`, `--platform=${this.platform}`, '--net-disconnect-ok'];
+    return [`--root=${this.root}`, `--network=${this.network}`, `--platform=${this.platform}`, '--net-disconnect-ok', '--overlay2=none'];
   }
 
   /** The whole command line of `runsc <args>` in the namespace `netns` (or the host's when null). */
