@@ -38,8 +38,9 @@ export interface BundleOptions {
    * inside gVisor, see agent/boot.ts), which make a guest's fork fail with EAGAIN long
    * before. Under the ptrace platform each guest process costs a traced host process
    * with a thread for every gVisor thread that has run it, kept for reuse after the
-   * process ends, so a sandbox holds many more host tasks than it has guest processes.
-   * A sandbox that cannot make a host thread dies (measured: at the limit runsc's
+   * process ends, so a sandbox holds many more host tasks than it has guest processes;
+   * under systrap (the default, see runsc.ts) it levels off at about a hundred. A
+   * sandbox that cannot make a host thread dies (measured: at the limit runsc's
    * sandbox exits), which is why the guest's limits must bind first.
    */
   maxHostTasks: number;
@@ -50,6 +51,13 @@ export interface BundleOptions {
    * `runsc exec`.
    */
   agent?: boolean;
+  /**
+   * The instance's network namespace (its path under /var/run/netns), which the sandbox
+   * joins: gVisor's network stack takes over the namespace's interfaces (their addresses
+   * and routes) when the sandbox starts. Without one the sandbox stays in runsc's own
+   * namespace (for sandboxes with `--network=none`).
+   */
+  netnsPath?: string;
 }
 
 export function ociSpec(options: BundleOptions): object {
@@ -98,9 +106,13 @@ export function ociSpec(options: BundleOptions): object {
       { destination: '/tmp', type: 'bind', source: `${options.rootfs}/tmp`, options: ['rbind', 'rw'] },
     ],
     linux: {
-      // No network namespace here: the sandbox lives in the instance's namespace,
-      // which the runtime enters before calling runsc.
-      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      namespaces: [
+        { type: 'pid' },
+        { type: 'ipc' },
+        { type: 'uts' },
+        { type: 'mount' },
+        ...(options.netnsPath === undefined ? [] : [{ type: 'network', path: options.netnsPath }]),
+      ],
       cgroupsPath: sandboxCgroupsPath(options.instanceId),
       resources: {
         memory: { limit: sandboxMemoryLimitMb(spec.memory_mb) * 1024 * 1024 },

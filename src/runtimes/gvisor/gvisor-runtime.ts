@@ -1,5 +1,5 @@
-// The gVisor runtime: each instance is a runsc sandbox (ptrace platform) in its own
-// network namespace, on an overlay of the profile's cached image and a writable layer
+// The gVisor runtime: each instance is a runsc sandbox (runsc.ts: its platform, and
+// gVisor's own network stack on a veth) in its own network namespace, on an overlay of the profile's cached image and a writable layer
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
 // any step fails, undoes everything before rejecting. roomkit's agent, the sandbox's
 // first process, is the one way into an instance: commands (command-runner.ts), files
@@ -21,7 +21,7 @@ import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
-import { AGENT_PORT, type AgentEndpoint, agentCall } from '../agent/client.ts';
+import { AGENT_PORT, type AgentEndpoint, agentCall, endAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -240,6 +240,7 @@ export class GvisorRuntime implements Runtime {
   /** A sandbox ended by itself: stop guarding it and tell core/, with whether memory was why. */
   private sandboxExited(instanceId: string): void {
     this.memoryGuard.unwatch(instanceId);
+    this.endConnections(this.handle(instanceId));
     const outOfMemory = ranOutOfMemory(instanceId);
     const detail = outOfMemory
       ? 'its sandbox was killed by the host for using more memory than it may (the host cgroup ran out of memory)'
@@ -376,7 +377,7 @@ export class GvisorRuntime implements Runtime {
     writeAgentKey(h.rootfs, agentKey);
     this.log.debug({ instanceId: h.id }, 'guest configuration written');
     mkdirSync(h.bundle, { recursive: true });
-    const bundle = ociSpec({ instanceId: h.id, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks, agent: true });
+    const bundle = ociSpec({ instanceId: h.id, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks, agent: true, netnsPath: netnsPath(h.netns) });
     writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(bundle), { mode: 0o600 });
   }
 
@@ -437,7 +438,19 @@ export class GvisorRuntime implements Runtime {
     this.sandboxWatch.unwatch(instanceId);
     this.memoryGuard.unwatch(instanceId);
     this.commands.forget(instanceId);
+    this.endConnections(h);
     return h;
+  }
+
+  /**
+   * Ends the host's connections to the instance's agent (its commands, terminals, file
+   * reads) once its sandbox is being stopped or has ended: their other side lived in the
+   * sandbox's network stack, which closes nothing as it goes.
+   */
+  private endConnections(h: InstanceHandle): void {
+    const address = h.readMeta()?.guestAddress;
+    const ended = address === undefined ? 0 : endAgentConnections(address);
+    if (ended > 0) this.log.debug({ instanceId: h.id, connections: ended }, "ended the connections to the instance's agent");
   }
 
   async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
