@@ -45,7 +45,9 @@ describe('pause with a runtime that can pause', () => {
     const paused = await call('POST', `${room('a')}/pause`);
     assert.equal(paused.status, 200);
     assert.equal(paused.body.state, 'paused');
-    assert.deepEqual(paused.body.pause && { memory_kept: paused.body.pause.memory_kept }, { memory_kept: false });
+    // A runtime that can keep memory keeps it unless asked not to.
+    assert.deepEqual(paused.body.pause && { memory_kept: paused.body.pause.memory_kept }, { memory_kept: true });
+    assert.deepEqual(runtime.pauseOptions.at(-1), { memory: true });
     const usage = (await call('GET', '/api/usage')).body.quotas;
     assert.deepEqual([usage.instances.used, usage.memory_mb.used, usage.disk_mb.used], [0, 0, 2048]);
     // The memory a paused instance gave back lets another instance start.
@@ -81,6 +83,34 @@ describe('pause with a runtime that can pause', () => {
     assert.deepEqual(codes(resumed).slice(-2), ['resuming:auto_resumed', 'ready:auto_resumed']);
   });
 
+  it('a pause with {"memory": false} keeps files only; other bodies are refused', async () => {
+    const bad = await call('POST', `${room('a')}/pause`, { memory: 'yes' });
+    assert.equal(bad.status, 400, JSON.stringify(bad.body));
+    assert.equal(bad.body.error, 'validation_error');
+    assert.equal((await call('POST', `${room('a')}/pause`, { keep: true })).status, 400);
+    const paused = await call('POST', `${room('a')}/pause`, { memory: false });
+    assert.equal(paused.status, 200, JSON.stringify(paused.body));
+    assert.equal(paused.body.pause.memory_kept, false);
+    assert.deepEqual(runtime.pauseOptions.at(-1), { memory: false });
+    const resumed = await call('POST', `${room('a')}/resume`);
+    assert.equal(resumed.body.state, 'ready');
+    assert.deepEqual(codes(resumed.body).slice(-2), ['resuming:resumed', 'ready:resumed']);
+  });
+
+  it('a saved memory that cannot be restored resumes the instance over its files, and its answer says so', async () => {
+    assert.equal((await call('POST', `${room('a')}/pause`)).body.pause.memory_kept, true);
+    runtime.failNextRestore = 'the image is damaged';
+    const resumed = await call('POST', `${room('a')}/resume`);
+    assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
+    assert.equal(resumed.body.state, 'ready');
+    const last = resumed.body.state_history.at(-1);
+    assert.equal(last.reason_code, 'memory_lost');
+    assert.match(last.reason, /over its files only: .*the image is damaged/);
+    // The next pause keeps memory again, and its resume restores it.
+    await call('POST', `${room('a')}/pause`);
+    assert.equal((await call('POST', `${room('a')}/resume`)).body.state_history.at(-1).reason_code, 'resumed');
+  });
+
   it('refuses a pause of an instance that is not ready', async () => {
     assert.equal((await call('POST', `${room('nobody')}/pause`)).body.error, 'instance_not_found');
     // A paused instance holds no memory: the starting one below fits the quota.
@@ -111,6 +141,7 @@ describe('pause with a runtime that can pause', () => {
     assert.equal(paused.state, 'paused');
     assert.deepEqual(codes(paused), ['pausing:idle', 'paused:idle']);
     assert.ok(runtime.paused.has(id));
+    assert.equal(paused.pause.memory_kept, true, 'idle_action: pause keeps memory');
     // Not yet past its retention; then past it.
     assert.deepEqual(await t.services.instances.expire(Date.now() + 60_000), []);
     assert.deepEqual(await t.services.instances.expire(Date.now() + 121_000), [id]);

@@ -35,11 +35,14 @@ import type {
   HostCost,
   MachineResources,
   MachineSpec,
+  PauseOptions,
   PauseOutcome,
   PortEndpoint,
   ProvisionRequest,
+  ResumeOutcome,
   ResumeRequest,
   Runtime,
+  RuntimeCapabilities,
   RuntimeEvent,
   RevertOutcome,
   SnapshotOutcome,
@@ -60,6 +63,7 @@ import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
 import { LayerSnapshots, thaw } from './snapshots.ts';
+import { canCheckpoint } from './checkpoint.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type UndoLimits, UndoPoints } from '../layer-changes/undo.ts';
@@ -88,7 +92,7 @@ export interface GvisorOptions {
 
 export class GvisorRuntime implements Runtime {
   readonly name = 'gvisor';
-  readonly capabilities = { network: true, diskLimit: true, interactive: true, pause: true, snapshot: true };
+  readonly capabilities: RuntimeCapabilities;
   private readonly runsc: Runsc;
   private readonly instancesDir: string;
   private readonly pool: AddressPool;
@@ -123,6 +127,7 @@ export class GvisorRuntime implements Runtime {
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
+    this.capabilities = { network: true, diskLimit: true, interactive: true, pause: true, pauseMemory: canCheckpoint(this.runsc), snapshot: true };
     this.instancesDir = join(options.dataDir, 'instances');
     this.pool = options.pool;
     this.images = options.images;
@@ -164,6 +169,7 @@ export class GvisorRuntime implements Runtime {
       tag: this.tag,
       dnsServers: this.dnsServers,
       log: this.log,
+      checkpoints: this.capabilities.pauseMemory,
       exec: (id, argv, options) => this.exec(id, argv, options),
       agentOf: (h) => this.agentOf(h),
       booting: (h) => this.booting(h),
@@ -176,9 +182,9 @@ export class GvisorRuntime implements Runtime {
     };
   }
 
-  /** Pauses an instance: its files stay, its processes end (pause.ts says why memory cannot be kept). */
-  async pause(instanceId: string): Promise<PauseOutcome> {
-    const { memoryKept, released } = await this.oneAtATime(instanceId, () => pauseInstance(this.handle(instanceId), this.pauseDeps));
+  /** Pauses an instance: its files stay, and its memory and processes unless asked not to or it cannot (pause.ts). */
+  async pause(instanceId: string, options: PauseOptions = { memory: true }): Promise<PauseOutcome> {
+    const { memoryKept, released } = await this.oneAtATime(instanceId, () => pauseInstance(this.handle(instanceId), this.pauseDeps, options));
     const settled = released.catch(() => {});
     this.pauseReleases.set(instanceId, settled);
     void settled.then(() => {
@@ -187,8 +193,8 @@ export class GvisorRuntime implements Runtime {
     return { memoryKept };
   }
 
-  /** Boots a paused instance again over its writable layer (pause.ts), once its pause's release is done. */
-  async resume(request: ResumeRequest): Promise<void> {
+  /** Starts a paused instance again, from its saved memory or over its writable layer (pause.ts), once its pause's release is done. */
+  async resume(request: ResumeRequest): Promise<ResumeOutcome> {
     await this.pauseReleases.get(request.instanceId);
     return this.oneAtATime(request.instanceId, () => resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log));
   }
