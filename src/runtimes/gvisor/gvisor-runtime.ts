@@ -407,13 +407,8 @@ export class GvisorRuntime implements Runtime {
           return (err as NodeJS.ErrnoException).code !== 'ESRCH';
         }
       },
-      printed: () => {
-        try {
-          return readFileSync(h.consoleLog, 'utf8').slice(-2000);
-        } catch {
-          return '';
-        }
-      },
+      // runsc's own words go to the console log; the agent's init moves its stdio to a log in the guest (init.go).
+      printed: () => [h.consoleLog, join(h.rootfs, 'var/log/roomkit-agent.log')].map((file) => readTail(file)).filter(Boolean).join('\n').slice(-2000),
     };
   }
 
@@ -655,6 +650,15 @@ export class GvisorRuntime implements Runtime {
   /** The instance's handle: the one kept for an instance this runtime runs, else made now. */
   private handle(instanceId: string): InstanceHandle {
     return this.handles.get(instanceId) ?? new InstanceHandle(this.instancesDir, this.tag, instanceId);
+  }
+}
+
+/** The last 2000 characters of a file, or '' when it cannot be read. */
+function readTail(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').slice(-2000);
+  } catch {
+    return '';
   }
 }
 
