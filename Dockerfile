@@ -17,19 +17,21 @@
 FROM debian:bookworm-slim
 
 ENV DEBIAN_FRONTEND=noninteractive
-# What scripts/setup installs for instances (runsc ... tini), and npm, with which it
-# fetches Node.js 24 (Debian's own Node is older).
+# What scripts/setup installs for instances (mmdebstrap ... tini), and npm, with which it
+# fetches Node.js 24 (Debian's own Node is older). runsc comes pinned, from Debian trixie
+# alone, by scripts/setup-runsc (run by scripts/setup below).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates npm \
-      runsc mmdebstrap nftables iproute2 e2fsprogs btrfs-progs util-linux mount gcc libc6-dev tini golang-go \
+      mmdebstrap nftables iproute2 e2fsprogs btrfs-progs util-linux mount gcc libc6-dev tini golang-go \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/roomkit
 # Dependencies first, so that a change to the sources reuses this layer.
 COPY package.json package-lock.json ./
 COPY sdk/package.json sdk/package.json
-COPY scripts/setup scripts/setup
-RUN scripts/setup && npm cache clean --force
+COPY scripts/setup scripts/setup-runsc scripts/
+COPY packaging/runsc-version packaging/runsc-version
+RUN scripts/setup && npm cache clean --force && rm -rf /var/lib/apt/lists/*
 
 COPY tsconfig.json ./
 COPY bin bin

@@ -15,6 +15,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../src/host/run.ts';
+import { Runsc } from '../src/runtimes/gvisor/runsc.ts';
 import type { LayerChangeTracking } from '../src/runtimes/layer-changes/tracking.ts';
 import { benchInstance, startBenchService } from './setup.ts';
 import { percentile, summary, timed } from './stats.ts';
@@ -61,7 +62,7 @@ async function measure(method: 'fanotify' | 'walk', pool: string, imagesDir: str
     const rawExec = async (command: string) => {
       const result = await run(
         'nsenter',
-        [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${join(dataDir, 'runsc')}`, '--network=host', '--platform=ptrace', 'exec', '--user=1000:1000', '--cwd=/home/user', id, 'sh', '-c', command],
+        new Runsc({ root: join(dataDir, 'runsc') }).argv(netns, ['exec', '--user=1000:1000', '--cwd=/home/user', id, 'sh', '-c', command]).slice(1),
         { timeoutMs: 600_000 },
       );
       if (result.code !== 0) throw new Error(`runsc exec ${command}: ${result.stderr}`);

@@ -14,6 +14,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
 import { run } from '../src/host/run.ts';
+import { Runsc } from '../src/runtimes/gvisor/runsc.ts';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { benchInstance, startBenchService } from './setup.ts';
@@ -36,7 +37,7 @@ try {
   const rawExec = async (args: string[]) => {
     const result = await run(
       'nsenter',
-      [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${join(dataDir, 'runsc')}`, '--network=host', '--platform=ptrace', 'exec', '--user=1000:1000', id, ...args],
+      new Runsc({ root: join(dataDir, 'runsc') }).argv(netns, ['exec', '--user=1000:1000', id, ...args]).slice(1),
       { timeoutMs: 60_000, maxOutputBytes: 16 * 1024 * 1024 },
     );
     if (result.code !== 0) throw new Error(`runsc exec ${args.join(' ')}: ${result.stderr}`);
@@ -51,7 +52,7 @@ try {
   console.log(`        overhead over the floor at p50: ${(percentile(httpExec, 50) - percentile(floorExec, 50)).toFixed(0)} ms\n`);
 
   console.log('agent interfaces');
-  const runscArgs = (args: string[]) => [`--net=/var/run/netns/${netns}`, 'runsc', `--root=${join(dataDir, 'runsc')}`, '--network=host', '--platform=ptrace', 'exec', '--user=1000:1000', id, ...args];
+  const runscArgs = (args: string[]) => new Runsc({ root: join(dataDir, 'runsc') }).argv(netns, ['exec', '--user=1000:1000', id, ...args]).slice(1);
   const STREAMED = 'echo first; sleep 0.2; echo second';
   // Floor: from spawning runsc exec to the first byte of the command's output.
   const floorFirstByte = await timed(RUNS, () =>

@@ -1,6 +1,9 @@
 // Per-instance network plumbing: a network namespace and a veth pair whose host end
 // is named after the instance and whose other end is the instance's eth0, with its
-// address and a default route through the host end.
+// address and a default route through the host end. The sandbox's own network stack
+// takes eth0's address and routes over when it starts (they leave the host's view of
+// the namespace), so whatever starts a sandbox on an eth0 that one has used puts them
+// back first (setGuestAddress).
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, realpathSync } from 'node:fs';
 import { run, runChecked } from '../host/run.ts';
@@ -61,14 +64,24 @@ export async function createVethPair(names: InstanceNetworkNames, lease: Lease):
       '',
     ].join('\n'),
   });
-  await runChecked('ip', ['-n', names.netns, '-batch', '-'], {
+  await runChecked('ip', ['-n', names.netns, 'link', 'set', names.guestIf, 'name', 'eth0'], { timeoutMs: IP_TIMEOUT_MS });
+  await setGuestAddress(names.netns, lease);
+}
+
+/**
+ * Gives the namespace's eth0 the guest's address and a default route through the host
+ * end, replacing what is there: a sandbox (gVisor's network stack) reads them from the
+ * namespace when it starts, or is restored, and takes them off eth0.
+ */
+export async function setGuestAddress(netns: string, lease: Pick<Lease, 'guestAddress' | 'hostAddress' | 'prefixLength'>): Promise<void> {
+  await runChecked('ip', ['-n', netns, '-batch', '-'], {
     timeoutMs: IP_TIMEOUT_MS,
     input: [
-      `link set ${names.guestIf} name eth0`,
+      'addr flush dev eth0',
       `addr add ${lease.guestAddress}/${lease.prefixLength} dev eth0`,
       'link set eth0 up',
       'link set lo up',
-      `route add default via ${lease.hostAddress}`,
+      `route replace default via ${lease.hostAddress}`,
       '',
     ].join('\n'),
   });

@@ -6,6 +6,7 @@ import { run } from '../../src/host/run.ts';
 import { mountsUnder } from '../../src/host/mounts.ts';
 import { tableName } from '../../src/network/firewall.ts';
 import { hostTag, listHostInterfaces, listNetns } from '../../src/network/netns.ts';
+import { runscBinary } from '../../src/runtimes/gvisor/runsc.ts';
 
 export interface HostObjects {
   netns: string[];
@@ -19,7 +20,7 @@ export interface HostObjects {
 
 export async function hostObjects(dataDir: string, instanceIds: string[] = []): Promise<HostObjects> {
   const tag = hostTag(dataDir);
-  const list = await run('runsc', [`--root=${join(dataDir, 'runsc')}`, 'list', '--quiet'], { timeoutMs: 10_000 });
+  const list = await run(runscBinary(), [`--root=${join(dataDir, 'runsc')}`, 'list', '--quiet'], { timeoutMs: 10_000 });
   const nft = await run('nft', ['-j', 'list', 'set', 'inet', tableName(tag), 'egress'], { timeoutMs: 10_000 });
   let egressRules: string[] = [];
   if (nft.code === 0) {

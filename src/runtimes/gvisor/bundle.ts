@@ -50,6 +50,13 @@ export interface BundleOptions {
    * `runsc exec`.
    */
   agent?: boolean;
+  /**
+   * The instance's network namespace (its path under /var/run/netns), which the sandbox
+   * joins: gVisor's network stack takes over the namespace's interfaces (their addresses
+   * and routes) when the sandbox starts. Without one the sandbox stays in runsc's own
+   * namespace (for sandboxes with `--network=none`).
+   */
+  netnsPath?: string;
 }
 
 export function ociSpec(options: BundleOptions): object {
@@ -98,9 +105,13 @@ export function ociSpec(options: BundleOptions): object {
       { destination: '/tmp', type: 'bind', source: `${options.rootfs}/tmp`, options: ['rbind', 'rw'] },
     ],
     linux: {
-      // No network namespace here: the sandbox lives in the instance's namespace,
-      // which the runtime enters before calling runsc.
-      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      namespaces: [
+        { type: 'pid' },
+        { type: 'ipc' },
+        { type: 'uts' },
+        { type: 'mount' },
+        ...(options.netnsPath === undefined ? [] : [{ type: 'network', path: options.netnsPath }]),
+      ],
       cgroupsPath: sandboxCgroupsPath(options.instanceId),
       resources: {
         memory: { limit: sandboxMemoryLimitMb(spec.memory_mb) * 1024 * 1024 },

@@ -1,5 +1,5 @@
-// The gVisor runtime: each instance is a runsc sandbox (ptrace platform) in its own
-// network namespace, on an overlay of the profile's cached image and a writable layer
+// The gVisor runtime: each instance is a runsc sandbox (runsc.ts: its platform, and
+// gVisor's own network stack on a veth) in its own network namespace, on an overlay of the profile's cached image and a writable layer
 // capped at disk_mb. Provisioning reports each lifecycle step as it completes and, if
 // any step fails, undoes everything before rejecting. roomkit's agent, the sandbox's
 // first process, is the one way into an instance: commands (command-runner.ts), files
@@ -382,7 +382,7 @@ export class GvisorRuntime implements Runtime {
     writeAgentKey(h.rootfs, agentKey);
     this.log.debug({ instanceId: h.id }, 'guest configuration written');
     mkdirSync(h.bundle, { recursive: true });
-    const bundle = ociSpec({ instanceId: h.id, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks, agent: true });
+    const bundle = ociSpec({ instanceId: h.id, rootfs: h.rootfs, hostname: 'roomkit', spec, maxHostTasks: this.maxHostTasks, agent: true, netnsPath: netnsPath(h.netns) });
     writeFileSync(join(h.bundle, 'config.json'), JSON.stringify(bundle), { mode: 0o600 });
   }
 

@@ -8,7 +8,7 @@ import { hostDnsServers } from '../../network/firewall.ts';
 import { AddressPool } from '../../network/pool.ts';
 import type { RuntimeCandidate } from '../select.ts';
 import { GvisorRuntime } from './gvisor-runtime.ts';
-import { runscVersion } from './runsc.ts';
+import { pinnedRunscVersion, runscAtLeast, runscBinary, runscPlatform, runscVersion } from './runsc.ts';
 
 /** The kernel.pid_max the host gets at start (see below why). */
 export const HOST_PID_MAX = 4_194_304;
@@ -22,7 +22,10 @@ export const HOST_FANOTIFY_GROUPS = 4096;
 
 /** Programs the runtime calls, with the Debian package that has each. */
 export const REQUIRED_PROGRAMS: Record<string, string> = {
+  // Where ROOMKIT_RUNSC names another build, that one is called instead.
   runsc: 'runsc',
+  // Starts runsc in a mount namespace of its own (runsc.ts, withHiddenNetSysctls).
+  unshare: 'util-linux',
   mmdebstrap: 'mmdebstrap',
   nft: 'nftables',
   ip: 'iproute2',
@@ -40,7 +43,7 @@ export const gvisorCandidate: RuntimeCandidate = {
     if (process.getuid?.() !== 0) {
       return { skipped: 'roomkit must run as root to make sandboxes, network namespaces and mounts' };
     }
-    const missing = Object.entries(REQUIRED_PROGRAMS).filter(([program]) => which(program) === null);
+    const missing = Object.entries(REQUIRED_PROGRAMS).filter(([program]) => which(program === 'runsc' ? runscBinary() : program) === null);
     if (missing.length > 0) {
       const packages = [...new Set(missing.map(([, pkg]) => pkg))].join(' ');
       return {
@@ -52,10 +55,17 @@ export const gvisorCandidate: RuntimeCandidate = {
       if (loaded.code !== 0) return { skipped: 'the kernel has no overlayfs (modprobe overlay failed)' };
     }
     let version: string;
+    let platform: string;
     try {
       version = await runscVersion();
+      platform = runscPlatform();
     } catch (err) {
       return { skipped: `runsc does not run: ${(err as Error).message}` };
+    }
+    // Older builds have neither the systrap platform nor --net-disconnect-ok.
+    const pinned = pinnedRunscVersion();
+    if (!runscAtLeast(version, pinned)) {
+      return { skipped: `runsc ${version} (${runscBinary()}) is older than ${pinned}, which roomkit needs: run scripts/setup as root to install it` };
     }
     const pool = new AddressPool(db, config.networkPool);
     const images = new ImageStore({ dir: config.imagesDir, ociDir: config.ociDir, log });
@@ -87,7 +97,7 @@ export const gvisorCandidate: RuntimeCandidate = {
     } catch (err) {
       return { skipped: `cannot set up the host network: ${(err as Error).message}` };
     }
-    log.info({ runsc: version }, 'gVisor runtime ready');
+    log.info({ runsc: version, platform }, 'gVisor runtime ready');
     return { runtime };
   },
 };

@@ -1,35 +1,110 @@
-// Calls to runsc. Every call for a container uses the same global flags and runs
-// inside the container's network namespace (runsc's own netstack cannot start on
-// this kernel, so the sandbox uses the namespace's host-mode network), and every
-// call has a deadline: a hung runsc is killed, not waited on.
+// Calls to runsc. Every call for a container uses the same global flags (runsc keeps
+// some in the sandbox's state and reads others on each call, so a call with other
+// flags can misread a running sandbox) and runs inside the container's network
+// namespace; every call has a deadline: a hung runsc is killed, not waited on. The
+// sandbox runs gVisor's own network stack (netstack) on the namespace's veth.
 import { type ChildProcessByStdio, spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
+import { PACKAGE_ROOT } from '../../config.ts';
 import { HostCommandError, type RunOptions, type RunResult, run, runChecked } from '../../host/run.ts';
 import { netnsPath } from '../../network/netns.ts';
 
 export const RUNSC_TIMEOUT_MS = 30_000;
 
+/**
+ * The runsc program: ROOMKIT_RUNSC names another build (a path), else `runsc` on PATH.
+ * Read from the environment rather than the service's configuration because tests,
+ * benchmarks and `roomkit doctor` call the same runsc as the runtime.
+ */
+export function runscBinary(env: NodeJS.ProcessEnv = process.env): string {
+  return env.ROOMKIT_RUNSC?.trim() || 'runsc';
+}
+
+export const RUNSC_PLATFORMS = ['systrap', 'ptrace'] as const;
+export type RunscPlatform = (typeof RUNSC_PLATFORMS)[number];
+
+/**
+ * The platform that runs the guest's system calls: systrap unless ROOMKIT_RUNSC_PLATFORM
+ * says ptrace. Chosen by measurement (docs/architecture.md, "runsc's platform"): about as
+ * fast, and a sandbox under systrap keeps a bounded number of host tasks where ptrace
+ * keeps a traced host process per guest process it ever ran.
+ */
+export function runscPlatform(env: NodeJS.ProcessEnv = process.env): RunscPlatform {
+  const value = env.ROOMKIT_RUNSC_PLATFORM?.trim() || 'systrap';
+  if (!(RUNSC_PLATFORMS as readonly string[]).includes(value)) {
+    throw new Error(`ROOMKIT_RUNSC_PLATFORM must be one of ${RUNSC_PLATFORMS.join(', ')} (it is ${JSON.stringify(value)})`);
+  }
+  return value as RunscPlatform;
+}
+
+/** The runsc version scripts/setup installs (packaging/runsc-version: its one place). */
+export function pinnedRunscVersion(): string {
+  return readFileSync(join(PACKAGE_ROOT, 'packaging', 'runsc-version'), 'utf8').trim();
+}
+
+/**
+ * Whether runsc's version (as `runsc --version` prints it, e.g. `0.0~20240729.0`) is at
+ * least the pinned one: gVisor's versions are release dates, compared as numbers.
+ */
+export function runscAtLeast(version: string, pinned: string): boolean {
+  const date = (v: string) => Number(/(\d{8})/.exec(v)?.[1] ?? 0);
+  return date(version) >= date(pinned);
+}
+
+/**
+ * Runs a program in a mount namespace of its own where /proc/sys/net is an empty tmpfs.
+ * runsc refuses its own network stack when it thinks it is in the host's network
+ * namespace, which it decides by whether /proc/sys/net/core/rmem_default exists: on
+ * newer kernels it exists in every namespace. Costs about 5 ms; `create`, `start` and
+ * `restore` need it (the sandbox it starts keeps that mount namespace, nothing else).
+ */
+export function withHiddenNetSysctls(argv: string[]): string[] {
+  return [
+    'unshare', '--mount', '--propagation', 'private', '--',
+    'sh', '-c', 'mount -t tmpfs -o size=4k,mode=555 roomkit-netstack /proc/sys/net && exec "$@"', 'sh',
+    ...argv,
+  ];
+}
+
+/** Subcommands that start sandbox processes, and so must not see /proc/sys/net (withHiddenNetSysctls). */
+const STARTS_SANDBOX = new Set(['create', 'start', 'restore', 'run', 'do']);
+
 export class Runsc {
   readonly root: string;
   readonly binary: string;
 
-  constructor(options: { root: string; binary?: string }) {
+  readonly platform: RunscPlatform;
+  /** `sandbox` (gVisor's network stack) for every instance; `host` only for the benchmarks' comparison. */
+  readonly network: 'sandbox' | 'host';
+
+  constructor(options: { root: string; binary?: string; platform?: RunscPlatform; network?: 'sandbox' | 'host' }) {
     this.root = options.root;
-    this.binary = options.binary ?? 'runsc';
+    this.binary = options.binary ?? runscBinary();
+    this.platform = options.platform ?? runscPlatform();
+    this.network = options.network ?? 'sandbox';
   }
 
-  private globalFlags(): string[] {
-    return [`--root=${this.root}`, '--network=host', '--platform=ptrace'];
+  /**
+   * The same for every call. --net-disconnect-ok lets a checkpoint drop established TCP
+   * connections (without it, a single one, even in TIME_WAIT, fails the checkpoint).
+   */
+  globalFlags(): string[] {
+    return [`--root=${this.root}`, `--network=${this.network}`, `--platform=${this.platform}`, '--net-disconnect-ok'];
+  }
+
+  /** The whole command line of `runsc <args>` in the namespace `netns` (or the host's when null). */
+  argv(netns: string | null, args: string[]): string[] {
+    let argv = [this.binary, ...this.globalFlags(), ...args];
+    if (STARTS_SANDBOX.has(args[0] ?? '')) argv = withHiddenNetSysctls(argv);
+    return netns === null ? argv : ['nsenter', `--net=${netnsPath(netns)}`, ...argv];
   }
 
   /** Runs `runsc <args>` inside the namespace `netns` (or the host's when null). */
   call(netns: string | null, args: string[], options: Partial<RunOptions> = {}): Promise<RunResult> {
-    const runscArgs = [...this.globalFlags(), ...args];
-    const opts: RunOptions = { timeoutMs: RUNSC_TIMEOUT_MS, ...options };
-    return netns === null
-      ? run(this.binary, runscArgs, opts)
-      : run('nsenter', [`--net=${netnsPath(netns)}`, this.binary, ...runscArgs], opts);
+    const [file, ...rest] = this.argv(netns, args);
+    return run(file as string, rest, { timeoutMs: RUNSC_TIMEOUT_MS, ...options });
   }
 
   /**
@@ -37,7 +112,7 @@ export class Runsc {
    * stream its input or output (the benchmarks' floor). The caller bounds its run time.
    */
   spawn(netns: string, args: string[]): ChildProcessByStdio<Writable, Readable, Readable> {
-    const argv = ['nsenter', `--net=${netnsPath(netns)}`, this.binary, ...this.globalFlags(), ...args];
+    const argv = this.argv(netns, args);
     return spawn(argv[0] as string, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
   }
 
@@ -95,8 +170,10 @@ export class Runsc {
   }
 }
 
-export async function runscVersion(binary = 'runsc'): Promise<string> {
+/** runsc's version, as `0.0~20240729.0` (the first line of `runsc --version` without its `runsc version `). */
+export async function runscVersion(binary = runscBinary()): Promise<string> {
   const result = await runChecked(binary, ['--version'], { timeoutMs: 10_000 });
-  return result.stdout.split('\n')[0]?.trim() ?? 'unknown';
+  const first = result.stdout.split('\n')[0]?.trim() ?? '';
+  return first.replace(/^runsc version\s+/, '') || 'unknown';
 }
 
