@@ -102,5 +102,5 @@ export async function restoreSandbox(h: InstanceHandle, runsc: Runsc): Promise<v
  * when using hostinet`).
  */
 export function canCheckpoint(runsc: Runsc): boolean {
-  return (runsc as { network?: string }).network === 'sandbox';
+  return runsc.network === 'sandbox';
 }

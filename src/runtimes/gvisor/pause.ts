@@ -22,7 +22,7 @@ import { mountDiskImage, mountOverlay, unmountAll } from '../../host/mounts.ts';
 import type { RunResult } from '../../host/run.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { allowEgress, revokeEgress } from '../../network/firewall.ts';
-import { createNetns, createVethPair, removeNetwork } from '../../network/netns.ts';
+import { createNetns, createVethPair, removeNetwork, setGuestAddress } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
 import type { AgentEndpoint } from '../agent/client.ts';
 import type { MachineSpec, PauseOptions, PauseOutcome, ResumeOutcome } from '../types.ts';
@@ -166,6 +166,8 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
         await stopMachine(h, deps.runsc);
         await deps.runsc.destroy(null, h.id);
         removeCheckpoint(h);
+        // The failed sandbox's network stack may have taken eth0's address.
+        await setGuestAddress(h.netns, lease);
       }
     } else if (saved) {
       memoryLost = 'this runtime cannot restore saved memory (its sandboxes do not run on their own network stack)';
