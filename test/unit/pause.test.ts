@@ -48,8 +48,9 @@ describe('pause with a runtime that can pause', () => {
     // A runtime that can keep memory keeps it unless asked not to.
     assert.deepEqual(paused.body.pause && { memory_kept: paused.body.pause.memory_kept }, { memory_kept: true });
     assert.deepEqual(runtime.pauseOptions.at(-1), { memory: true });
+    // Its disk: the writable layer and the saved memory.
     const usage = (await call('GET', '/api/usage')).body.quotas;
-    assert.deepEqual([usage.instances.used, usage.memory_mb.used, usage.disk_mb.used], [0, 0, 2048]);
+    assert.deepEqual([usage.instances.used, usage.memory_mb.used, usage.disk_mb.used], [0, 0, 2048 + 1024]);
     // The memory a paused instance gave back lets another instance start.
     assert.equal((await call('POST', room('b'))).status, 201);
     const refused = await call('POST', `${room('a')}/resume`);
@@ -206,5 +207,12 @@ describe('sumResources', () => {
   it('counts a paused instance for its disk alone', () => {
     const resources = { memory_mb: 1024, vcpus: 2, disk_mb: 2048 };
     assert.deepEqual(sumResources([{ resources, state: 'ready' }, { resources, state: 'paused' }]), { instances: 1, memory_mb: 1024, vcpus: 2, disk_mb: 4096 });
+  });
+
+  it('counts the saved memory of a paused instance whose pause kept it as its disk', () => {
+    const resources = { memory_mb: 1024, vcpus: 2, disk_mb: 2048 };
+    assert.deepEqual(sumResources([{ resources, state: 'paused', memoryKept: true }, { resources, state: 'paused', memoryKept: false }]), {
+      instances: 0, memory_mb: 0, vcpus: 0, disk_mb: 2048 + 1024 + 2048,
+    });
   });
 });

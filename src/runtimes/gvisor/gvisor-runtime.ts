@@ -641,10 +641,13 @@ export class GvisorRuntime implements Runtime {
 
   /**
    * An instance's sandbox may hold its host cgroup's limit (memory_mb plus the headroom
-   * the memory guard needs) and fill its writable layer, a sparse file of disk_mb.
+   * the memory guard needs) and fill its writable layer, a sparse file of disk_mb; where
+   * a pause keeps memory, its saved memory (at most memory_mb, uncompressed) is its disk
+   * too, held for it from the start so that its pause finds the room.
    */
   hostCost(resources: MachineResources): HostCost {
-    return { memoryMb: sandboxMemoryLimitMb(resources.memory_mb), diskMb: resources.disk_mb };
+    const savedMemoryMb = this.capabilities.pauseMemory ? resources.memory_mb : 0;
+    return { memoryMb: sandboxMemoryLimitMb(resources.memory_mb), diskMb: resources.disk_mb + savedMemoryMb };
   }
 
   /** The instance's handle: the one kept for an instance this runtime runs, else made now. */
