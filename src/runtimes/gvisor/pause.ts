@@ -66,8 +66,8 @@ export interface PauseDeps {
 /**
  * Pauses the instance: its files stay and, when asked and possible, its memory and
  * processes; else its processes end. `save: false` keeps a saved memory already there
- * but saves none of a running sandbox (undoing a resume). Safe to call on an instance in any condition
- * (running, half paused or resumed after a crash, already paused). Resolves once no
+ * but saves none of a running sandbox (undoing a resume). Safe to call on an instance in
+ * any condition (running, half paused or resumed after a crash, already paused). Resolves once no
  * process of it runs and its mounts and network are gone; runsc's record and the
  * cgroups go once the host's init has reaped the dead sandbox (about 1.5 s, as at a
  * delete), in `released`, which a resume waits for.
@@ -165,13 +165,11 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
         await deps.forget(h.id);
         await stopMachine(h, deps.runsc);
         await deps.runsc.destroy(null, h.id);
-        removeCheckpoint(h);
         // The failed sandbox's network stack may have taken eth0's address.
         await setGuestAddress(h.netns, lease);
       }
     } else if (saved) {
       memoryLost = 'this runtime cannot restore saved memory (its sandboxes do not run on their own network stack)';
-      removeCheckpoint(h);
     }
 
     // The guest may have changed these; they are the host's to say, as at a create.
@@ -185,6 +183,9 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
     await waitForAgent(endpoint, signal, deps.booting(h));
     const settled = await Promise.allSettled([checkReady(exec, spec), deps.watch(h)]);
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
+    // Only now: had this boot failed, the instance would stay paused with its saved
+    // memory (as its record says) and the next resume would try it again.
+    if (saved) removeCheckpoint(h);
     return { memoryRestored: false, ...(memoryLost === undefined ? {} : { memoryLost }) };
   } catch (err) {
     try {
