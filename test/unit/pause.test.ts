@@ -175,6 +175,12 @@ describe('pause with a runtime that can pause', () => {
     assert.ok(settled.pause, 'a pause record was made for it');
     assert.equal((await call('GET', room('kept'))).body.state, 'paused');
     assert.ok(runtime.paused.has(half) && !runtime.live.has(half));
+    // What a paused instance says it kept is what the runtime holds after the start: a
+    // saved memory a crash cut short is not claimed.
+    assert.equal((await call('GET', room('kept'))).body.pause.memory_kept, true);
+    runtime.paused.set(kept, { memoryKept: false });
+    await t.services.instances.reconcile();
+    assert.equal((await call('GET', room('kept'))).body.pause.memory_kept, false);
     await call('DELETE', room('kept'));
     await call('DELETE', room('half', two));
   });
