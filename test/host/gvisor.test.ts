@@ -118,9 +118,9 @@ describe('an instance on gVisor', () => {
     assert.equal(after.stdout, 'still-here\n');
   });
 
-  // A bomb churns through host tasks that gVisor's ptrace platform keeps after their
-  // processes end; a sandbox that reaches its host task bound (so that it cannot take
-  // the host's) ends. So the bomb ends either in a living instance or in this one alone
+  // A bomb churns through host tasks (under gVisor's ptrace platform they are even kept
+  // after their processes end; systrap keeps few); a sandbox that reaches its host task
+  // bound (so that it cannot take the host's) ends. So the bomb ends either in a living instance or in this one alone
   // failed with its reason, never in a host or a neighbour short of tasks.
   it('stops a fork bomb inside: fork fails; the instance keeps answering or alone fails with its reason', async () => {
     // Its own instance, so that what the bomb leaves behind cannot disturb other tests.

@@ -24,6 +24,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { connect, createServer, type Server } from 'node:net';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { run, runChecked } from '../../src/host/run.ts';
 import { egressInterfaces, tableName } from '../../src/network/firewall.ts';
@@ -197,6 +198,22 @@ async function linkLocalOf(args: string[]): Promise<string> {
   throw new Error(`no usable link-local address: ${out}`);
 }
 
+/**
+ * The instance's IPv6 link-local address, as the guest sees it: gVisor's network stack
+ * holds its addresses itself (the host's view of the namespace's eth0 has none left).
+ */
+async function guestLinkLocal(instanceId: string): Promise<string> {
+  const deadline = Date.now() + 15_000;
+  let out = '';
+  while (Date.now() < deadline) {
+    out = (await sh(instanceId, 'ip -6 -o addr show dev eth0')).stdout;
+    const match = /inet6 (fe80::[0-9a-f:]+)\/64/.exec(out);
+    if (match) return match[1] ?? '';
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`no link-local address inside the instance: ${out}`);
+}
+
 /** Connects from the host (as the host sees it: the positive controls). */
 function hostConnect(host: string, port: number, localAddress?: string): Promise<string> {
   return new Promise((resolve) => {
@@ -318,7 +335,7 @@ before(async () => {
     assert.ok(a);
     linkLocal[id] = {
       host: await linkLocalOf(['-6', '-o', 'addr', 'show', 'dev', a.hostIf, 'scope', 'link']),
-      guest: await linkLocalOf(['-n', a.netns, '-6', '-o', 'addr', 'show', 'dev', 'eth0', 'scope', 'link']),
+      guest: await guestLinkLocal(id),
     };
   }
 
@@ -512,6 +529,20 @@ describe('an instance of either kind', () => {
   for (const kind of ['internet', 'none'] as const) {
     const self = () => (kind === 'internet' ? inet : none);
     const other = () => (kind === 'internet' ? none : inet);
+
+    it(`(${kind}) runs on gVisor's own network stack, which took its address off the namespace's eth0`, async () => {
+      const id = self();
+      const sandbox = await run('pgrep', ['-o', '-f', `^runsc-sandbox --root=${join(t.dataDir, 'runsc')} .* ${id}$`], { timeoutMs: 10_000 });
+      assert.equal(sandbox.code, 0, `no sandbox process of ${id}`);
+      const flags = readFileSync(`/proc/${sandbox.stdout.trim()}/cmdline`, 'utf8').split('\0');
+      assert.ok(flags.includes('--network=sandbox'), flags.join(' '));
+      // The host's view of the namespace: eth0 is up without the guest's address (the
+      // sandbox answers on it), the host end keeps the gateway.
+      const eth0 = await ip(['-n', addresses[id]?.netns ?? '', '-4', 'addr', 'show', 'dev', 'eth0']);
+      assert.doesNotMatch(eth0, new RegExp(`inet ${addresses[id]?.guest.replaceAll('.', '\\.')}/`), eth0);
+      assert.match(await sh(id, 'cat /proc/net/dev').then((r) => r.stdout), /eth0:/);
+      assert.match(await hostConnect(addresses[id]?.guest ?? '', 905), /^connected/);
+    });
 
     it(`(${kind}) does not reach the host on its main address, its own gateway or the other's gateway`, async () => {
       assertDropped(await connectFrom(self(), hostMainAddress, hostV4Port), 'host main address');

@@ -17,6 +17,7 @@ import { mountsUnder } from '../../src/host/mounts.ts';
 import { run } from '../../src/host/run.ts';
 import { ImageStore } from '../../src/images/builder.ts';
 import { tableName } from '../../src/network/firewall.ts';
+import { runscBinary } from '../../src/runtimes/gvisor/runsc.ts';
 import { listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
 import { TEST_IMAGES_DIR, testDataDir } from '../support/app.ts';
 import { type Json, ServedService } from '../support/served-service.ts';
@@ -196,7 +197,7 @@ async function scrubHost(): Promise<void> {
     return;
   }
   process.stderr.write(`recovery test: cleaning up what was left on the host: ${JSON.stringify(left)}\n`);
-  for (const id of left.containers) await run('runsc', [`--root=${runscRoot}`, 'delete', '--force', id], { timeoutMs: 30_000 });
+  for (const id of left.containers) await run(runscBinary(), [`--root=${runscRoot}`, 'delete', '--force', id], { timeoutMs: 30_000 });
   for (const point of mountsUnder(dataDir)) {
     const res = await run('umount', [point], { timeoutMs: 30_000 });
     if (res.code !== 0) await run('umount', ['-l', point], { timeoutMs: 30_000 });

@@ -3,7 +3,7 @@
 // lets runsc alone come from trixie, at the version in packaging/runsc-version.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -80,4 +80,15 @@ test('no Debian archive among the sources: an error that says so, nothing printe
   assert.equal(out.code, 1);
   assert.equal(out.stdout, '');
   assert.match(out.stderr, /setup: error: no Debian archive in .*'s sources/);
+});
+
+test('scripts/setup installs runsc through setup-runsc as root, never from the machine\'s own suite', () => {
+  const setup = readFileSync(join(PACKAGE_ROOT, 'scripts', 'setup'), 'utf8');
+  const packages = /system_packages=\(([^)]*)\)/.exec(setup)?.[1]?.trim().split(/\s+/) ?? [];
+  assert.ok(packages.length > 0 && !packages.includes('runsc'), packages.join(' '));
+  assert.match(setup, /"\$root\/scripts\/setup-runsc"/);
+  // Once the pinned version is installed, a run reads dpkg's record and stops there.
+  const script = readFileSync(SCRIPT, 'utf8');
+  const stop = script.indexOf('case "$installed" in "$pinned"*) exit 0');
+  assert.ok(stop > 0 && stop < script.indexOf('apt-get update'), 'the installed check comes before any apt call');
 });
