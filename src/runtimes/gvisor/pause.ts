@@ -175,8 +175,12 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
     // The guest may have changed these; they are the host's to say, as at a create.
     writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? deps.dnsServers : []);
     writeAgentKey(h.rootfs, meta.agentKey);
-    // The bundle (config.json) written at the create still says everything.
-    await deps.runsc.create(h.netns, h.id, h.bundle, h.consoleLog, h.pidFile);
+    // The bundle (config.json) written at the create still says everything. runsc's
+    // words go to the console log with its stdio: a failure carries their end.
+    await deps.runsc.create(h.netns, h.id, h.bundle, h.consoleLog, h.pidFile).catch((err: unknown) => {
+      const said = deps.booting(h).printed().trim().split('\n').slice(-3).join(' | ');
+      throw new Error(`${err instanceof Error ? err.message : String(err)}${said ? `: ${said}` : ''}`);
+    });
     deps.remember(h, spec.memory_mb);
     await deps.runsc.start(h.netns, h.id);
     const exec: Exec = (argv, options) => deps.exec(h.id, argv, options);
