@@ -1,13 +1,14 @@
 // The host's side of the agent channel against a stand-in agent on 127.0.0.1: a refused
 // connection is tried again while the agent's server restarts and given up after that,
-// a failure frame keeps its kind, and an agent that cannot be reached (or an instance
-// without one) fails the operation as the contract's RuntimeFeatureUnavailable, saying
-// so: there is no other way into an instance.
+// the connections to an agent whose sandbox ended are ended, a failure frame keeps its
+// kind, and an agent that cannot be reached (or an instance without one) fails the
+// operation as the contract's RuntimeFeatureUnavailable, saying so: there is no other
+// way into an instance.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { throughAgent } from '../../src/runtimes/agent/access.ts';
-import { agentCall, AgentFailure, AgentUnavailable } from '../../src/runtimes/agent/client.ts';
+import { agentCall, AgentFailure, AgentUnavailable, endAgentConnections } from '../../src/runtimes/agent/client.ts';
 import { encodeFrame, FRAME, FrameDecoder } from '../../src/runtimes/agent/frames.ts';
 import { AGENT_PROTOCOL } from '../../src/runtimes/agent/protocol.ts';
 import { RuntimeFeatureUnavailable } from '../../src/runtimes/types.ts';
@@ -63,6 +64,25 @@ describe("the agent's client", () => {
     await assert.rejects(agentCall({ host: '127.0.0.1', port, key: KEY }, { op: 'hello' }), (err: Error) => err instanceof AgentUnavailable && /ECONNREFUSED/.test(err.message));
     const took = performance.now() - started;
     assert.ok(took >= 2_500 && took < 10_000, `gave up after ${took} ms`);
+  });
+
+  it("ends the open connections to an agent whose sandbox ended, which would otherwise wait forever", async () => {
+    // An agent that takes the connection and never answers, as one whose network stack
+    // went with its sandbox: nothing closes the connection from its side.
+    const silent = createServer(() => {});
+    servers.push(silent);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.2', resolve));
+    const { port } = silent.address() as { port: number };
+    const pending = agentCall({ host: '127.0.0.2', port, key: KEY }, { op: 'hello' });
+    // Until it is connected (and the request sent) there is nothing to end.
+    const connections = () => new Promise<number>((resolve) => silent.getConnections((_e, n) => resolve(n)));
+    for (let waited = 0; (await connections()) === 0 && waited < 2000; waited += 10) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 50));
+    const started = performance.now();
+    assert.equal(endAgentConnections('127.0.0.2'), 1);
+    await assert.rejects(pending, (err: Error) => err instanceof AgentUnavailable && /reset: its sandbox ended/.test(err.message));
+    assert.ok(performance.now() - started < 1000);
+    assert.equal(endAgentConnections('127.0.0.2'), 0);
   });
 
   it('answers a failure frame as an AgentFailure of its kind', async () => {

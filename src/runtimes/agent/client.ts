@@ -156,6 +156,34 @@ export async function agentRequest<Op extends OperationName>(endpoint: AgentEndp
   return { channel, reply: body as ReplyOf<Op> };
 }
 
+/** The open connections to each agent address, so that the end of its sandbox can end them. */
+const openConnections = new Map<string, Set<Socket>>();
+
+function track(host: string, socket: Socket): void {
+  let sockets = openConnections.get(host);
+  if (!sockets) openConnections.set(host, (sockets = new Set()));
+  sockets.add(socket);
+  socket.once('close', () => {
+    sockets.delete(socket);
+    if (sockets.size === 0 && openConnections.get(host) === sockets) openConnections.delete(host);
+  });
+}
+
+/**
+ * Ends every open connection to the agent at `host`, as if the agent had reset them,
+ * and says how many there were. A runtime whose instances have their network stack
+ * inside the sandbox (gVisor's) calls it when a sandbox stops or ends: nothing is left
+ * to close the sandbox's side, so the host's side would otherwise wait forever for an
+ * answer, where a stack in the host's kernel would have reset them.
+ */
+export function endAgentConnections(host: string): number {
+  const sockets = [...(openConnections.get(host) ?? [])];
+  for (const socket of sockets) {
+    socket.destroy(Object.assign(new Error(`the connection to the instance's agent was reset: its sandbox ended`), { code: 'ECONNRESET' }));
+  }
+  return sockets.length;
+}
+
 /** A connection to the agent; a refused one is tried again for a moment (its server may be restarting). */
 async function connectTo(endpoint: AgentEndpoint): Promise<Socket> {
   const giveUp = Date.now() + REFUSED_RETRY_MS;
@@ -169,6 +197,7 @@ async function connectTo(endpoint: AgentEndpoint): Promise<Socket> {
         }, CONNECT_TIMEOUT_MS);
         s.once('connect', () => {
           clearTimeout(timer);
+          track(endpoint.host, s);
           resolve(s);
         });
         s.once('error', (err: NodeJS.ErrnoException) => {

@@ -21,7 +21,7 @@ import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
-import { AGENT_PORT, type AgentEndpoint, agentCall } from '../agent/client.ts';
+import { AGENT_PORT, type AgentEndpoint, agentCall, endAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -246,6 +246,7 @@ export class GvisorRuntime implements Runtime {
   /** A sandbox ended by itself: stop guarding it and tell core/, with whether memory was why. */
   private sandboxExited(instanceId: string): void {
     this.memoryGuard.unwatch(instanceId);
+    this.endConnections(this.handle(instanceId));
     const outOfMemory = ranOutOfMemory(instanceId);
     const detail = outOfMemory
       ? 'its sandbox was killed by the host for using more memory than it may (the host cgroup ran out of memory)'
@@ -438,7 +439,19 @@ export class GvisorRuntime implements Runtime {
     this.sandboxWatch.unwatch(instanceId);
     this.memoryGuard.unwatch(instanceId);
     this.commands.forget(instanceId);
+    this.endConnections(h);
     return h;
+  }
+
+  /**
+   * Ends the host's connections to the instance's agent (its commands, terminals, file
+   * reads) once its sandbox is being stopped or has ended: their other side lived in the
+   * sandbox's network stack, which closes nothing as it goes.
+   */
+  private endConnections(h: InstanceHandle): void {
+    const address = h.readMeta()?.guestAddress;
+    const ended = address === undefined ? 0 : endAgentConnections(address);
+    if (ended > 0) this.log.debug({ instanceId: h.id, connections: ended }, "ended the connections to the instance's agent");
   }
 
   async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {

@@ -28,8 +28,8 @@ export type RunscPlatform = (typeof RUNSC_PLATFORMS)[number];
 /**
  * The platform that runs the guest's system calls: systrap unless ROOMKIT_RUNSC_PLATFORM
  * says ptrace. Chosen by measurement (docs/architecture.md, "runsc's platform"): about as
- * fast, and a sandbox under systrap keeps a bounded number of host tasks where ptrace
- * keeps a traced host process per guest process it ever ran.
+ * fast, and a sandbox under systrap keeps a few dozen host tasks where under ptrace
+ * they grow with the guest processes it has run (traced host processes kept for reuse).
  */
 export function runscPlatform(env: NodeJS.ProcessEnv = process.env): RunscPlatform {
   const value = env.ROOMKIT_RUNSC_PLATFORM?.trim() || 'systrap';
@@ -58,7 +58,8 @@ export function runscAtLeast(version: string, pinned: string): boolean {
  * runsc refuses its own network stack when it thinks it is in the host's network
  * namespace, which it decides by whether /proc/sys/net/core/rmem_default exists: on
  * newer kernels it exists in every namespace. Costs about 5 ms; `create`, `start` and
- * `restore` need it (the sandbox it starts keeps that mount namespace, nothing else).
+ * `restore` need it. The host's mounts are untouched: the sandbox's processes start
+ * from that namespace and move into mount namespaces of their own.
  */
 export function withHiddenNetSysctls(argv: string[]): string[] {
   return [
@@ -74,7 +75,6 @@ const STARTS_SANDBOX = new Set(['create', 'start', 'restore', 'run', 'do']);
 export class Runsc {
   readonly root: string;
   readonly binary: string;
-
   readonly platform: RunscPlatform;
   /** `sandbox` (gVisor's network stack) for every instance; `host` only for the benchmarks' comparison. */
   readonly network: 'sandbox' | 'host';
