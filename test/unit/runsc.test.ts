@@ -13,7 +13,7 @@ import { pinnedRunscVersion, Runsc, runscAtLeast, runscBinary, runscPlatform } f
 const runsc = new Runsc({ root: '/data/runsc', binary: '/opt/runsc', platform: 'systrap' });
 
 test('every call runs gVisor\'s network stack with the same global flags, in the container\'s namespace', () => {
-  const flags = ['--root=/data/runsc', '--network=sandbox', '--platform=systrap', '--net-disconnect-ok'];
+  const flags = ['--root=/data/runsc', '--network=sandbox', '--platform=systrap', '--net-disconnect-ok', '--overlay2=none'];
   for (const args of [['create', '--bundle=/b', 'id'], ['start', 'id'], ['exec', 'id', 'true'], ['state', 'id'], ['delete', '--force', 'id']]) {
     const argv = runsc.argv('rk-ab12-x', args);
     assert.deepEqual(argv.slice(0, 2), ['nsenter', '--net=/var/run/netns/rk-ab12-x']);

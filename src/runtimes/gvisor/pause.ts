@@ -15,7 +15,8 @@
 // is settled by calling pause() again: whatever was half made is stopped and released,
 // a sandbox that still runs is saved again, a whole saved memory from before is kept,
 // a partial one is removed, and the layer is left as it was.
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { mountBtrfsImage } from '../../host/btrfs.ts';
 import { mountDiskImage, mountOverlay, unmountAll } from '../../host/mounts.ts';
@@ -149,6 +150,10 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
     const endpoint = deps.agentOf(h);
     if (!endpoint) throw new Error(`instance ${h.id} has no address or agent key on record; it cannot be resumed`);
 
+    // A sandbox started with runsc's own root overlay (its default; runsc.ts turns it
+    // off) left its file in the rootfs, and runsc refuses to start another over it.
+    const filestore = join(h.rootfs, `.gvisor.filestore.${h.id}`);
+    rmSync(filestore, { force: true });
     let memoryLost: string | undefined;
     if (saved && deps.checkpoints) {
       try {
@@ -167,6 +172,7 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
         await deps.runsc.destroy(null, h.id);
         // The failed sandbox's network stack may have taken eth0's address.
         await setGuestAddress(h.netns, lease);
+        rmSync(filestore, { force: true });
       }
     } else if (saved) {
       memoryLost = 'this runtime cannot restore saved memory (its sandboxes do not run on their own network stack)';
