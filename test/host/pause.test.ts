@@ -279,7 +279,7 @@ describe('pause with memory', () => {
     const last = resumed.body.state_history.at(-1);
     assert.equal(last.reason_code, 'memory_lost', JSON.stringify(last));
     assert.match(last.reason, /over its files only/);
-    assert.equal((await command('mem', 'cat fallback.txt; pgrep -x python3 || echo gone')).output, 'files\ngone\n');
+    assert.equal((await command('mem', 'cat fallback.txt; pgrep -f "[h]ttp.server" || echo gone')).output, 'files\ngone\n');
     assert.equal((await api('DELETE', room('mem'))).body.state, 'stopped');
   });
 });
