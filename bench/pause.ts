@@ -1,32 +1,29 @@
 // Pause and resume through the HTTP API, of an idle instance holding a 100 MB working
-// set (a background process with 100 MB of random data in its memory), and the disk a
-// paused instance holds; beside floors measured in the same run: a cold create through
-// the service (what a resume replaces), and raw `runsc checkpoint` + `runsc restore` of
-// a sandbox of the same root filesystem with the same 100 MB process under
-// `--network=none` (what keeping memory would cost; this runsc refuses to checkpoint the
-// host-network sandboxes roomkit makes, see docs/architecture.md).
+// set (a background process with 100 MB of random data in its memory), a command on a
+// paused instance, and the disk a paused instance holds; beside floors measured in the
+// same run: raw `runsc checkpoint` and `runsc restore` of the same kind of sandbox (the
+// same image, runsc, flags and network stack, in a namespace of its own, a process
+// under init holding the same 100 MB), with each compression runsc offers, and a cold
+// create through the service. Targets (issue 21): pause and resume each within 1.2
+// times the raw checkpoint and restore, resume p50 at most 300 ms, a command on a
+// paused instance at most 400 ms.
 //
 //   npm run bench:pause      (as root; ROOMKIT_BENCH_RUNS=10 by default)
-import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_HOST_TASKS_PER_INSTANCE } from '../src/config.ts';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
-import { mountDiskImage, mountOverlay, unmountAll } from '../src/host/mounts.ts';
-import { run, runChecked } from '../src/host/run.ts';
 import { ImageStore } from '../src/images/builder.ts';
-import { ociSpec } from '../src/runtimes/gvisor/bundle.ts';
-import { removeCgroups } from '../src/runtimes/gvisor/cgroups.ts';
+import { CHECKPOINT_COMPRESSIONS, type CheckpointCompression } from '../src/runtimes/gvisor/checkpoint.ts';
+import { withRawSandbox } from './raw-sandbox.ts';
 import { startBenchService } from './setup.ts';
-import { summary } from './stats.ts';
+import { percentile, summary } from './stats.ts';
 
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 10);
 const WORKING_SET_MB = 100;
-/** A background process holding WORKING_SET_MB of random data; its file is closed and removed, as a checkpoint needs. */
+/** A background process holding WORKING_SET_MB of random data, started when none holds it yet. */
 const HOLD_MEMORY =
-  `head -c ${WORKING_SET_MB}M /dev/urandom > /tmp/ws.bin && ` +
-  `(nohup perl -e 'open F, "/tmp/ws.bin"; local $/; $x = <F>; close F; unlink "/tmp/ws.bin"; sleep 100000' >/dev/null 2>&1 &) && ` +
-  'while [ -e /tmp/ws.bin ]; do sleep 0.1; done';
+  `pgrep -x perl >/dev/null || { (nohup perl -e 'open F, "/dev/urandom"; read F, $x, ${WORKING_SET_MB} * 1048576; close F; ` +
+  `open D, ">/tmp/ws.ready"; close D; sleep 100000' >/dev/null 2>&1 &); while [ ! -e /tmp/ws.ready ]; do sleep 0.1; done; }`;
 
 const bench = await startBenchService('10.245.0.128/25');
 const { config, log, base, headers, dataDir } = bench;
@@ -59,56 +56,44 @@ function diskUse(path: string): { allocated: number; apparent: number } {
   return { allocated, apparent };
 }
 
-/** Raw checkpoint/restore floor: the same image and bundle, `--network=none`, the same 100 MB process. */
-async function rawCheckpointFloor(rootfs: string, runs: number) {
+/**
+ * Raw checkpoint/restore floor of the same kind of sandbox: the image's root filesystem,
+ * runsc with the runtime's flags on its own network stack in a namespace of its own,
+ * and as the first process a shell (its stdio off the host's descriptors, as the agent's
+ * init does) whose perl holds the working set. Restored when `runsc exec` answers again.
+ */
+async function rawCheckpointFloor(rootfs: string, runs: number, compression: CheckpointCompression) {
   const checkpoint: number[] = [];
   const restore: number[] = [];
   const imageBytes: number[] = [];
-  const root = join(dataDir, 'floor');
+  const floorDir = join(dataDir, 'floor');
   const spec = { ...PROFILE_DEFAULTS, home: '/home/user', network: { egress: 'none' as const } };
+  const hold = `exec </dev/null >/dev/null 2>&1; exec perl -e 'open F, "/dev/urandom"; read F, $x, ${WORKING_SET_MB} * 1048576; close F; open D, ">/tmp/ws.ready"; close D; sleep 100000'`;
   for (let i = 0; i < runs; i++) {
-    const dir = join(root, `c${i}`);
-    const id = `pause-floor-${process.pid}-${i}`;
-    for (const d of ['layer', 'rootfs', 'bundle', 'image']) mkdirSync(join(dir, d), { recursive: true });
-    const runsc = ['--root=' + join(root, 'runsc'), '--network=none', '--platform=ptrace'];
-    try {
-      await mountDiskImage(join(dir, 'disk.img'), join(dir, 'layer'), 1024);
-      mkdirSync(join(dir, 'layer', 'upper'), { recursive: true });
-      mkdirSync(join(dir, 'layer', 'work'), { recursive: true });
-      await mountOverlay({ lower: rootfs, upper: join(dir, 'layer', 'upper'), work: join(dir, 'layer', 'work'), target: join(dir, 'rootfs') });
-      writeFileSync(
-        join(dir, 'bundle', 'config.json'),
-        JSON.stringify(ociSpec({ instanceId: id, rootfs: join(dir, 'rootfs'), hostname: 'floor', spec, maxHostTasks: DEFAULT_HOST_TASKS_PER_INSTANCE })),
-      );
-      const fd = openSync(join(dir, 'console.log'), 'a');
-      try {
-        await runChecked('runsc', [...runsc, 'create', `--bundle=${join(dir, 'bundle')}`, id], { timeoutMs: 30_000, outputFd: fd });
-      } finally {
-        closeSync(fd);
+    const name = `c${compression === 'none' ? 'n' : 'f'}${i}`;
+    await withRawSandbox(floorDir, name, { rootfs }, spec, async (sandbox) => {
+      const bundle = join(floorDir, name, 'bundle', 'config.json');
+      const oci = JSON.parse(readFileSync(bundle, 'utf8')) as { process: { args: string[] } };
+      oci.process.args = ['/bin/sh', '-c', hold];
+      writeFileSync(bundle, JSON.stringify(oci));
+      await sandbox.start();
+      for (let tries = 0; ; tries++) {
+        const ready = await sandbox.runsc(['exec', sandbox.id, '/bin/sh', '-c', 'test -e /tmp/ws.ready']).then(() => true, () => false);
+        if (ready) break;
+        if (tries > 300) throw new Error('the floor\'s working set was not made in 30 s');
+        await new Promise((r) => setTimeout(r, 100));
       }
-      await runChecked('runsc', [...runsc, 'start', id], { timeoutMs: 30_000 });
-      await runChecked('runsc', [...runsc, 'exec', '--user=1000:1000', id, '/bin/sh', '-c', HOLD_MEMORY], { timeoutMs: 60_000 });
+      const image = join(floorDir, name, 'image');
       let started = performance.now();
-      await runChecked('runsc', [...runsc, 'checkpoint', `--image-path=${join(dir, 'image')}`, id], { timeoutMs: 120_000 });
+      await sandbox.runsc(['checkpoint', `--image-path=${image}`, `--compression=${compression}`, sandbox.id]);
       checkpoint.push(performance.now() - started);
-      imageBytes.push(diskUse(join(dir, 'image')).allocated);
-      await runChecked('runsc', [...runsc, 'delete', id], { timeoutMs: 30_000 });
+      imageBytes.push(diskUse(image).allocated);
+      await sandbox.runsc(['delete', '--force', sandbox.id]);
       started = performance.now();
-      // restore holds its stdio like create: a log file, not pipes.
-      const log = openSync(join(dir, 'restore.log'), 'a');
-      const child = spawn('runsc', [...runsc, 'restore', `--image-path=${join(dir, 'image')}`, `--bundle=${join(dir, 'bundle')}`, '--detach', id], { stdio: ['ignore', log, log] });
-      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-      closeSync(log);
-      if (code !== 0) throw new Error(`runsc restore exited with ${code}`);
-      // Restored when the process holding the working set answers again.
-      await runChecked('runsc', [...runsc, 'exec', '--user=1000:1000', id, 'pgrep', '-x', 'perl'], { timeoutMs: 30_000 });
+      await sandbox.runsc(['restore', '--detach', `--image-path=${image}`, `--bundle=${join(floorDir, name, 'bundle')}`, sandbox.id]);
+      await sandbox.runsc(['exec', sandbox.id, '/bin/true']);
       restore.push(performance.now() - started);
-    } finally {
-      await run('runsc', [...runsc, 'delete', '--force', id], { timeoutMs: 30_000 });
-      await unmountAll(dir);
-      removeCgroups(id);
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   }
   return { checkpoint, restore, imageBytes };
 }
@@ -136,7 +121,8 @@ try {
     await fetch(url, { method: 'DELETE', headers });
   }
 
-  // Pause and resume of one instance, with the working set made again before each pause.
+  // Pause and resume of one instance; the working set is made again before a pause
+  // only when the last one did not keep it.
   const roomUrl = `${base}/api/profile/${profile.profile_id}/room/bench`;
   const instance = await post(roomUrl, 201);
   await command(roomUrl, 'head -c 20M /dev/urandom > work.bin');
@@ -169,16 +155,23 @@ try {
 
   const images = new ImageStore({ dir: config.imagesDir, log });
   const image = await images.ensure({ image: profile.image, packages: profile.packages, user: profile.user, home: profile.home });
-  const floor = await rawCheckpointFloor(image.rootfs, RUNS);
+  const floors = [];
+  for (const compression of CHECKPOINT_COMPRESSIONS) floors.push({ compression, ...(await rawCheckpointFloor(image.rootfs, RUNS, compression)) });
+  const floor = floors[0]!;
+  const p50 = (values: number[]) => percentile(values, 50);
 
   console.log(`roomkit POST …/pause -> paused (HTTP), memory_kept: ${memoryKept}       ${summary(paused)}`);
   console.log(`roomkit POST …/resume -> ready (HTTP)                           ${summary(resumed)}`);
   console.log(`roomkit command on a paused instance (resume + \`true\`)          ${summary(firstCommand)}`);
   console.log(`floor   cold create -> ready (HTTP)                             ${summary(cold)}`);
-  console.log(`floor   runsc checkpoint, --network=none, ${WORKING_SET_MB} MB process         ${summary(floor.checkpoint)}`);
-  console.log(`floor   runsc restore until the process answers                 ${summary(floor.restore)}`);
-  console.log(`disk held by a paused instance (after a 20 MB file): ${mb(held.allocated)} allocated, its layer file ${mb(held.apparent)} apparent (disk_mb ${profile.disk_mb})`);
-  console.log(`checkpoint image of the floor: ${mb(Math.min(...floor.imageBytes))}-${mb(Math.max(...floor.imageBytes))}`);
+  for (const f of floors) {
+    console.log(`floor   runsc checkpoint --compression=${f.compression.padEnd(16)} ${summary(f.checkpoint)}   image ${mb(Math.min(...f.imageBytes))}-${mb(Math.max(...f.imageBytes))}`);
+    console.log(`floor   runsc restore (${f.compression}) until exec answers ${' '.repeat(Math.max(0, 16 - f.compression.length))}${summary(f.restore)}`);
+  }
+  console.log(`disk held by a paused instance (after a 20 MB file): ${mb(held.allocated)} allocated (layer and saved memory), its files ${mb(held.apparent)} apparent (disk_mb ${profile.disk_mb})`);
+  const ratio = (a: number[], b: number[]) => (p50(a) / p50(b)).toFixed(2);
+  console.log(`\ntargets: pause / raw checkpoint ${ratio(paused, floor.checkpoint)} (<= 1.2); resume / raw restore ${ratio(resumed, floor.restore)} (<= 1.2); ` +
+    `resume p50 ${p50(resumed).toFixed(0)} ms (<= 300); command on a paused instance p50 ${p50(firstCommand).toFixed(0)} ms (<= 400)`);
 } finally {
   await bench.close();
 }

@@ -64,7 +64,8 @@ class StateChange(Model):
     #: Why it got to this state, in words.
     reason: Optional[str]
     #: Why it got here: on stopping, stopped, failed (`deleted`, `idle`, `lifetime`, `retention`, ...),
-    #: pausing and paused (`paused`, `idle`, `resume_failed`), resuming and ready (`resumed`, `auto_resumed`, `claimed`).
+    #: pausing and paused (`paused`, `idle`, `resume_failed`), resuming and ready (`resumed`, `auto_resumed`, `claimed`;
+    #: `memory_lost` when a resume could not restore the memory its pause kept and booted it over its files).
     reason_code: Optional[str]
     #: The API key whose request caused this step (a delete).
     key_id: Optional[str]

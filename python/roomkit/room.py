@@ -118,12 +118,14 @@ class Room:
         """Stops and removes the instance; answers with its final state. Not retried."""
         return Instance.from_dict(self._transport.json("DELETE", ROOM, params=self._params()))
 
-    def pause(self) -> Instance:
-        """Pauses the instance and answers once it is paused: its machine stops and its
-        files stay (``pause.memory_kept`` says whether its processes were kept too). Any
-        later request, or ``resume()``, brings it back. Pausing a paused instance answers
-        it as it is, so this is retried like a read."""
-        return Instance.from_dict(self._transport.json("POST", f"{ROOM}/pause", params=self._params(), idempotent=True))
+    def pause(self, memory: Optional[bool] = None) -> Instance:
+        """Pauses the instance and answers once it is paused: its machine stops, its files
+        stay and, unless ``memory=False``, its memory and running processes too
+        (``pause.memory_kept`` says whether they were; established TCP connections are
+        dropped either way). Any later request, or ``resume()``, brings it back. Pausing a
+        paused instance answers it as it is, so this is retried like a read."""
+        body = {} if memory is None else {"memory": memory}
+        return Instance.from_dict(self._transport.json("POST", f"{ROOM}/pause", params=self._params(), body=body, idempotent=True))
 
     def keep_alive(self, timeout_s: Optional[int] = None) -> Instance:
         """Moves the instance's deadline to now + ``timeout_s`` (default: its create's) and

@@ -73,6 +73,10 @@ class PauseResume(unittest.TestCase):
         self.assertEqual(resumed.state_history[-1].reason_code, "resumed")
         self.assertEqual(room.resume().state, "ready")
         self.assertEqual(room.exec("cat kept.txt").output, "still here\n")
+        # Files only when asked: the pause says its memory was not kept.
+        files_only = room.pause(memory=False)
+        self.assertIs(files_only.pause.memory_kept, False)  # type: ignore[union-attr]
+        self.assertEqual(room.exec("cat kept.txt").output, "still here\n")
 
 
 class Exec(unittest.TestCase):

@@ -175,12 +175,15 @@ export class Room {
   }
 
   /**
-   * Pauses the instance: its machine stops and its files stay (`pause.memory_kept` says
-   * whether its processes were kept too); any later request, or resume(), brings it
-   * back. Pausing a paused instance answers it as it is, so this is safe to retry.
+   * Pauses the instance: its machine stops, its files stay and, unless `memory: false`,
+   * its memory and running processes too (`pause.memory_kept` says whether they were:
+   * established TCP connections are dropped either way); any later request, or
+   * resume(), brings it back. Pausing a paused instance answers it as it is, so this is
+   * safe to retry.
    */
-  async pause(options: RequestOptions = {}): Promise<Instance> {
-    return this.#ctx.transport.json('post', `${ROOM}/pause`, { params: await this.#params(options) }, { ...options, idempotent: true });
+  async pause(options: { memory?: boolean } & RequestOptions = {}): Promise<Instance> {
+    const body = options.memory === undefined ? {} : { memory: options.memory };
+    return this.#ctx.transport.json('post', `${ROOM}/pause`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: true });
   }
 
   /**

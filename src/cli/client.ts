@@ -202,9 +202,10 @@ export function registerClientCommands(program: Command): void {
       printTable(['ROOM', 'STATE', 'INSTANCE', 'PROFILE', 'CREATED'], rows);
     }));
 
-  roomCommand(program, 'pause <room>', 'pause the room\'s instance: its machine stops, its files stay (any later request resumes it)')
-    .action(run(async (roomId: string, options: RoomOptions) => {
-      const instance = await roomOf(roomId, options).pause();
+  roomCommand(program, 'pause <room>', 'pause the room\'s instance: its machine stops, its files and memory stay (any later request resumes it)')
+    .option('--no-memory', 'keep its files only: its processes end')
+    .action(run(async (roomId: string, options: RoomOptions & { memory: boolean }) => {
+      const instance = await roomOf(roomId, options).pause(options.memory ? {} : { memory: false });
       if (options.json) return printJson(instance);
       const kept = instance.pause?.memory_kept ? 'its memory and processes were kept' : 'its files were kept, its processes ended';
       const until = instance.pause?.remove_after ? `; removed after ${instance.pause.remove_after} unless resumed` : '';
@@ -215,7 +216,9 @@ export function registerClientCommands(program: Command): void {
     .action(run(async (roomId: string, options: RoomOptions) => {
       const instance = await roomOf(roomId, options).resume();
       if (options.json) return printJson(instance);
-      process.stdout.write(`${instance.state}: room ${roomId}, instance ${instance.instance_id}\n`);
+      const last = instance.state_history.at(-1);
+      const lost = last?.reason_code === 'memory_lost' ? ` (${last.reason ?? 'its saved memory could not be restored'})` : '';
+      process.stdout.write(`${instance.state}: room ${roomId}, instance ${instance.instance_id}${lost}\n`);
     }));
 
   roomCommand(program, 'keepalive <room>', 'move the deadline of the room\'s instance (its --timeout) to now + the timeout, and reset its idle time')

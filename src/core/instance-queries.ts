@@ -8,11 +8,14 @@ import { type InstanceState, LIVE_STATES } from './lifecycle.ts';
 import { decodeInstance, decodeResources, type InstanceRecord } from './stored-json.ts';
 
 /** What each live instance was granted, with its state; of one organization, or of all. */
-export async function liveResources(db: Db, organizationId?: string): Promise<{ id: string; state: string; resources: InstanceResources }[]> {
-  let query = db.selectFrom('instances').select(['id', 'state', 'resources']).where('state', 'in', LIVE_STATES);
+export async function liveResources(
+  db: Db,
+  organizationId?: string,
+): Promise<{ id: string; state: string; resources: InstanceResources; memoryKept: boolean }[]> {
+  let query = db.selectFrom('instances').select(['id', 'state', 'resources', 'paused_memory_kept']).where('state', 'in', LIVE_STATES);
   if (organizationId !== undefined) query = query.where('organization_id', '=', organizationId);
   const rows = await query.execute();
-  return rows.map((r) => ({ id: r.id, state: r.state, resources: decodeResources(r.resources, `instance ${r.id}`) }));
+  return rows.map((r) => ({ id: r.id, state: r.state, resources: decodeResources(r.resources, `instance ${r.id}`), memoryKept: r.paused_memory_kept === 1 }));
 }
 
 /** Live instances' ids and states, of those in `states` (every live state when not given). */

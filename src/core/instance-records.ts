@@ -216,6 +216,11 @@ export class InstanceRecords {
     await this.db.updateTable('instances').set({ paused_at: nowIso(), paused_memory_kept: memoryKept ? 1 : 0 }).where('id', '=', instanceId).execute();
   }
 
+  /** Corrects what a pause kept (a start found its saved memory gone, or saved it again). */
+  async recordMemoryKept(instanceId: string, memoryKept: boolean): Promise<void> {
+    await this.db.updateTable('instances').set({ paused_memory_kept: memoryKept ? 1 : 0 }).where('id', '=', instanceId).execute();
+  }
+
   /** A resume's fresh run: no pause any more, active now, and the deadline it gets. */
   async recordResume(instanceId: string, expiresAt: string | null): Promise<void> {
     await this.db

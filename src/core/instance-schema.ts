@@ -28,6 +28,7 @@ export const INSTANCE_REASON_CODES = [
   'resumed',
   'auto_resumed',
   'resume_failed',
+  'memory_lost',
   'pause_failed',
   'retention',
   'timeout',
@@ -39,7 +40,8 @@ export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
     'Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` ' +
     '(its idle limit, with the profile\'s `idle_action: pause`), `timeout` (its deadline, likewise), `service_stopped` (settled as paused when the service started again after ' +
     'it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` ' +
-    '(a command, file or terminal request woke it); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and ' +
+    '(a command, file or terminal request woke it), `memory_lost` (resumed, but the memory its pause kept could not be restored: it was ' +
+    'booted over its files, its processes from before the pause are gone; the reason says why); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and ' +
     '`failed`: `retention` (paused longer than the profile\'s `paused_retention_s`), `pause_failed` (a pause could not finish), ' +
     '`deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), ' +
     '`lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` ' +
@@ -56,8 +58,9 @@ export const InstancePause = Type.Object(
     paused_at: Type.String({ format: 'date-time' }),
     memory_kept: Type.Boolean({
       description:
-        'Whether its memory and processes were saved and come back at resume; false: its processes ended and only its files ' +
-        '(the writable layer) were kept (the gVisor runtime on this host cannot save memory: see the API reference)',
+        'Whether its memory and processes were saved and come back at resume (running processes, their memory, listening ' +
+        'sockets; established TCP connections are dropped); false: its processes ended and only its files (the writable layer) ' +
+        'were kept (a pause asked with `memory: false`, or a runtime that cannot save memory: see the API reference)',
     }),
     remove_after: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
       description: 'When it is removed if not resumed before (the profile\'s `paused_retention_s`); null: never',
@@ -66,6 +69,21 @@ export const InstancePause = Type.Object(
   { description: 'What a pause kept' },
 );
 export type InstancePause = Type.Static<typeof InstancePause>;
+
+export const PauseBody = Type.Object(
+  {
+    memory: Type.Optional(
+      Type.Boolean({
+        default: true,
+        description:
+          'Keep the instance\'s memory and processes (true, where the runtime can: `pause.memory_kept` in the answer says whether ' +
+          'it did), or only its files (false: its processes end, and a resume boots it over its files)',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type PauseBody = Type.Static<typeof PauseBody>;
 
 export const Instance = Type.Object(
   {

@@ -293,13 +293,15 @@ export class Instances {
 
   /**
    * Pauses the room's ready instance (answers once it is paused, with what the pause
-   * kept); a paused one is answered as it is. `keyId` is the key that asked.
+   * kept); a paused one is answered as it is. `keyId` is the key that asked; `memory:
+   * false` asks for a files-only pause (its processes end), else memory is kept where the
+   * runtime can.
    */
-  async pause(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
+  async pause(organizationId: string, profileId: string, roomId: string, options: { keyId?: string; memory?: boolean } = {}): Promise<Instance> {
     return this.pauseAt(roomRef(organizationId, profileId, roomId), options);
   }
 
-  async pauseAt(address: InstanceAddress, options: { keyId?: string } = {}): Promise<Instance> {
+  async pauseAt(address: InstanceAddress, options: { keyId?: string; memory?: boolean } = {}): Promise<Instance> {
     noteOperation('instance.pause', addressFacts(address));
     const row = await this.findAt(address, 'current');
     if (row.state === 'paused') return this.records.view(row);
@@ -309,7 +311,7 @@ export class Instances {
       reason: keyId === undefined ? 'paused through the API' : `paused through the API with key ${keyId}`,
       code: 'paused',
       ...(keyId === undefined ? {} : { keyId }),
-    });
+    }, { memory: options.memory ?? true });
     return this.records.view(await this.records.getRow(row.id));
   }
 

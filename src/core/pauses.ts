@@ -3,10 +3,12 @@
 // runtime does the machine work (Runtime.pause/resume); this class orders it against
 // the store: one pause or resume per instance at a time, quotas and host admission
 // checked before a resume takes memory again, and a resume that fails leaves the
-// instance paused (its files are intact) with why in its state history.
+// instance paused (its files are intact) with why in its state history. A resume whose
+// saved memory could not be restored (the runtime booted the instance over its files
+// instead) is ready, and its `ready` entry says so (`memory_lost`).
 import type { Logger } from 'pino';
 import { AppError, type ErrorHint } from '../errors.ts';
-import type { PausableRuntime, Runtime } from '../runtimes/types.ts';
+import type { PausableRuntime, PauseOptions, Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import type { InstanceRecord } from './stored-json.ts';
 import type { Admission } from './admission.ts';
@@ -56,7 +58,7 @@ export class Pauses {
    * (after one more try) fails the instance: its machine could be neither stopped
    * cleanly nor kept.
    */
-  async pause(runtime: Runtime & PausableRuntime, row: InstanceRecord, why: EndReason): Promise<void> {
+  async pause(runtime: Runtime & PausableRuntime, row: InstanceRecord, why: EndReason, options: PauseOptions = { memory: true }): Promise<void> {
     const { records, log } = this.deps;
     if (this.underway.has(row.id) || !(await records.transitionFrom(row.id, 'ready', 'pausing', why))) {
       throw stateConflict(await records.getRow(row.id), 'pause');
@@ -66,9 +68,9 @@ export class Pauses {
       const started = performance.now();
       let outcome;
       try {
-        outcome = await runtime.pause(row.id).catch(async (err: unknown) => {
+        outcome = await runtime.pause(row.id, options).catch(async (err: unknown) => {
           log.warn({ instanceId: row.id, err }, 'pausing an instance failed; trying once more');
-          return runtime.pause(row.id);
+          return runtime.pause(row.id, options);
         });
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
@@ -121,8 +123,9 @@ export class Pauses {
     });
     const op = (async () => {
       const started = performance.now();
+      let outcome;
       try {
-        await runtime.resume({ instanceId: row.id, spec: machineSpecOf(spec), log: log.child({ instanceId: row.id }) });
+        outcome = await runtime.resume({ instanceId: row.id, spec: machineSpecOf(spec), log: log.child({ instanceId: row.id }) });
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
         log.warn({ instanceId: row.id, err }, 'resuming an instance failed; it stays paused');
@@ -133,8 +136,16 @@ export class Pauses {
       }
       // A fresh run: its deadline (timeout_s) counts from the resume.
       await records.recordResume(row.id, resumedDeadline(current));
-      await records.transitionFrom(row.id, 'resuming', 'ready', why);
-      log.info({ instanceId: row.id, elapsedMs: Math.round(performance.now() - started), reasonCode: why.code }, 'instance resumed');
+      const readyWhy: EndReason =
+        outcome.memoryLost === undefined
+          ? why
+          : { reason: `${why.reason}, over its files only: its saved memory could not be restored (${outcome.memoryLost}), so its processes from before the pause are gone`, code: 'memory_lost', ...(why.keyId === undefined ? {} : { keyId: why.keyId }) };
+      if (outcome.memoryLost !== undefined) log.warn({ instanceId: row.id, why: outcome.memoryLost }, 'a resume could not restore the saved memory; the instance was booted over its files');
+      await records.transitionFrom(row.id, 'resuming', 'ready', readyWhy);
+      log.info(
+        { instanceId: row.id, elapsedMs: Math.round(performance.now() - started), reasonCode: readyWhy.code, memoryRestored: outcome.memoryRestored },
+        'instance resumed',
+      );
     })();
     await this.track(row.id, op);
   }

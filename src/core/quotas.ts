@@ -61,14 +61,18 @@ export function rateRetryAfterS(oldestStartedMs: number, nowMs: number): number 
 
 /**
  * Adds up what live instances were granted. A paused instance holds its disk alone: no
- * machine, so neither an instance, memory nor CPUs.
+ * machine, so neither an instance, memory nor CPUs; when its pause kept its memory, that
+ * is on disk too (at most its memory_mb).
  */
-export function sumResources(rows: readonly { resources: InstanceResources; state?: string }[]): InstanceUse {
+export function sumResources(rows: readonly { resources: InstanceResources; state?: string; memoryKept?: boolean }[]): InstanceUse {
   const use: InstanceUse = { instances: 0, memory_mb: 0, vcpus: 0, disk_mb: 0 };
-  for (const { resources: r, state } of rows) {
+  for (const { resources: r, state, memoryKept } of rows) {
     // Snapshots, once they exist, hold disk too and are to be added here.
     use.disk_mb += r.disk_mb;
-    if (state !== undefined && (HELD_ON_DISK_STATES as string[]).includes(state)) continue;
+    if (state !== undefined && (HELD_ON_DISK_STATES as string[]).includes(state)) {
+      if (memoryKept) use.disk_mb += r.memory_mb;
+      continue;
+    }
     use.instances += 1;
     use.memory_mb += r.memory_mb;
     use.vcpus += r.vcpus;

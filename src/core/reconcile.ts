@@ -68,11 +68,11 @@ export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords
   // a time: each is a handful of host programs even when nothing is left.
   const pauseOne = async (row: InstanceRecord) => {
     try {
-      const outcome = await runtime.pause!(row.id);
+      const outcome = await runtime.pause!(row.id, { memory: true });
+      // What the runtime holds now is what a resume will find (a saved memory a crash cut short is not kept).
+      if (row.paused_at === null) await records.recordPause(row.id, outcome.memoryKept);
+      else if ((row.paused_memory_kept === 1) !== outcome.memoryKept) await records.recordMemoryKept(row.id, outcome.memoryKept);
       if (row.state !== 'paused') {
-        if (row.paused_at === null) {
-          await records.recordPause(row.id, outcome.memoryKept);
-        }
         await records.transition(row.id, 'paused', { reason: `the service stopped while the instance was ${row.state}; it was paused when the service started again`, code: 'service_stopped' });
         log.warn({ instanceId: row.id, was: row.state }, 'instance settled as paused at start');
       }

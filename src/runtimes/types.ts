@@ -24,6 +24,12 @@ export interface RuntimeCapabilities {
    */
   pause: boolean;
   /**
+   * A pause can keep the instance's memory and processes (PauseOptions.memory), and a
+   * resume brings them back. Without it, every pause keeps files only (`memoryKept:
+   * false`) whatever is asked.
+   */
+  pauseMemory: boolean;
+  /**
    * Instances' file systems can be saved as snapshots (snapshot()) and new instances
    * started from one (ProvisionRequest.fromSnapshot). Without it, snapshot() and the
    * rest are absent and core/ refuses snapshots and forks with feature_unavailable.
@@ -398,6 +404,27 @@ export interface PauseOutcome {
   memoryKept: boolean;
 }
 
+/** What a pause is asked to keep. */
+export interface PauseOptions {
+  /**
+   * Keep memory and processes too, where the runtime can (`capabilities.pauseMemory`);
+   * false: files only, the instance's processes end.
+   */
+  memory: boolean;
+}
+
+/** What a resume brought back. */
+export interface ResumeOutcome {
+  /** The instance's memory and processes came back as they were at its pause. */
+  memoryRestored: boolean;
+  /**
+   * Set when the pause had kept memory but it could not be restored: why, in words. The
+   * instance was booted over its files instead (its processes from before the pause are
+   * gone), as after a files-only pause.
+   */
+  memoryLost?: string;
+}
+
 export interface ResumeRequest {
   instanceId: string;
   /** The machine it was made as (the same spec its provision() had). */
@@ -412,10 +439,18 @@ export interface ResumeRequest {
  * leaves it paused; resume() that fails leaves it paused again (and rejects).
  */
 export interface PausableRuntime {
-  /** Stops the instance's machine, keeping its writable layer (and its memory, where the outcome says so). */
-  pause(instanceId: string): Promise<PauseOutcome>;
-  /** Starts a paused instance's machine again over its writable layer; resolves once it is ready. */
-  resume(request: ResumeRequest): Promise<void>;
+  /**
+   * Stops the instance's machine, keeping its writable layer (and its memory, when asked
+   * and possible: the outcome says). Without options, memory is kept where it can be.
+   */
+  pause(instanceId: string, options?: PauseOptions): Promise<PauseOutcome>;
+  /**
+   * Starts a paused instance's machine again (from its saved memory when its pause kept
+   * it, else over its writable layer); resolves once it is ready. A saved memory that
+   * cannot be restored is not an error: the instance boots over its files and the
+   * outcome says why its memory was lost.
+   */
+  resume(request: ResumeRequest): Promise<ResumeOutcome>;
 }
 
 /** What a snapshot kept of the instance, and what it costs. */

@@ -1,15 +1,18 @@
 // Pause and resume on the real host: the real `roomkit serve` with the gVisor runtime.
-// A pause keeps an instance's files and holds no machine (no sandbox, namespace,
-// mounts or cgroups on the host); a resume, or any command on a paused instance, brings
-// it back; idle instances are paused and paused ones removed after their retention; a
-// kill -9 of the service during a pause or a resume leaves the instance paused (and
-// resumable) with nothing of a half-made machine on the host. Instances are shared by
-// tests where isolation allows, since each takes real time to make.
+// A pause keeps an instance's files (and, by default where the runtime can, its memory
+// and processes) and holds no machine (no sandbox, namespace, mounts or cgroups on the
+// host); a resume, or any command on a paused instance, brings it back: a background
+// process keeps its pid and what it held in memory, a server in it answers without
+// being started again; a saved memory that cannot be restored falls back to the files;
+// idle instances are paused and paused ones removed after their retention; a kill -9 of
+// the service during a pause or a resume leaves the instance paused (and resumable)
+// with nothing of a half-made machine on the host. Instances are shared by tests where
+// isolation allows, since each takes real time to make.
 //
 // Only objects of this test's own data directory are touched (names carrying its host
 // tag, its runsc root, mounts under it, the server processes it started).
 import assert from 'node:assert/strict';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { mountsUnder } from '../../src/host/mounts.ts';
@@ -126,6 +129,16 @@ async function assertNoMachine(instanceId: string): Promise<void> {
   await waitFor('its sandbox record and cgroups to go', async () => (JSON.stringify(await machineOf(instanceId)) === JSON.stringify(NO_MACHINE) ? true : undefined), 10_000);
 }
 
+/**
+ * What a paused instance says it kept is what its directory holds: a whole saved memory
+ * exactly when `memory_kept`, and never a partial one.
+ */
+function assertSavedMemoryAgrees(instance: Json): void {
+  const dir = join(dataDir, 'instances', instance.instance_id);
+  assert.equal(existsSync(join(dir, 'checkpoint', 'checkpoint.img')), instance.pause.memory_kept, JSON.stringify(instance.pause));
+  assert.ok(!existsSync(join(dir, 'checkpoint.partial')), 'no partial saved memory is left');
+}
+
 /** The states and reason codes after `ready`, as the history shows them. */
 function historyAfterReady(instance: Json): string[] {
   const history = instance.state_history as { state: string; reason_code?: string }[];
@@ -136,13 +149,13 @@ function historyAfterReady(instance: Json): string[] {
 describe('pause and resume', () => {
   let id: string;
 
-  it('pause keeps the files, ends the processes and holds no machine; resume brings the files back', async () => {
+  it('a files-only pause keeps the files, ends the processes and holds no machine; resume brings the files back', async () => {
     const instance = await createReady('a');
     id = instance.instance_id;
     await command('a', 'echo kept > note.txt; nohup sleep 1000 >/dev/null 2>&1 &');
     assert.match((await command('a', 'pgrep -x sleep || true')).output, /\d+/);
 
-    const paused = await api('POST', `${room('a')}/pause`);
+    const paused = await api('POST', `${room('a')}/pause`, { memory: false });
     assert.equal(paused.status, 200, JSON.stringify(paused.body));
     assert.equal(paused.body.state, 'paused');
     assert.equal(paused.body.pause.memory_kept, false);
@@ -216,6 +229,61 @@ describe('pause and resume', () => {
   });
 });
 
+describe('pause with memory', () => {
+  let id: string;
+  const checkpoint = () => join(dataDir, 'instances', id, 'checkpoint');
+
+  it('a background process keeps its pid and a value held in memory, and a server answers without being started again', async (t) => {
+    id = (await createReady('mem')).instance_id;
+    // A value that exists only in the shell's memory, written out again every 0.2 s; an HTTP server.
+    await command('mem', [
+      'nohup sh -c \'v=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d " \\n"); echo $$ > /tmp/held.pid; while :; do echo "$v" > /tmp/held.now; sleep 0.2; done\' >/dev/null 2>&1 &',
+      'nohup python3 -m http.server 8000 >/dev/null 2>&1 & echo $! > /tmp/server.pid; sleep 1',
+    ].join('\n'));
+    const before = (await command('mem', 'cat /tmp/held.pid /tmp/held.now /tmp/server.pid | tr "\\n" " "')).output.trim();
+    assert.equal(before.split(' ').length, 3, before);
+
+    const paused = await api('POST', `${room('mem')}/pause`);
+    assert.equal(paused.status, 200, JSON.stringify(paused.body));
+    if (!paused.body.pause.memory_kept) {
+      t.skip('this host\'s runtime cannot keep memory (capabilities.pauseMemory is false: its sandboxes use the host\'s network stack)');
+      return;
+    }
+    // No machine, but its saved memory is on the disk.
+    await assertNoMachine(id);
+    assert.ok(existsSync(join(checkpoint(), 'checkpoint.img')), 'the saved memory is in the instance\'s directory');
+
+    const resumed = await api('POST', `${room('mem')}/resume`);
+    assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
+    assert.deepEqual(historyAfterReady(resumed.body).slice(-2), ['resuming:resumed', 'ready:resumed']);
+    assert.ok(!existsSync(checkpoint()), 'the saved memory is removed once the instance runs again');
+    const after = await command('mem', [
+      'rm -f /tmp/held.now; sleep 0.5',
+      'cat /tmp/held.pid /tmp/held.now /tmp/server.pid | tr "\\n" " "',
+      'kill -0 $(cat /tmp/held.pid) $(cat /tmp/server.pid) && echo alive',
+      'python3 -c "import urllib.request; print(urllib.request.urlopen(\'http://127.0.0.1:8000/\', timeout=5).status)"',
+    ].join('\n'));
+    assert.equal(after.output, `${before} alive\n200\n`, 'the same processes, the same value in memory, the server answering');
+  });
+
+  it('a saved memory that cannot be restored falls back to the files and says so', async (t) => {
+    if (id === undefined) return t.skip('no instance with memory');
+    await command('mem', 'echo files > fallback.txt');
+    const paused = await api('POST', `${room('mem')}/pause`);
+    if (!paused.body.pause.memory_kept) return t.skip('this host\'s runtime cannot keep memory');
+    // A damaged image: runsc cannot read it.
+    writeFileSync(join(checkpoint(), 'checkpoint.img'), 'not an image');
+    const resumed = await api('POST', `${room('mem')}/resume`);
+    assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
+    assert.equal(resumed.body.state, 'ready');
+    const last = resumed.body.state_history.at(-1);
+    assert.equal(last.reason_code, 'memory_lost', JSON.stringify(last));
+    assert.match(last.reason, /over its files only/);
+    assert.equal((await command('mem', 'cat fallback.txt; pgrep -f "[h]ttp.server" || echo gone')).output, 'files\ngone\n');
+    assert.equal((await api('DELETE', room('mem'))).body.state, 'stopped');
+  });
+});
+
 describe('an instance whose layer keeps undo points', () => {
   it('keeps them across a pause: a command before it is reverted after the resume', async () => {
     const created = await api('POST', '/api/profiles', { name: 'undo', memory_mb: 512, disk_mb: 512, network: { egress: 'none' }, idle_timeout_s: 0, keep_undo: true });
@@ -280,6 +348,7 @@ describe('a crash during a pause or a resume', () => {
     assert.equal(instance.state, 'paused', JSON.stringify(instance.state_history));
     assert.equal(instance.state_history.at(-1).reason_code, 'service_stopped');
     await assertNoMachine(id);
+    assertSavedMemoryAgrees(instance);
 
     // During the resume.
     const resuming = api('POST', `${room('crash')}/resume`).catch(() => undefined);
@@ -290,6 +359,7 @@ describe('a crash during a pause or a resume', () => {
     instance = (await api('GET', room('crash'))).body;
     assert.equal(instance.state, 'paused', JSON.stringify(instance.state_history));
     await assertNoMachine(id);
+    assertSavedMemoryAgrees(instance);
 
     // Still resumable, with its files.
     assert.equal((await command('crash', 'cat kept.txt')).output, 'before-crash\n');

@@ -563,9 +563,9 @@ describe('snapshots and fork', () => {
 describe('pause and resume', () => {
   it('pauses (files kept), resumes, and a command on a paused instance resumes it', async () => {
     await room.writeFile('paused.txt', 'kept');
-    const paused = await room.pause();
+    const paused = await room.pause({ memory: false });
     assert.equal(paused.state, 'paused');
-    assert.equal(paused.pause?.memory_kept, false);
+    assert.equal(paused.pause?.memory_kept, false, 'files only, as asked');
     assert.equal((await room.pause()).state, 'paused', 'a second pause answers it as it is');
     const resumed = await room.resume();
     assert.equal(resumed.state, 'ready');

@@ -12,10 +12,12 @@ import {
   type GuestFileInfo,
   type HostCost,
   type MachineResources,
+  type PauseOptions,
   type PauseOutcome,
   PROVISION_STEPS,
   type ProvisionRequest,
   type ProvisionStep,
+  type ResumeOutcome,
   type ResumeRequest,
   type Runtime,
   type RuntimeEvent,
@@ -46,7 +48,7 @@ export interface FakeRuntimeOptions {
 
 export class FakeRuntime implements Runtime {
   readonly name = 'fake';
-  readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false, snapshot: false };
+  readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false, pauseMemory: false, snapshot: false };
   /** Instances provisioned and not destroyed. */
   readonly live = new Set<string>();
   readonly destroyed: string[] = [];
@@ -239,28 +241,47 @@ function aborted(signal: AbortSignal): Promise<never> {
   });
 }
 
-/** The test double for a runtime that can pause: a pause keeps the instance's files and stops its machine. */
+/**
+ * The test double for a runtime that can pause: a pause keeps the instance's files and
+ * stops its machine, and says it kept its memory unless asked not to (a double has no
+ * memory to keep; what it records is what a real runtime would have to restore).
+ */
 export class PausableFakeRuntime extends FakeRuntime {
-  override readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: true, snapshot: false };
-  /** Instances paused (their files kept, no machine). */
-  readonly paused = new Set<string>();
+  override readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: true, pauseMemory: true, snapshot: false };
+  /** Instances paused (their files kept, no machine), with whether their memory was kept. */
+  readonly paused = new Map<string, { memoryKept: boolean }>();
+  /** What each pause was asked, in order. */
+  readonly pauseOptions: (PauseOptions | undefined)[] = [];
   /** When set, the next resume fails with this message. */
   failNextResume: string | undefined;
+  /** When set, the next restore of a kept memory fails with this message (the resume falls back to files only). */
+  failNextRestore: string | undefined;
 
-  async pause(instanceId: string): Promise<PauseOutcome> {
+  async pause(instanceId: string, options?: PauseOptions): Promise<PauseOutcome> {
+    this.pauseOptions.push(options);
+    const already = this.paused.get(instanceId);
+    if (already) return already;
     this.live.delete(instanceId);
-    this.paused.add(instanceId);
-    return { memoryKept: false };
+    const kept = { memoryKept: options?.memory ?? true };
+    this.paused.set(instanceId, kept);
+    return kept;
   }
 
-  async resume(request: ResumeRequest): Promise<void> {
+  async resume(request: ResumeRequest): Promise<ResumeOutcome> {
     if (this.failNextResume !== undefined) {
       const message = this.failNextResume;
       this.failNextResume = undefined;
       throw new Error(message);
     }
+    const kept = this.paused.get(request.instanceId);
     this.paused.delete(request.instanceId);
     this.live.add(request.instanceId);
+    if (kept?.memoryKept && this.failNextRestore !== undefined) {
+      const memoryLost = this.failNextRestore;
+      this.failNextRestore = undefined;
+      return { memoryRestored: false, memoryLost };
+    }
+    return { memoryRestored: kept?.memoryKept ?? false };
   }
 
   override async destroy(instanceId: string): Promise<{ released: Promise<void> }> {
@@ -269,6 +290,6 @@ export class PausableFakeRuntime extends FakeRuntime {
   }
 
   override async list(): Promise<string[]> {
-    return [...this.live, ...this.paused];
+    return [...this.live, ...this.paused.keys()];
   }
 }

@@ -146,14 +146,16 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       const home = subject.spec.home;
       await runtime.writeFile(req.instanceId, 'kept.txt', Buffer.from('kept'), { home });
       const outcome = await runtime.pause(req.instanceId);
-      assert.equal(typeof outcome.memoryKept, 'boolean');
+      // Memory is kept by default exactly when the runtime says it can keep it.
+      assert.equal(outcome.memoryKept, runtime.capabilities.pauseMemory, 'a pause keeps memory by default where the runtime can (capabilities.pauseMemory)');
       // Paused: no machine answers, but the runtime still holds it, and a sweep that keeps it keeps it.
       assert.equal((await runtime.health(req.instanceId)).healthy, false);
       assert.ok((await runtime.list()).includes(req.instanceId));
       await runtime.sweep(new Set([req.instanceId]));
       // Pausing again (as a restart after a crash does) is harmless.
       assert.equal((await runtime.pause(req.instanceId)).memoryKept, outcome.memoryKept);
-      await runtime.resume({ instanceId: req.instanceId, spec: subject.spec, log: subject.log });
+      const resumed = await runtime.resume({ instanceId: req.instanceId, spec: subject.spec, log: subject.log });
+      assert.deepEqual(resumed, { memoryRestored: outcome.memoryKept }, 'a resume restores the memory its pause kept');
       assert.deepEqual(await runtime.health(req.instanceId), { healthy: true });
       const { body } = await runtime.openFile(req.instanceId, 'kept.txt', { home, maxBytes: 1024 });
       const chunks: Buffer[] = [];
@@ -169,6 +171,35 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       await runtime.pause(req.instanceId);
       await (await runtime.destroy(req.instanceId)).released;
       assert.ok(!(await runtime.list()).includes(req.instanceId));
+    });
+
+    it('pauses with memory: a process keeps its pid and what it holds in memory, or declares that it cannot', async (t) => {
+      const { runtime } = subject;
+      if (!runtime.capabilities.pause || !runtime.pause || !runtime.resume) return;
+      const req = request();
+      await runtime.provision(req);
+      // Files only when asked, whatever the runtime can.
+      assert.equal((await runtime.pause(req.instanceId, { memory: false })).memoryKept, false);
+      assert.deepEqual(await runtime.resume({ instanceId: req.instanceId, spec: subject.spec, log: subject.log }), { memoryRestored: false });
+      if (!runtime.capabilities.pauseMemory) {
+        assert.equal((await runtime.pause(req.instanceId, { memory: true })).memoryKept, false, 'a runtime without pauseMemory keeps files only');
+        return;
+      }
+      if (needsGuest(t)) return;
+      const home = subject.spec.home;
+      const run = (command: string) =>
+        runtime.runCommand(req.instanceId, { commandId: randomUUID(), command, home, env: {}, timeoutMs: 30_000, maxOutputBytes: 4096, trackChanges: false });
+      // A shell that holds a value in memory only, started in the background through the agent.
+      await run('nohup sh -c \'v=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d " \\n"); echo $$ > /tmp/held.pid; while :; do echo "$v" > /tmp/held.now; sleep 0.2; done\' >/dev/null 2>&1 &');
+      let before = '';
+      for (let i = 0; i < 50 && before.split(' ').length < 2; i++) before = (await run('cat /tmp/held.pid /tmp/held.now 2>/dev/null | tr "\\n" " "')).output.trim();
+      assert.equal(before.split(' ').length, 2, `the background shell started: ${before}`);
+      assert.equal((await runtime.pause(req.instanceId, { memory: true })).memoryKept, true);
+      assert.deepEqual(await runtime.resume({ instanceId: req.instanceId, spec: subject.spec, log: subject.log }), { memoryRestored: true });
+      await run('rm -f /tmp/held.now; sleep 0.5');
+      const after = (await run('cat /tmp/held.pid /tmp/held.now | tr "\\n" " "; kill -0 $(cat /tmp/held.pid) && echo alive')).output.trim();
+      assert.equal(after, `${before} alive`, 'the same process, with the same value in its memory');
+      await (await runtime.destroy(req.instanceId)).released;
     });
 
     it('saves an instance\'s files as a snapshot and starts another instance from it, or declares that it cannot', async () => {

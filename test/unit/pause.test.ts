@@ -45,9 +45,12 @@ describe('pause with a runtime that can pause', () => {
     const paused = await call('POST', `${room('a')}/pause`);
     assert.equal(paused.status, 200);
     assert.equal(paused.body.state, 'paused');
-    assert.deepEqual(paused.body.pause && { memory_kept: paused.body.pause.memory_kept }, { memory_kept: false });
+    // A runtime that can keep memory keeps it unless asked not to.
+    assert.deepEqual(paused.body.pause && { memory_kept: paused.body.pause.memory_kept }, { memory_kept: true });
+    assert.deepEqual(runtime.pauseOptions.at(-1), { memory: true });
+    // Its disk: the writable layer and the saved memory.
     const usage = (await call('GET', '/api/usage')).body.quotas;
-    assert.deepEqual([usage.instances.used, usage.memory_mb.used, usage.disk_mb.used], [0, 0, 2048]);
+    assert.deepEqual([usage.instances.used, usage.memory_mb.used, usage.disk_mb.used], [0, 0, 2048 + 1024]);
     // The memory a paused instance gave back lets another instance start.
     assert.equal((await call('POST', room('b'))).status, 201);
     const refused = await call('POST', `${room('a')}/resume`);
@@ -81,6 +84,34 @@ describe('pause with a runtime that can pause', () => {
     assert.deepEqual(codes(resumed).slice(-2), ['resuming:auto_resumed', 'ready:auto_resumed']);
   });
 
+  it('a pause with {"memory": false} keeps files only; other bodies are refused', async () => {
+    const bad = await call('POST', `${room('a')}/pause`, { memory: 'yes' });
+    assert.equal(bad.status, 400, JSON.stringify(bad.body));
+    assert.equal(bad.body.error, 'validation_error');
+    assert.equal((await call('POST', `${room('a')}/pause`, { keep: true })).status, 400);
+    const paused = await call('POST', `${room('a')}/pause`, { memory: false });
+    assert.equal(paused.status, 200, JSON.stringify(paused.body));
+    assert.equal(paused.body.pause.memory_kept, false);
+    assert.deepEqual(runtime.pauseOptions.at(-1), { memory: false });
+    const resumed = await call('POST', `${room('a')}/resume`);
+    assert.equal(resumed.body.state, 'ready');
+    assert.deepEqual(codes(resumed.body).slice(-2), ['resuming:resumed', 'ready:resumed']);
+  });
+
+  it('a saved memory that cannot be restored resumes the instance over its files, and its answer says so', async () => {
+    assert.equal((await call('POST', `${room('a')}/pause`)).body.pause.memory_kept, true);
+    runtime.failNextRestore = 'the image is damaged';
+    const resumed = await call('POST', `${room('a')}/resume`);
+    assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
+    assert.equal(resumed.body.state, 'ready');
+    const last = resumed.body.state_history.at(-1);
+    assert.equal(last.reason_code, 'memory_lost');
+    assert.match(last.reason, /over its files only: .*the image is damaged/);
+    // The next pause keeps memory again, and its resume restores it.
+    await call('POST', `${room('a')}/pause`);
+    assert.equal((await call('POST', `${room('a')}/resume`)).body.state_history.at(-1).reason_code, 'resumed');
+  });
+
   it('refuses a pause of an instance that is not ready', async () => {
     assert.equal((await call('POST', `${room('nobody')}/pause`)).body.error, 'instance_not_found');
     // A paused instance holds no memory: the starting one below fits the quota.
@@ -111,6 +142,7 @@ describe('pause with a runtime that can pause', () => {
     assert.equal(paused.state, 'paused');
     assert.deepEqual(codes(paused), ['pausing:idle', 'paused:idle']);
     assert.ok(runtime.paused.has(id));
+    assert.equal(paused.pause.memory_kept, true, 'idle_action: pause keeps memory');
     // Not yet past its retention; then past it.
     assert.deepEqual(await t.services.instances.expire(Date.now() + 60_000), []);
     assert.deepEqual(await t.services.instances.expire(Date.now() + 121_000), [id]);
@@ -143,6 +175,12 @@ describe('pause with a runtime that can pause', () => {
     assert.ok(settled.pause, 'a pause record was made for it');
     assert.equal((await call('GET', room('kept'))).body.state, 'paused');
     assert.ok(runtime.paused.has(half) && !runtime.live.has(half));
+    // What a paused instance says it kept is what the runtime holds after the start: a
+    // saved memory a crash cut short is not claimed.
+    assert.equal((await call('GET', room('kept'))).body.pause.memory_kept, true);
+    runtime.paused.set(kept, { memoryKept: false });
+    await t.services.instances.reconcile();
+    assert.equal((await call('GET', room('kept'))).body.pause.memory_kept, false);
     await call('DELETE', room('kept'));
     await call('DELETE', room('half', two));
   });
@@ -175,5 +213,12 @@ describe('sumResources', () => {
   it('counts a paused instance for its disk alone', () => {
     const resources = { memory_mb: 1024, vcpus: 2, disk_mb: 2048 };
     assert.deepEqual(sumResources([{ resources, state: 'ready' }, { resources, state: 'paused' }]), { instances: 1, memory_mb: 1024, vcpus: 2, disk_mb: 4096 });
+  });
+
+  it('counts the saved memory of a paused instance whose pause kept it as its disk', () => {
+    const resources = { memory_mb: 1024, vcpus: 2, disk_mb: 2048 };
+    assert.deepEqual(sumResources([{ resources, state: 'paused', memoryKept: true }, { resources, state: 'paused', memoryKept: false }]), {
+      instances: 0, memory_mb: 0, vcpus: 0, disk_mb: 2048 + 1024 + 2048,
+    });
   });
 });

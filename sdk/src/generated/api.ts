@@ -328,8 +328,8 @@ export interface Instance {
     at: string;
     /** Why it got to this state, in words */
     reason?: string;
-    /** Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` (its idle limit, with the profile's `idle_action: pause`), `timeout` (its deadline, likewise), `service_stopped` (settled as paused when the service started again after it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` (a command, file or terminal request woke it); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and `failed`: `retention` (paused longer than the profile's `paused_retention_s`), `pause_failed` (a pause could not finish), `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `timeout` (its deadline passed: the `timeout_s` of its create, moved by keep-alives; paused or stopped as the profile's `idle_action` says), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
-    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed' | 'paused' | 'resumed' | 'auto_resumed' | 'resume_failed' | 'pause_failed' | 'retention' | 'timeout';
+    /** Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` (its idle limit, with the profile's `idle_action: pause`), `timeout` (its deadline, likewise), `service_stopped` (settled as paused when the service started again after it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` (a command, file or terminal request woke it), `memory_lost` (resumed, but the memory its pause kept could not be restored: it was booted over its files, its processes from before the pause are gone; the reason says why); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and `failed`: `retention` (paused longer than the profile's `paused_retention_s`), `pause_failed` (a pause could not finish), `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `timeout` (its deadline passed: the `timeout_s` of its create, moved by keep-alives; paused or stopped as the profile's `idle_action` says), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
+    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed' | 'paused' | 'resumed' | 'auto_resumed' | 'resume_failed' | 'memory_lost' | 'pause_failed' | 'retention' | 'timeout';
     /** The API key whose request caused this step (a delete) */
     key_id?: string;
   }[];
@@ -347,7 +347,7 @@ export interface Instance {
   /** While the instance is paused (or resuming): when, what the pause kept, and when it is removed; null otherwise */
   pause: {
     paused_at: string;
-    /** Whether its memory and processes were saved and come back at resume; false: its processes ended and only its files (the writable layer) were kept (the gVisor runtime on this host cannot save memory: see the API reference) */
+    /** Whether its memory and processes were saved and come back at resume (running processes, their memory, listening sockets; established TCP connections are dropped); false: its processes ended and only its files (the writable layer) were kept (a pause asked with `memory: false`, or a runtime that cannot save memory: see the API reference) */
     memory_kept: boolean;
     /** When it is removed if not resumed before (the profile's `paused_retention_s`); null: never */
     remove_after: string | null;
@@ -885,7 +885,10 @@ export interface Paths {
         room_id: string;
       };
       query: Record<string, never>;
-      body: undefined;
+      body: {
+        /** Keep the instance's memory and processes (true, where the runtime can: `pause.memory_kept` in the answer says whether it did), or only its files (false: its processes end, and a resume boots it over its files) */
+        memory?: boolean;
+      };
       responses: {
         200: Instance;
         400: ErrorBody;

@@ -35,11 +35,14 @@ import type {
   HostCost,
   MachineResources,
   MachineSpec,
+  PauseOptions,
   PauseOutcome,
   PortEndpoint,
   ProvisionRequest,
+  ResumeOutcome,
   ResumeRequest,
   Runtime,
+  RuntimeCapabilities,
   RuntimeEvent,
   RevertOutcome,
   SnapshotOutcome,
@@ -60,6 +63,7 @@ import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
 import { LayerSnapshots, thaw } from './snapshots.ts';
+import { canCheckpoint } from './checkpoint.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type UndoLimits, UndoPoints } from '../layer-changes/undo.ts';
@@ -88,7 +92,7 @@ export interface GvisorOptions {
 
 export class GvisorRuntime implements Runtime {
   readonly name = 'gvisor';
-  readonly capabilities = { network: true, diskLimit: true, interactive: true, pause: true, snapshot: true };
+  readonly capabilities: RuntimeCapabilities;
   private readonly runsc: Runsc;
   private readonly instancesDir: string;
   private readonly pool: AddressPool;
@@ -123,6 +127,7 @@ export class GvisorRuntime implements Runtime {
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
+    this.capabilities = { network: true, diskLimit: true, interactive: true, pause: true, pauseMemory: canCheckpoint(this.runsc), snapshot: true };
     this.instancesDir = join(options.dataDir, 'instances');
     this.pool = options.pool;
     this.images = options.images;
@@ -164,6 +169,7 @@ export class GvisorRuntime implements Runtime {
       tag: this.tag,
       dnsServers: this.dnsServers,
       log: this.log,
+      checkpoints: this.capabilities.pauseMemory,
       exec: (id, argv, options) => this.exec(id, argv, options),
       agentOf: (h) => this.agentOf(h),
       booting: (h) => this.booting(h),
@@ -176,9 +182,9 @@ export class GvisorRuntime implements Runtime {
     };
   }
 
-  /** Pauses an instance: its files stay, its processes end (pause.ts says why memory cannot be kept). */
-  async pause(instanceId: string): Promise<PauseOutcome> {
-    const { memoryKept, released } = await this.oneAtATime(instanceId, () => pauseInstance(this.handle(instanceId), this.pauseDeps));
+  /** Pauses an instance: its files stay, and its memory and processes unless asked not to or it cannot (pause.ts). */
+  async pause(instanceId: string, options: PauseOptions = { memory: true }): Promise<PauseOutcome> {
+    const { memoryKept, released } = await this.oneAtATime(instanceId, () => pauseInstance(this.handle(instanceId), this.pauseDeps, options));
     const settled = released.catch(() => {});
     this.pauseReleases.set(instanceId, settled);
     void settled.then(() => {
@@ -187,8 +193,8 @@ export class GvisorRuntime implements Runtime {
     return { memoryKept };
   }
 
-  /** Boots a paused instance again over its writable layer (pause.ts), once its pause's release is done. */
-  async resume(request: ResumeRequest): Promise<void> {
+  /** Starts a paused instance again, from its saved memory or over its writable layer (pause.ts), once its pause's release is done. */
+  async resume(request: ResumeRequest): Promise<ResumeOutcome> {
     await this.pauseReleases.get(request.instanceId);
     return this.oneAtATime(request.instanceId, () => resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log));
   }
@@ -402,13 +408,8 @@ export class GvisorRuntime implements Runtime {
           return (err as NodeJS.ErrnoException).code !== 'ESRCH';
         }
       },
-      printed: () => {
-        try {
-          return readFileSync(h.consoleLog, 'utf8').slice(-2000);
-        } catch {
-          return '';
-        }
-      },
+      // runsc's own words go to the console log; the agent's init moves its stdio to a log in the guest (init.go).
+      printed: () => [h.consoleLog, join(h.rootfs, 'var/log/roomkit-agent.log')].map((file) => readTail(file)).filter(Boolean).join('\n').slice(-2000),
     };
   }
 
@@ -653,15 +654,27 @@ export class GvisorRuntime implements Runtime {
 
   /**
    * An instance's sandbox may hold its host cgroup's limit (memory_mb plus the headroom
-   * the memory guard needs) and fill its writable layer, a sparse file of disk_mb.
+   * the memory guard needs) and fill its writable layer, a sparse file of disk_mb; where
+   * a pause keeps memory, its saved memory (at most memory_mb, uncompressed) is its disk
+   * too, held for it from the start so that its pause finds the room.
    */
   hostCost(resources: MachineResources): HostCost {
-    return { memoryMb: sandboxMemoryLimitMb(resources.memory_mb), diskMb: resources.disk_mb };
+    const savedMemoryMb = this.capabilities.pauseMemory ? resources.memory_mb : 0;
+    return { memoryMb: sandboxMemoryLimitMb(resources.memory_mb), diskMb: resources.disk_mb + savedMemoryMb };
   }
 
   /** The instance's handle: the one kept for an instance this runtime runs, else made now. */
   private handle(instanceId: string): InstanceHandle {
     return this.handles.get(instanceId) ?? new InstanceHandle(this.instancesDir, this.tag, instanceId);
+  }
+}
+
+/** The last 2000 characters of a file, or '' when it cannot be read. */
+function readTail(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').slice(-2000);
+  } catch {
+    return '';
   }
 }
 

@@ -1,31 +1,38 @@
-// Pausing and resuming a gVisor instance. This runsc refuses to checkpoint a sandbox
-// that uses the host's network stack (`checkpoint not supported when using hostinet`),
-// and that is how every instance's sandbox runs (see docs/architecture.md, "Pausing an
-// instance"), so a pause keeps the instance's files, not its memory: it flushes the
-// guest's writes, stops the sandbox (its processes end), and releases everything but
-// the writable layer (the ext4 file) and the address lease. A resume boots a new sandbox
-// over the same layer, with the same address and agent key, as provisioning boots one;
-// a layer that keeps undo points (btrfs) keeps them across the pause.
+// Pausing and resuming a gVisor instance. A pause that keeps memory (where the runtime
+// can: its sandboxes run on gVisor's own network stack, see checkpoint.ts) flushes the
+// guest's writes, saves the sandbox's state with `runsc checkpoint` (which ends it), and
+// releases everything but the writable layer, the saved memory and the address lease;
+// its resume makes the network and mounts again and `runsc restore`s the sandbox, whose
+// processes go on with their memory, pids and listening sockets (established TCP
+// connections were dropped at the checkpoint: their peers see a reset). A files-only
+// pause (asked, or where memory cannot be kept) stops the sandbox instead (its
+// processes end), and its resume boots a new sandbox over the same layer, with the same
+// address and agent key, as provisioning boots one. A saved memory that cannot be
+// restored is not the end of the instance: its resume falls back to that files-only
+// boot and says why. A layer that keeps undo points (btrfs) keeps them across a pause.
 //
 // Both are idempotent and each step undoes or redoes cleanly, so a crash in the middle
 // is settled by calling pause() again: whatever was half made is stopped and released,
-// and the layer is left as it was.
-import { existsSync } from 'node:fs';
+// a sandbox that still runs is saved again, a whole saved memory from before is kept,
+// a partial one is removed, and the layer is left as it was.
+import { existsSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { mountBtrfsImage } from '../../host/btrfs.ts';
 import { mountDiskImage, mountOverlay, unmountAll } from '../../host/mounts.ts';
 import type { RunResult } from '../../host/run.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { allowEgress, revokeEgress } from '../../network/firewall.ts';
-import { createNetns, createVethPair, removeNetwork } from '../../network/netns.ts';
+import { createNetns, createVethPair, removeNetwork, setGuestAddress } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
 import type { AgentEndpoint } from '../agent/client.ts';
-import type { MachineSpec, PauseOutcome } from '../types.ts';
+import type { MachineSpec, PauseOptions, PauseOutcome, ResumeOutcome } from '../types.ts';
 import { removeCgroups } from './cgroups.ts';
 import type { ExecOptions } from '../agent/commands.ts';
 import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { Runsc } from './runsc.ts';
+import { checkpointSandbox, hasCheckpoint, removeCheckpoint, restoreSandbox } from './checkpoint.ts';
 import { stopMachine } from './teardown.ts';
 
 /** How long the guest may take to flush its writes before its sandbox is stopped anyway. */
@@ -41,6 +48,8 @@ export interface PauseDeps {
   tag: string;
   dnsServers: string[];
   log: Logger;
+  /** Whether this runtime's sandboxes can be checkpointed with their memory (capabilities.pauseMemory). */
+  checkpoints: boolean;
   /** Runs a program in the instance, through its agent. */
   exec(instanceId: string, argv: string[], options: ExecOptions): Promise<RunResult>;
   /** The instance's agent, when it was made with one. */
@@ -56,26 +65,48 @@ export interface PauseDeps {
 }
 
 /**
- * Pauses the instance: its files stay, its processes end. Safe to call on an instance
- * in any condition (running, half paused or resumed after a crash, already paused).
- * Resolves once no process of it runs and its mounts and network are gone; runsc's
- * record and the cgroups go once the host's init has reaped the dead sandbox (about
- * 1.5 s, as at a delete), in `released`, which a resume waits for.
+ * Pauses the instance: its files stay and, when asked and possible, its memory and
+ * processes; else its processes end. `save: false` keeps a saved memory already there
+ * but saves none of a running sandbox (undoing a resume). Safe to call on an instance in
+ * any condition (running, half paused or resumed after a crash, already paused). Resolves once no
+ * process of it runs and its mounts and network are gone; runsc's record and the
+ * cgroups go once the host's init has reaped the dead sandbox (about 1.5 s, as at a
+ * delete), in `released`, which a resume waits for.
  */
-export async function pauseInstance(h: InstanceHandle, deps: PauseDeps): Promise<PauseOutcome & { released: Promise<void> }> {
-  // The guest's writes are on the layer once its sync returns; a sandbox that does not
+export async function pauseInstance(
+  h: InstanceHandle,
+  deps: PauseDeps,
+  options: PauseOptions & { save?: boolean },
+): Promise<PauseOutcome & { released: Promise<void> }> {
+  const keepMemory = options.memory && deps.checkpoints;
+  // The guest's writes are on the layer once its sync returns (so that a files-only
+  // resume finds them, should the saved memory not restore); a sandbox that does not
   // answer (already stopped, or stuck) is stopped without, as a crash would leave it.
-  if (await sandboxRuns(h, deps)) {
+  const runs = await sandboxRuns(h, deps);
+  if (runs) {
     try {
       await deps.exec(h.id, ['/bin/sync'], { as: 'root', timeoutMs: FLUSH_TIMEOUT_MS });
     } catch (err) {
       deps.log.warn({ instanceId: h.id, err }, 'could not flush the guest before pausing it');
     }
   }
+  // Forgotten before the checkpoint ends the sandbox, so that its end is not reported.
   await deps.forget(h.id);
+  if (keepMemory && runs && options.save !== false) {
+    try {
+      await checkpointSandbox(h, deps.runsc);
+    } catch (err) {
+      deps.log.warn({ instanceId: h.id, err }, "could not save the instance's memory: it is paused with its files only");
+    }
+  }
+  // A whole image is this pause's, or (after a crash) the one a resume had not finished
+  // restoring: the state the instance was paused in. Anything else is not kept.
+  const memoryKept = keepMemory && hasCheckpoint(h);
+  if (!memoryKept) removeCheckpoint(h);
   await stopMachine(h, deps.runsc);
   // runsc's delete mostly waits for the host's init to reap: it runs beside the rest.
-  // Its record must be gone before a sandbox of the same id is made again at resume.
+  // Its record must be gone before a sandbox of the same id is made again at resume
+  // (after a checkpoint runsc still calls the ended sandbox running).
   const released = deps.runsc.destroy(null, h.id).then(() => removeCgroups(h.id));
   try {
     await unmountAll(h.dir);
@@ -87,14 +118,15 @@ export async function pauseInstance(h: InstanceHandle, deps: PauseDeps): Promise
   }
   // Unhandled only until a resume, a destroy or close() waits for it.
   released.catch((err: unknown) => deps.log.warn({ instanceId: h.id, err }, "could not remove a paused instance's sandbox record; its resume or the next start does"));
-  return { memoryKept: false, released };
+  return { memoryKept, released };
 }
 
 /**
- * Boots a new sandbox over the paused instance's writable layer. On failure, what it
+ * Starts the paused instance again: from its saved memory when it has one, else (or
+ * when that fails) by booting a new sandbox over its writable layer. On failure, what it
  * made is stopped and released again (the instance stays paused) and it rejects.
  */
-export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps: PauseDeps, log: Logger): Promise<void> {
+export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps: PauseDeps, log: Logger): Promise<ResumeOutcome> {
   const meta = h.readMeta();
   if (!meta?.imageKey) throw new Error(`instance ${h.id} has no record of what it was made from; it cannot be resumed`);
   if (!meta.agentKey) throw new Error(`instance ${h.id} was made without roomkit's agent (by an older roomkit), the only way into it; it cannot be resumed: delete it and create it again`);
@@ -102,8 +134,10 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
   const rootfs = deps.images.rootfsOf(meta.imageKey);
   if (!existsSync(rootfs)) throw new Error(`the image instance ${h.id} was made from (${meta.imageKey}) is no longer in the image cache`);
   const signal = AbortSignal.timeout(RESUME_TIMEOUT_MS);
+  const saved = hasCheckpoint(h);
   try {
-    // The lease was kept: the same address comes back.
+    // The lease was kept: the same address comes back, on a new veth (so that the
+    // address a sandbox on its own network stack took off the old one is there again).
     const lease = await deps.pool.allocate(h.id);
     await createNetns(h.netns);
     await createVethPair(h, lease);
@@ -113,23 +147,60 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
     if (meta.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
     else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
     await mountOverlay({ lower: rootfs, upper: h.upper, work: h.work, target: h.rootfs });
+    const endpoint = deps.agentOf(h);
+    if (!endpoint) throw new Error(`instance ${h.id} has no address or agent key on record; it cannot be resumed`);
+
+    // A sandbox started with runsc's own root overlay (its default; runsc.ts turns it
+    // off) left its file in the rootfs, and runsc refuses to start another over it.
+    const filestore = join(h.rootfs, `.gvisor.filestore.${h.id}`);
+    rmSync(filestore, { force: true });
+    let memoryLost: string | undefined;
+    if (saved && deps.checkpoints) {
+      try {
+        await restoreSandbox(h, deps.runsc);
+        deps.remember(h, spec.memory_mb);
+        await waitForAgent(endpoint, signal, deps.booting(h));
+        await deps.watch(h);
+        // The layer moves on from here: this image would not match it again.
+        removeCheckpoint(h);
+        return { memoryRestored: true };
+      } catch (err) {
+        memoryLost = err instanceof Error ? err.message : String(err);
+        log.warn({ instanceId: h.id, err }, "could not restore the instance's saved memory: booting it over its files instead");
+        await deps.forget(h.id);
+        await stopMachine(h, deps.runsc);
+        await deps.runsc.destroy(null, h.id);
+        // The failed sandbox's network stack may have taken eth0's address.
+        await setGuestAddress(h.netns, lease);
+        rmSync(filestore, { force: true });
+      }
+    } else if (saved) {
+      memoryLost = 'this runtime cannot restore saved memory (its sandboxes do not run on their own network stack)';
+    }
+
     // The guest may have changed these; they are the host's to say, as at a create.
     writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? deps.dnsServers : []);
     writeAgentKey(h.rootfs, meta.agentKey);
-
-    // The bundle (config.json) written at the create still says everything.
-    await deps.runsc.create(h.netns, h.id, h.bundle, h.consoleLog, h.pidFile);
+    // The bundle (config.json) written at the create still says everything. runsc's
+    // words go to the console log with its stdio: a failure carries their end.
+    await deps.runsc.create(h.netns, h.id, h.bundle, h.consoleLog, h.pidFile).catch((err: unknown) => {
+      const said = deps.booting(h).printed().trim().split('\n').slice(-3).join(' | ');
+      throw new Error(`${err instanceof Error ? err.message : String(err)}${said ? `: ${said}` : ''}`);
+    });
     deps.remember(h, spec.memory_mb);
     await deps.runsc.start(h.netns, h.id);
     const exec: Exec = (argv, options) => deps.exec(h.id, argv, options);
-    const endpoint = deps.agentOf(h);
-    if (!endpoint) throw new Error(`instance ${h.id} has no address or agent key on record; it cannot be resumed`);
     await waitForAgent(endpoint, signal, deps.booting(h));
     const settled = await Promise.allSettled([checkReady(exec, spec), deps.watch(h)]);
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
+    // Only now: had this boot failed, the instance would stay paused with its saved
+    // memory (as its record says) and the next resume would try it again.
+    if (saved) removeCheckpoint(h);
+    return { memoryRestored: false, ...(memoryLost === undefined ? {} : { memoryLost }) };
   } catch (err) {
     try {
-      await (await pauseInstance(h, deps)).released;
+      // What this resume started is stopped, not saved; a saved memory still here is kept for the next try.
+      await (await pauseInstance(h, deps, { memory: true, save: false })).released;
     } catch (undoErr) {
       log.error({ instanceId: h.id, err: undoErr }, 'could not undo a failed resume; the next start settles it');
     }
@@ -137,8 +208,17 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
   }
 }
 
-/** Whether runsc has a sandbox of this id that runs. */
+/**
+ * Whether runsc has a sandbox of this id whose process still runs (after a checkpoint
+ * runsc's record goes on saying "running" for a sandbox that has ended).
+ */
 async function sandboxRuns(h: InstanceHandle, deps: PauseDeps): Promise<boolean> {
   const state = await deps.runsc.state(null, h.id);
-  return state?.status === 'running';
+  if (state?.status !== 'running' || state.pid <= 0) return false;
+  try {
+    process.kill(state.pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
 }

@@ -90,9 +90,10 @@ export class Runsc {
   /**
    * The same for every call. --net-disconnect-ok lets a checkpoint drop established TCP
    * connections (without it, a single one, even in TIME_WAIT, fails the checkpoint).
-   * --overlay2=none: newer runsc otherwise puts an overlay of its own over the root
-   * filesystem, kept in a `.gvisor.filestore.*` file at its top, so the guest's writes
-   * would never reach the instance's writable layer (files_changed, undo, snapshots).
+   * --overlay2=none: by default this runsc puts its own overlay over the root (its upper
+   * layer a file in the sandbox's memory, `.gvisor.filestore.<id>` in the rootfs), so
+   * the guest's writes would never reach the writable layer the host reads (changes,
+   * snapshots, a files-only pause) and a second sandbox over the same rootfs is refused.
    */
   globalFlags(): string[] {
     return [`--root=${this.root}`, `--network=${this.network}`, `--platform=${this.platform}`, '--net-disconnect-ok', '--overlay2=none'];

@@ -3,7 +3,7 @@
 import Type from 'typebox';
 import type { Services } from '../../../services.ts';
 import { callerOf } from '../../../http/auth.ts';
-import { Instance, InstancePage, State } from '../../../core/instance-schema.ts';
+import { Instance, InstancePage, PauseBody, State } from '../../../core/instance-schema.ts';
 import { CreateOptionsFields, KeepAliveBody, METADATA_QUERY_DESCRIPTION } from '../../../core/instance-options-schema.ts';
 import { parseMetadataQuery } from '../../../core/instance-options.ts';
 import { errorResponses, RoomParams } from '../../../http/schemas.ts';
@@ -110,20 +110,23 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
         operationId: 'pauseInstance',
         summary: 'Pause the room\'s instance',
         description:
-          'Stops the instance\'s machine and keeps its files (its writable layer): a paused instance holds no memory or CPU, only ' +
-          'its disk. Answers once it is `paused`, with `pause.memory_kept` saying whether its memory and processes were kept too ' +
-          '(false with the gVisor runtime on this host: its processes end). Pausing a paused instance answers it as it is. ' +
-          'Any command, file or terminal request resumes it; so does POST …/resume. It is removed after the profile\'s ' +
-          '`paused_retention_s`.',
+          'Stops the instance\'s machine and keeps its files (its writable layer) and, unless the body says `"memory": false`, its ' +
+          'memory and processes (saved to the host\'s disk: running processes keep their pids and memory, listening sockets stay; ' +
+          'established TCP connections are dropped). A paused instance holds no memory or CPU, only disk (its layer and its saved ' +
+          'memory). Answers once it is `paused`, with `pause.memory_kept` saying whether its memory was kept (false when asked, or ' +
+          'on a runtime that cannot). Pausing a paused instance answers it as it is. Any command, file or terminal request resumes ' +
+          'it; so does POST …/resume. It is removed after the profile\'s `paused_retention_s`.',
         tags: ['instances'],
         params: RoomParams,
+        body: { ...PauseBody, examples: [{ memory: false }] },
         response: { 200: Instance, ...errorResponses(400, 401, 404, 409, 500, 503) },
       },
     },
     async (request) => {
       const { profile_id, room_id } = request.params;
       const caller = callerOf(request);
-      return instances.pause(caller.organizationId, profile_id, room_id, { keyId: caller.keyId });
+      const memory = request.body?.memory;
+      return instances.pause(caller.organizationId, profile_id, room_id, { keyId: caller.keyId, ...(memory === undefined ? {} : { memory }) });
     },
   );
 
@@ -137,7 +140,9 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
         description:
           'Starts the paused instance\'s machine again over its files and answers once it is `ready`; a ready instance is answered ' +
           'as it is, and one being resumed is waited for. Quotas and host admission are checked as for a create (it takes memory ' +
-          'again). If it cannot start, it stays paused and the answer is `instance_resume_failed`.',
+          'again). A pause that kept memory is restored with its processes; if that memory cannot be restored, the instance is ' +
+          'booted over its files instead and its last history entry (`ready`, `reason_code: "memory_lost"`) says why. If it cannot ' +
+          'start at all, it stays paused and the answer is `instance_resume_failed`.',
         tags: ['instances'],
         params: RoomParams,
         response: { 200: Instance, ...errorResponses(400, 401, 403, 404, 409, 500, 503) },

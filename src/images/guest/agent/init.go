@@ -1,4 +1,8 @@
-// The instance's PID 1: keeps `agent serve` running and reaps orphans.
+// The instance's PID 1: keeps `agent serve` running and reaps orphans. Its stdio is
+// moved off the host's descriptors before anything else: a sandbox whose processes hold
+// host descriptors cannot be restored from a checkpoint (runsc: "no host FD available"),
+// so what init and the server print goes to a log file in the guest, which the host
+// reads from the instance's root filesystem while it boots.
 package main
 
 import (
@@ -9,7 +13,11 @@ import (
 	"time"
 )
 
+// initLog is where init and the server print, in the guest's root filesystem.
+const initLog = "/var/log/roomkit-agent.log"
+
 func runInit() {
+	ownStdio()
 	self, err := os.Executable()
 	if err != nil {
 		self = os.Args[0]
@@ -75,4 +83,29 @@ func runInit() {
 			}
 		}
 	}
+}
+
+// ownStdio replaces the host's descriptors 0, 1 and 2 with guest files: /dev/null for
+// input, the log file (or /dev/null when it cannot be made) for output.
+func ownStdio() {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent init: cannot open /dev/null:", err)
+		return
+	}
+	out := null
+	if f, err := os.OpenFile(initLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+		out = f
+	} else {
+		fmt.Fprintln(os.Stderr, "agent init: cannot open its log, printing nothing:", err)
+	}
+	for fd, f := range []*os.File{null, out, out} {
+		if err := syscall.Dup3(int(f.Fd()), fd, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "agent init: cannot move its stdio off the host:", err)
+		}
+	}
+	if out != null {
+		out.Close()
+	}
+	null.Close()
 }
