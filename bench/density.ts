@@ -154,6 +154,11 @@ try {
 } finally {
   console.log('\nremoving every instance (a few at a time)...');
   const removing = Date.now();
+  // A shutdown keeps paused instances for the next start: these are deleted first.
+  const paused = await bench.services.db.selectFrom('instances').select('id').where('state', 'in', ['paused', 'pausing', 'resuming']).execute();
+  for (const { id } of paused) {
+    await bench.services.instances.deleteAt({ organizationId: bench.organizationId, instanceId: id }).catch((err: unknown) => console.error(`could not delete paused instance ${id}: ${String(err)}`));
+  }
   await bench.close();
   console.log(`removed in ${((Date.now() - removing) / 1000).toFixed(0)} s`);
 }
