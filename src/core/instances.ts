@@ -107,6 +107,7 @@ export class Instances {
         return 'runtime' in selection && !this.closing && Pauses.supported(selection.runtime) ? selection.runtime : undefined;
       },
       pause: (row, why) => this.pauses.pause(this.pausableRuntime(), row, why),
+      retirePooled: () => this.warmPool.giveWayForMemory(),
     });
     this.pauses = new Pauses({
       db: deps.db,

@@ -31,6 +31,8 @@ export interface MemoryPressureDeps {
   pausable(): Runtime | undefined;
   /** Pauses a ready instance (core's pause); rejects when its state changed meanwhile. */
   pause(row: InstanceRecord, why: EndReason): Promise<void>;
+  /** Removes one warm pool instance for the host's memory; answers whether there was one. */
+  retirePooled(): Promise<boolean>;
 }
 
 export class MemoryPressure {
@@ -64,8 +66,9 @@ export class MemoryPressure {
   }
 
   /**
-   * The periodic check: while running instances eat into the reserve, pauses idle ones
-   * (least recently used first). Returns the ids it paused.
+   * The periodic check: while running instances eat into the reserve, removes warm pool
+   * instances, then pauses idle ones (least recently used first). Returns the ids it
+   * paused.
    */
   async relieve(): Promise<string[]> {
     const runtime = this.deps.pausable();
@@ -78,6 +81,7 @@ export class MemoryPressure {
         reason: `paused to keep ${memory.reserveMb} MB of the host's memory free for running instances (${memory.inUseMb} MB in use)`,
         code: 'memory_pressure',
       };
+      if (await this.deps.retirePooled()) continue;
       const id = await this.pauseOne(why);
       if (id === undefined) {
         this.deps.log.warn({ inUseMb: memory.inUseMb, reserveMb: memory.reserveMb, limitMb: memory.limitMb }, 'memory pressure: no idle instance left to pause');

@@ -135,3 +135,33 @@ describe('memory pressure with a runtime that can pause', () => {
     assert.equal((await stateOf('h')).state, 'ready');
   });
 });
+
+describe('memory pressure with a warm pool', () => {
+  it('removes warm pool instances before it pauses an idle instance in a room', async () => {
+    const runtime = new PausableFakeRuntime();
+    const t = await startTestApp({ fake: runtime, config: { admitHostMemoryMb: 1000, admitMemoryPercent: 100, admitReserveMb: 200, pressureIdleS: 0 } });
+    try {
+      const org = await t.newOrg();
+      const pooledProfile = await t.createProfile(org, { name: 'pooled', memory_mb: 128, warm_pool: 1 });
+      const small = await t.createProfile(org, { name: 'small', memory_mb: 128 });
+      const pooled = async () =>
+        t.services.db.selectFrom('instances').select(['id', 'state']).where('profile_id', '=', pooledProfile).where('warm_pool_key', 'is not', null).execute();
+      for (let i = 0; i < 100 && !(await pooled()).some((r) => r.state === 'ready'); i++) await new Promise((r) => setTimeout(r, 50));
+      const [member] = await pooled();
+      assert.equal(member?.state, 'ready', 'the pool filled');
+      const created = await t.app.inject({ method: 'POST', url: `/api/profile/${small}/room/x`, headers: org.headers, payload: {} });
+      assert.equal(created.statusCode, 201, created.body);
+      // x grows to 700 MB: with the pooled 128, 828 of the 800 instances may use.
+      runtime.memoryInUse.set(created.json().instance_id, 700);
+      assert.deepEqual(await t.services.instances.memoryPressure.relieve(), [], 'no instance in a room was paused');
+      const gone = await t.services.db.selectFrom('instances').select('state').where('id', '=', member!.id).executeTakeFirstOrThrow();
+      assert.equal(gone.state, 'stopped');
+      assert.equal((await t.app.inject({ method: 'GET', url: `/api/profile/${small}/room/x`, headers: org.headers })).json().state, 'ready');
+      // Still short without a pool: x itself is idle now and goes.
+      runtime.memoryInUse.set(created.json().instance_id, 900);
+      assert.deepEqual(await t.services.instances.memoryPressure.relieve(), [created.json().instance_id]);
+    } finally {
+      await t.close();
+    }
+  });
+});
