@@ -3,8 +3,8 @@
 // runtime does the machine work (Runtime.pause/resume); this class orders it against
 // the store: one pause or resume per instance at a time, quotas and host admission
 // checked before a resume takes memory again (idle instances paused for it under memory
-// pressure), and a resume that fails leaves the
-// instance paused (its files are intact) with why in its state history.
+// pressure), and a resume that fails leaves the instance paused (its files are intact)
+// with why in its state history.
 import type { Logger } from 'pino';
 import { AppError, type ErrorHint } from '../errors.ts';
 import type { PausableRuntime, Runtime } from '../runtimes/types.ts';
