@@ -3,8 +3,8 @@
 // their growth (the periodic check), the least recently used idle instances are paused,
 // one at a time, until there is room; only when none is left to pause is a create
 // refused. Idle: ready, in a room (a warm pool's instances give way first, retired by
-// the pool, since they are cheap to make again), no command running and no terminal
-// open, and no request for ROOMKIT_PRESSURE_IDLE_S. A paused instance resumes on its
+// the pool, since they are cheap to make again), no command running and no terminal or
+// port connection open (the busy checks), and no request for ROOMKIT_PRESSURE_IDLE_S. A paused instance resumes on its
 // next request, as any paused one does; what its pause keeps is the runtime's pause's.
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
