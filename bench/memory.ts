@@ -13,7 +13,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { readdirSync, readFileSync } from 'node:fs';
-import { admissionLimits } from '../src/core/admission.ts';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
 import { ImageStore } from '../src/images/builder.ts';
 import { type CgroupView, cgroupView, GUEST_ROLES, GUEST_SCRIPT, type GuestView, HOST_ROLES, type HostView, hostView, parseGuestView } from './memory-sampler.ts';
@@ -225,10 +224,11 @@ try {
       const perInstanceMib = mib(p50(1, pssRow) + p50(1, kernelRow) + growth);
       const usage = p50(1, usageRow);
       const cost = runtime.hostCost({ memory_mb: profile.memory_mb, vcpus: profile.vcpus, disk_mb: profile.disk_mb });
-      const admitted = Math.floor(admissionLimits({ hostMemoryMb: HOST_MIB, memoryPercent: config.admitMemoryPercent, freeDiskMb: 0, diskPercent: 0 }).memoryMb / cost.memoryMb);
+      const usableMib = Math.floor((HOST_MIB * config.admitMemoryPercent) / 100) - config.admitReserveMb;
+      const admitted = Math.floor(usableMib / Math.max(1, mib(usage)));
       console.log(`idle instances that fit in 24 GiB, by memory alone (nothing else on the host, instances idle as here):`);
       console.log(`  ${Math.floor(HOST_MIB / perInstanceMib)} by host PSS + kernel memory + the service's growth (${perInstanceMib.toFixed(1)} MiB each); ${Math.floor(HOST_MIB / mib(usage))} by cgroup usage (${mib(usage).toFixed(1)} MiB each)`);
-      console.log(`  admission places ${admitted}: it reserves each instance's limit, memory_mb ${profile.memory_mb} + headroom = ${cost.memoryMb} MiB, within ROOMKIT_ADMIT_MEMORY_PERCENT=${config.admitMemoryPercent} of 24 GiB`);
+      console.log(`  admission places about ${admitted} idle ones: it counts what they use (cgroup usage), beside a reserve of ROOMKIT_ADMIT_RESERVE_MB=${config.admitReserveMb}, within ROOMKIT_ADMIT_MEMORY_PERCENT=${config.admitMemoryPercent} of 24 GiB; each keeps its own limit, memory_mb ${profile.memory_mb} + headroom = ${cost.memoryMb} MiB`);
     },
   );
   await deleteInstances(bench, 'mem', 1);

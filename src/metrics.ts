@@ -14,6 +14,8 @@ export interface InstanceFigures {
   byState: Record<string, number>;
   /** Memory (MiB) the live instances' profiles asked for, all together. */
   memoryMb: number;
+  /** Host admission's memory figures (MiB), when a runtime runs instances. */
+  admission?: { inUseMb: number; limitMb: number; reserveMb: number; hostFreeMb: number };
 }
 
 export type MemoryGuardKill = 'largest_process' | 'all_user_processes';
@@ -32,6 +34,7 @@ export class Metrics {
   private readonly commandsRunning: Gauge;
   private readonly commandDuration: Histogram<'state'>;
   private readonly guardKills: Counter<'kind'>;
+  private readonly pressurePauses: Counter;
   private instanceSource: (() => Promise<InstanceFigures>) | undefined;
 
   constructor() {
@@ -112,7 +115,27 @@ export class Metrics {
       labelNames: ['kind'],
       registers,
     });
+    this.pressurePauses = new Counter({
+      name: 'roomkit_memory_pressure_pauses_total',
+      help: 'Idle instances paused to make room in the host\'s memory (for a create or a resume, or to keep the reserve free)',
+      registers,
+    });
     const figures = () => this.instanceSource?.();
+    const admissionGauge = (name: string, help: string, pick: (a: NonNullable<InstanceFigures['admission']>) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        async collect() {
+          const a = (await figures())?.admission;
+          this.reset();
+          if (a) this.set(pick(a) * 1024 * 1024);
+        },
+      });
+    admissionGauge('roomkit_instances_memory_in_use_bytes', 'Host memory running instances use now, measured (host admission counts it; starting ones at their estimate)', (a) => a.inUseMb);
+    admissionGauge('roomkit_admission_memory_limit_bytes', 'The share of the host\'s memory instances may use together (ROOMKIT_ADMIT_MEMORY_PERCENT)', (a) => a.limitMb);
+    admissionGauge('roomkit_admission_memory_reserve_bytes', 'Memory host admission keeps free for running instances to grow (ROOMKIT_ADMIT_RESERVE_MB)', (a) => a.reserveMb);
+    admissionGauge('roomkit_host_memory_free_for_instances_bytes', 'What the host has available for more instances: MemAvailable less 5% of its memory', (a) => Math.max(0, a.hostFreeMb));
     new Gauge({
       name: 'roomkit_instances',
       help: 'Live instances, by state',
@@ -178,6 +201,11 @@ export class Metrics {
   commandEnded(state: string, seconds: number): void {
     this.commandsRunning.dec();
     this.commandDuration.observe({ state }, seconds);
+  }
+
+  /** An idle instance was paused for memory pressure. */
+  pressurePaused(): void {
+    this.pressurePauses.inc();
   }
 
   memoryGuardKilled(kind: MemoryGuardKill): void {

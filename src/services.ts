@@ -72,13 +72,13 @@ export async function createServices(config: Config, log: Logger, options: Servi
   const db = await openStore(config);
   try {
     const metrics = new Metrics();
-    metrics.setInstanceSource(() => liveInstanceFigures(db));
     const runtime = options.runtime ?? (await selectRuntime({ config, db, log, metrics }, RUNTIME_CANDIDATES));
     const profiles = new Profiles(db, config);
     const organizations = new Organizations({ db, profiles });
     const quotas = new Quotas({ db, config });
     const admission = new Admission({ config });
-    const instances = new Instances({ db, profiles, runtime, quotas, admission, log, metrics, warmPoolMaxInstances: config.warmPoolMaxInstances });
+    const instances = new Instances({ db, profiles, runtime, quotas, admission, config, log, metrics, warmPoolMaxInstances: config.warmPoolMaxInstances });
+    metrics.setInstanceSource(() => liveInstanceFigures(db, { admission, runtime: 'runtime' in runtime ? runtime.runtime : undefined }));
     const servedFiles = new ServedFiles(db);
     const fileLinks = new FileLinks();
     const commands = new Commands({ db, instances, profiles, servedFiles, fileLinks, quotas, config, log, metrics });

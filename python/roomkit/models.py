@@ -64,7 +64,7 @@ class StateChange(Model):
     #: Why it got to this state, in words.
     reason: Optional[str]
     #: Why it got here: on stopping, stopped, failed (`deleted`, `idle`, `lifetime`, `retention`, ...),
-    #: pausing and paused (`paused`, `idle`, `resume_failed`), resuming and ready (`resumed`, `auto_resumed`, `claimed`;
+    #: pausing and paused (`paused`, `idle`, `memory_pressure`, `resume_failed`), resuming and ready (`resumed`, `auto_resumed`, `claimed`;
     #: `memory_lost` when a resume could not restore the memory its pause kept and booted it over its files).
     reason_code: Optional[str]
     #: The API key whose request caused this step (a delete).
@@ -549,6 +549,8 @@ class Usage(Model):
     organization_id: str
     #: instances, memory_mb, vcpus, disk_mb, concurrent_commands, commands_per_minute, snapshots
     quotas: Dict[str, Quota]
+    #: Host memory its running instances use now, measured (not a quota); None where no runtime runs.
+    memory_in_use_mb: Optional[int] = None
 
 
 @dataclass

@@ -115,6 +115,23 @@ export interface Config {
    */
   readonly admitMemoryPercent: number;
   readonly admitDiskPercent: number;
+  /**
+   * Memory (MiB) host admission keeps free beside what instances use (measured), so that
+   * running instances have room to grow: a create is admitted while the instances' use,
+   * the new one's starting estimate and this reserve fit within the memory share.
+   */
+  readonly admitReserveMb: number;
+  /**
+   * The host memory (MiB) admission takes its share of, instead of the host's own (0):
+   * a smaller figure makes a small host, for tests. The host's real free memory still
+   * bounds admission.
+   */
+  readonly admitHostMemoryMb: number;
+  /**
+   * How long (s) an instance must have had no request, command or terminal before memory
+   * pressure may pause it to make room for a create or a resume.
+   */
+  readonly pressureIdleS: number;
   /** Bearer token of the operator API under /operator/; off (no such routes) when unset. */
   readonly operatorToken: string | undefined;
   /**

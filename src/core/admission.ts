@@ -1,79 +1,132 @@
 // Host admission: an instance is placed only when this host can carry it next to every
-// live one. Memory: what live instances may take together (each instance's host cost,
-// which the runtime states: for gVisor memory_mb plus its sandbox's headroom) plus the
-// new one stays within ROOMKIT_ADMIT_MEMORY_PERCENT of the host's memory. Disk: the
-// writable disks of live instances plus the new one stay within ROOMKIT_ADMIT_DISK_PERCENT
-// of the data directory's free space. Otherwise 503 capacity_exhausted with Retry-After,
-// before anything is made. Admission is the node's own business, so its checks run one
-// at a time in this process (serial()); it counts every live instance in the store,
-// which is this node's while the store serves one node.
+// live one. Memory is judged by use, not by limits: what running instances use now
+// (measured by the runtime, from each sandbox's host cgroup; one still starting or
+// resuming at the runtime's estimate of a started one, at least), plus the new one's
+// estimate, plus a reserve (ROOMKIT_ADMIT_RESERVE_MB, room for running instances to
+// grow) must fit within ROOMKIT_ADMIT_MEMORY_PERCENT of the host's memory (or of
+// ROOMKIT_ADMIT_HOST_MEMORY_MB), and within what the host really has available
+// (MemAvailable) less HOST_FLOOR_PERCENT of it, which other programs may be using. Each instance keeps its own limit
+// (memory_mb, and its runtime's host limit). Disk: the writable disks of live instances
+// plus the new one stay within ROOMKIT_ADMIT_DISK_PERCENT of the data directory's free
+// space. Otherwise 503 capacity_exhausted with Retry-After, before anything is made;
+// before that answer a create or a resume makes room under memory pressure by pausing
+// idle instances (memory-pressure.ts). Admission is the node's own business, so its
+// checks run one at a time in this process (serial()); it counts every live instance
+// in the store, which is this node's while the store serves one node.
 import { statfs } from 'node:fs/promises';
-import { totalmem } from 'node:os';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { type HostMemory, readHostMemory } from '../host/meminfo.ts';
 import { Serial } from '../lib/keyed-serial.ts';
 import type { MachineResources, Runtime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { liveResources } from './instance-queries.ts';
-import { HELD_ON_DISK_STATES } from './lifecycle.ts';
+import { type InstanceState, isProvisioning } from './lifecycle.ts';
 
 /** What a refused create is told to wait before trying again. */
 export const CAPACITY_RETRY_AFTER_S = 30;
+/** The share of the host's real memory admission always leaves available, whatever else the host runs. */
+export const HOST_FLOOR_PERCENT = 5;
 
-export interface HostCapacity {
-  memory: { limit_mb: number; committed_mb: number };
-  disk: { limit_mb: number; committed_mb: number };
+/** The memory side of admission, in MiB. */
+export interface MemoryFigures {
+  /** ROOMKIT_ADMIT_MEMORY_PERCENT of the host's memory (or of ROOMKIT_ADMIT_HOST_MEMORY_MB). */
+  limitMb: number;
+  /** What running instances use now, measured (starting ones at least at their estimate). */
+  inUseMb: number;
+  /** Kept free for running instances to grow (ROOMKIT_ADMIT_RESERVE_MB). */
+  reserveMb: number;
+  /** What the host has available for more instances: MemAvailable less HOST_FLOOR_PERCENT of MemTotal. */
+  hostFreeMb: number;
 }
 
-/** What admission weighs: the host's size, the configured shares and what is committed. */
+/** What admission weighs: memory in use, the disks committed, and what the new instance asks. */
 export interface AdmissionInput {
-  hostMemoryMb: number;
-  memoryPercent: number;
-  freeDiskMb: number;
-  diskPercent: number;
-  committed: { memoryMb: number; diskMb: number };
+  memory: MemoryFigures;
+  disk: { limitMb: number; committedMb: number };
   request: { memoryMb: number; diskMb: number };
 }
 
-/** The limits admission holds committed memory and disk to. */
-export function admissionLimits(input: Pick<AdmissionInput, 'hostMemoryMb' | 'memoryPercent' | 'freeDiskMb' | 'diskPercent'>): { memoryMb: number; diskMb: number } {
-  return {
-    memoryMb: Math.floor((input.hostMemoryMb * input.memoryPercent) / 100),
-    diskMb: Math.floor((input.freeDiskMb * input.diskPercent) / 100),
-  };
+export type AdmissionBreach =
+  | { resource: 'memory'; limitMb: number; inUseMb: number; reserveMb: number; roomMb: number; requestedMb: number; hostBound: boolean }
+  | { resource: 'disk'; limitMb: number; committedMb: number; requestedMb: number };
+
+/**
+ * Memory an instance may still start in: the smaller of what the share leaves beside the
+ * instances' use and what the host really has free, less the reserve. Negative under
+ * memory pressure (the reserve is being eaten into).
+ */
+export function memoryRoomMb(m: MemoryFigures): number {
+  return Math.min(m.limitMb - m.inUseMb, m.hostFreeMb) - m.reserveMb;
+}
+
+/** Whether running instances eat into the reserve: memory pressure, which pauses idle ones. */
+export function underPressure(m: MemoryFigures): boolean {
+  return memoryRoomMb(m) < 0;
 }
 
 /** The resource the new instance does not fit in, or undefined when the host can carry it. */
-export function admissionBreach(input: AdmissionInput): { resource: 'memory' | 'disk'; limitMb: number; committedMb: number; requestedMb: number } | undefined {
-  const limits = admissionLimits(input);
-  if (input.committed.memoryMb + input.request.memoryMb > limits.memoryMb) {
-    return { resource: 'memory', limitMb: limits.memoryMb, committedMb: input.committed.memoryMb, requestedMb: input.request.memoryMb };
+export function admissionBreach(input: AdmissionInput): AdmissionBreach | undefined {
+  const { memory, disk, request } = input;
+  const roomMb = memoryRoomMb(memory);
+  if (request.memoryMb > roomMb) {
+    return {
+      resource: 'memory',
+      limitMb: memory.limitMb,
+      inUseMb: memory.inUseMb,
+      reserveMb: memory.reserveMb,
+      roomMb,
+      requestedMb: request.memoryMb,
+      hostBound: memory.hostFreeMb < memory.limitMb - memory.inUseMb,
+    };
   }
-  if (input.committed.diskMb + input.request.diskMb > limits.diskMb) {
-    return { resource: 'disk', limitMb: limits.diskMb, committedMb: input.committed.diskMb, requestedMb: input.request.diskMb };
+  if (disk.committedMb + request.diskMb > disk.limitMb) {
+    return { resource: 'disk', limitMb: disk.limitMb, committedMb: disk.committedMb, requestedMb: request.diskMb };
   }
   return undefined;
 }
 
-/**
- * How many more instances of `resources` the host admits now: the smaller of what
- * memory and disk leave room for.
- */
+/** How many more instances, each counted at `cost` while it starts, the host admits now: the smaller of what memory and disk leave room for. */
 export function admissibleCount(input: Omit<AdmissionInput, 'request'>, cost: { memoryMb: number; diskMb: number }): number {
-  const limits = admissionLimits(input);
-  const byMemory = Math.floor((limits.memoryMb - input.committed.memoryMb) / cost.memoryMb);
-  const byDisk = cost.diskMb === 0 ? Infinity : Math.floor((limits.diskMb - input.committed.diskMb) / cost.diskMb);
+  const byMemory = cost.memoryMb === 0 ? Infinity : Math.floor(memoryRoomMb(input.memory) / cost.memoryMb);
+  const byDisk = cost.diskMb === 0 ? Infinity : Math.floor((input.disk.limitMb - input.disk.committedMb) / cost.diskMb);
   return Math.max(0, Math.min(byMemory, byDisk));
+}
+
+/**
+ * What admission counts of one live instance's memory: nothing while paused; its
+ * measured use while it runs (its limit when the runtime cannot measure it); the
+ * starting estimate at least while it starts or resumes; what is left of it while it
+ * stops.
+ */
+export function countedMemoryMb(state: InstanceState, measuredMb: number | undefined, startingMb: number, limitMb: number): number {
+  if (state === 'paused') return 0;
+  if (isProvisioning(state) || state === 'resuming') return Math.max(measuredMb ?? 0, startingMb);
+  if (state === 'stopping') return measuredMb ?? 0;
+  return measuredMb ?? limitMb;
+}
+
+export interface HostCapacity {
+  memory: {
+    limit_mb: number;
+    committed_mb: number;
+    in_use_mb: number;
+    reserve_mb: number;
+    host_available_mb: number;
+    room_mb: number;
+    under_pressure: boolean;
+  };
+  disk: { limit_mb: number; committed_mb: number };
 }
 
 export class Admission {
   private readonly config: Config;
-  private readonly hostMemoryMb: number;
+  private readonly hostMemory: () => HostMemory;
   private readonly checks = new Serial();
 
-  constructor(deps: { config: Config; hostMemoryMb?: number }) {
+  constructor(deps: { config: Config; hostMemory?: () => HostMemory }) {
     this.config = deps.config;
-    this.hostMemoryMb = deps.hostMemoryMb ?? Math.floor(totalmem() / (1024 * 1024));
+    this.hostMemory = deps.hostMemory ?? readHostMemory;
   }
 
   /** Runs `fn` after every admission check before it has ended, so two cannot both take the last room. */
@@ -81,49 +134,112 @@ export class Admission {
     return this.checks.run(fn);
   }
 
-  /** Throws capacity_exhausted when the host cannot carry one more instance of `request`. Call within serial(). */
+  /**
+   * Throws capacity_exhausted when the host cannot carry one more instance of `request`
+   * (`starting`: one resumed, which takes memory and CPUs and no more disk). Call within
+   * serial(). A refusal for memory has `details.pressure` true: pausing idle instances
+   * may make room.
+   */
   async assertFits(db: Db, runtime: Runtime, request: MachineResources): Promise<void> {
     const input = await this.input(db, runtime);
-    const cost = runtime.hostCost(request);
-    const breach = admissionBreach({ ...input, request: cost });
-    if (!breach) return;
-    const { resource, limitMb, committedMb, requestedMb } = breach;
-    const setting = resource === 'memory' ? 'ROOMKIT_ADMIT_MEMORY_PERCENT' : 'ROOMKIT_ADMIT_DISK_PERCENT';
-    const of = resource === 'memory' ? `the host's memory` : `the free space of the data directory`;
-    throw new AppError(
-      'capacity_exhausted',
-      `this host cannot take another instance now: live instances commit ${committedMb} MB of ${resource}, this one needs ${requestedMb} MB more, ` +
-        `and at most ${limitMb} MB (${setting} of ${of}) may be committed; retry later, when instances have ended, or use a smaller profile`,
-      { resource, limit_mb: limitMb, committed_mb: committedMb, requested_mb: requestedMb, retry_after_s: CAPACITY_RETRY_AFTER_S },
-    );
+    const breach = admissionBreach({ ...input, request: { memoryMb: runtime.startingMemoryMb(request), diskMb: runtime.hostCost(request).diskMb } });
+    if (breach) throw new CapacityRefusal(breach);
   }
 
-  /** What is committed on this host and how far admission lets it go. */
+  /** The memory side of admission now (the pressure check reads it between creates). */
+  async memory(db: Db, runtime: Runtime): Promise<MemoryFigures> {
+    return (await this.input(db, runtime)).memory;
+  }
+
+  /** What one organization's running instances use of the host's memory now, as admission counts it (MiB). */
+  async inUseOf(db: Db, runtime: Runtime, organizationId: string): Promise<number> {
+    let inUseMb = 0;
+    for (const row of await liveResources(db, organizationId)) {
+      inUseMb += countedMemoryMb(row.state as InstanceState, runtime.memoryInUseMb(row.id), runtime.startingMemoryMb(row.resources), runtime.hostCost(row.resources).memoryMb);
+    }
+    return inUseMb;
+  }
+
+  /** What live instances use and commit on this host, and how far admission lets it go. */
   async capacity(db: Db, runtime: Runtime): Promise<HostCapacity & { admissible: (resources: MachineResources) => number }> {
     const input = await this.input(db, runtime);
-    const limits = admissionLimits(input);
+    const { memory } = input;
     return {
-      memory: { limit_mb: limits.memoryMb, committed_mb: input.committed.memoryMb },
-      disk: { limit_mb: limits.diskMb, committed_mb: input.committed.diskMb },
-      admissible: (resources) => admissibleCount(input, runtime.hostCost(resources)),
+      memory: {
+        limit_mb: memory.limitMb,
+        committed_mb: input.committedMemoryMb,
+        in_use_mb: memory.inUseMb,
+        reserve_mb: memory.reserveMb,
+        host_available_mb: this.hostMemory().availableMb,
+        room_mb: memoryRoomMb(memory),
+        under_pressure: underPressure(memory),
+      },
+      disk: { limit_mb: input.disk.limitMb, committed_mb: input.disk.committedMb },
+      admissible: (resources) => admissibleCount(input, { memoryMb: runtime.startingMemoryMb(resources), diskMb: runtime.hostCost(resources).diskMb }),
     };
   }
 
-  private async input(db: Db, runtime: Runtime): Promise<Omit<AdmissionInput, 'request'>> {
-    const committed = { memoryMb: 0, diskMb: 0 };
+  private async input(db: Db, runtime: Runtime): Promise<Omit<AdmissionInput, 'request'> & { committedMemoryMb: number }> {
+    let inUseMb = 0;
+    let committedMemoryMb = 0;
+    let diskMb = 0;
     for (const row of await liveResources(db)) {
       const cost = runtime.hostCost(row.resources);
+      const state = row.state as InstanceState;
+      inUseMb += countedMemoryMb(state, runtime.memoryInUseMb(row.id), runtime.startingMemoryMb(row.resources), cost.memoryMb);
       // A paused instance holds its writable layer, not memory.
-      if (!(HELD_ON_DISK_STATES as string[]).includes(row.state)) committed.memoryMb += cost.memoryMb;
-      committed.diskMb += cost.diskMb;
+      if (state !== 'paused') committedMemoryMb += cost.memoryMb;
+      diskMb += cost.diskMb;
     }
+    const host = this.hostMemory();
+    const percent = this.config.admitMemoryPercent;
+    const figureMb = this.config.admitHostMemoryMb > 0 ? this.config.admitHostMemoryMb : host.totalMb;
     const fs = await statfs(this.config.dataDir);
     return {
-      hostMemoryMb: this.hostMemoryMb,
-      memoryPercent: this.config.admitMemoryPercent,
-      freeDiskMb: Math.floor((fs.bavail * fs.bsize) / (1024 * 1024)),
-      diskPercent: this.config.admitDiskPercent,
-      committed,
+      memory: {
+        limitMb: Math.floor((figureMb * percent) / 100),
+        inUseMb,
+        reserveMb: this.config.admitReserveMb,
+        hostFreeMb: host.availableMb - Math.ceil((host.totalMb * HOST_FLOOR_PERCENT) / 100),
+      },
+      disk: { limitMb: Math.floor((Math.floor((fs.bavail * fs.bsize) / (1024 * 1024)) * this.config.admitDiskPercent) / 100), committedMb: diskMb },
+      committedMemoryMb,
     };
   }
+}
+
+/** The refusal of a create or resume for the host's capacity, with what was short. */
+export class CapacityRefusal extends AppError {
+  readonly breach: AdmissionBreach;
+  constructor(breach: AdmissionBreach, paused = 0) {
+    const { message, details } = capacityWords(breach, paused);
+    super('capacity_exhausted', message, details);
+    this.breach = breach;
+  }
+}
+
+/** The 503's words and details; `paused` is how many idle instances pressure paused for it first. */
+function capacityWords(breach: AdmissionBreach, paused: number): { message: string; details: Record<string, unknown> } {
+  const retry = { retry_after_s: CAPACITY_RETRY_AFTER_S };
+  if (breach.resource === 'disk') {
+    const { limitMb, committedMb, requestedMb } = breach;
+    return {
+      message:
+        `this host cannot take another instance now: live instances commit ${committedMb} MB of disk, this one needs ${requestedMb} MB more, ` +
+        `and at most ${limitMb} MB (ROOMKIT_ADMIT_DISK_PERCENT of the free space of the data directory) may be committed; retry later, when instances have ended, or use a smaller profile`,
+      details: { resource: 'disk', limit_mb: limitMb, committed_mb: committedMb, requested_mb: requestedMb, ...retry },
+    };
+  }
+  const { limitMb, inUseMb, reserveMb, roomMb, requestedMb, hostBound } = breach;
+  const bound = hostBound
+    ? `the host itself has only ${Math.max(0, roomMb + reserveMb)} MB free for instances (other programs use the rest)`
+    : `at most ${limitMb} MB may be used (ROOMKIT_ADMIT_MEMORY_PERCENT of the host's memory)`;
+  const pausedWords = paused > 0 ? `${paused} idle instance${paused === 1 ? ' was' : 's were'} paused to make room, and no other` : 'no instance';
+  return {
+    message:
+      `this host cannot take another instance now: running instances use ${inUseMb} MB of memory, this one needs ${requestedMb} MB to start, ` +
+      `${reserveMb} MB stay free for running instances to grow (ROOMKIT_ADMIT_RESERVE_MB), and ${bound}; ${pausedWords} has been idle long enough to be paused (ROOMKIT_PRESSURE_IDLE_S). ` +
+      'Retry later, pause or delete instances you do not need, or use a smaller profile',
+    details: { resource: 'memory', limit_mb: limitMb, committed_mb: inUseMb, reserve_mb: reserveMb, requested_mb: requestedMb, paused_for_room: paused, ...retry },
+  };
 }

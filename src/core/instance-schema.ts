@@ -32,13 +32,15 @@ export const INSTANCE_REASON_CODES = [
   'pause_failed',
   'retention',
   'timeout',
+  'memory_pressure',
 ] as const;
 export type InstanceReasonCode = (typeof INSTANCE_REASON_CODES)[number];
 
 export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
   description:
     'Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` ' +
-    '(its idle limit, with the profile\'s `idle_action: pause`), `timeout` (its deadline, likewise), `service_stopped` (settled as paused when the service started again after ' +
+    '(its idle limit, with the profile\'s `idle_action: pause`), `timeout` (its deadline, likewise), `memory_pressure` (idle while the host needed its memory ' +
+    'for another instance, or to keep its reserve free; it resumes on its next request), `service_stopped` (settled as paused when the service started again after ' +
     'it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` ' +
     '(a command, file or terminal request woke it), `memory_lost` (resumed, but the memory its pause kept could not be restored: it was ' +
     'booted over its files, its processes from before the pause are gone; the reason says why); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and ' +

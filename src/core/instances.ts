@@ -26,6 +26,8 @@ import type { Quotas } from './quotas.ts';
 import type { Metrics } from '../metrics.ts';
 import { type Reconciled, reconcileWithHost } from './reconcile.ts';
 import { Pauses, stateConflict } from './pauses.ts';
+import { MemoryPressure } from './memory-pressure.ts';
+import type { Config } from '../config.ts';
 import type { CreateOptions } from './instance-options-schema.ts';
 import { applyOptions, assertSameOptions, checkCreateOptions, deadlinePassed, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
 import { noteFacts, noteOperation, refineOperation } from './operations.ts';
@@ -69,6 +71,8 @@ export class Instances {
   readonly warmPool: WarmPool;
   /** Pauses and resumes under way (pauses.ts). */
   private readonly pauses: Pauses;
+  /** Idle instances paused to make room in the host's memory (memory-pressure.ts). */
+  readonly memoryPressure: MemoryPressure;
 
   constructor(deps: {
     db: Db;
@@ -76,6 +80,7 @@ export class Instances {
     runtime: RuntimeSelection;
     quotas: Quotas;
     admission: Admission;
+    config: Config;
     log: Logger;
     metrics?: Metrics;
     /** Pooled instances this host keeps at most, over all profiles; 0 turns warm pools off. */
@@ -90,6 +95,20 @@ export class Instances {
     this.runtimeSelection = deps.runtime;
     this.log = deps.log;
     if ('runtime' in deps.runtime) deps.runtime.runtime.onEvent((event) => this.onRuntimeEvent(event));
+    this.memoryPressure = new MemoryPressure({
+      db: deps.db,
+      config: deps.config,
+      admission: deps.admission,
+      log: deps.log,
+      ...(deps.metrics ? { metrics: deps.metrics } : {}),
+      busy: (id) => this.busy(id),
+      pausable: () => {
+        const selection = this.runtimeSelection;
+        return 'runtime' in selection && !this.closing && Pauses.supported(selection.runtime) ? selection.runtime : undefined;
+      },
+      pause: (row, why) => this.pauses.pause(this.pausableRuntime(), row, why),
+      retirePooled: () => this.warmPool.giveWayForMemory(),
+    });
     this.pauses = new Pauses({
       db: deps.db,
       records: this.records,
@@ -97,6 +116,7 @@ export class Instances {
       admission: deps.admission,
       log: deps.log,
       onPausing: (id, why) => this.notifyStopping(id, why),
+      makingRoom: (admit, resuming) => this.memoryPressure.makingRoom(admit, resuming),
     });
     this.warmPool = new WarmPool({
       db: deps.db,
@@ -172,8 +192,9 @@ export class Instances {
         }),
       );
     try {
-      // No caller is refused because of a warm pool: pooled instances give way.
-      const winner = await this.warmPool.givingWay(organizationId, admit);
+      // No caller is refused because of a warm pool: pooled instances give way; then,
+      // under memory pressure, idle instances are paused for it.
+      const winner = await this.memoryPressure.makingRoom(() => this.warmPool.givingWay(organizationId, admit));
       if (winner) return answerLive(winner);
     } catch (err) {
       // Another request created the room's instance between our look-up and insert.
@@ -425,6 +446,15 @@ export class Instances {
     return this.runtime();
   }
 
+  /**
+   * What the organization's running instances use of the host's memory now (MiB, as
+   * host admission counts it); undefined when no runtime runs instances.
+   */
+  async memoryInUseMb(organizationId: string): Promise<number | undefined> {
+    const selection = this.runtimeSelection;
+    return 'runtime' in selection ? this.admission.inUseOf(this.db, selection.runtime, organizationId) : undefined;
+  }
+
   /** Whether the instance is ready now (not stopping, stopped or failed). */
   async isReady(instanceId: string): Promise<boolean> {
     return (await this.records.stateNow(instanceId)) === 'ready';
@@ -523,6 +553,7 @@ export class Instances {
       if (running) return;
       running = true;
       this.expire()
+        .then(() => this.memoryPressure.relieve())
         .catch((err: unknown) => this.log.error({ err }, 'expiry check failed'))
         .finally(() => (running = false));
     }, intervalMs);

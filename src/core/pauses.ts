@@ -2,10 +2,11 @@
 // resuming → ready`, with the store's record of what a pause kept and since when. The
 // runtime does the machine work (Runtime.pause/resume); this class orders it against
 // the store: one pause or resume per instance at a time, quotas and host admission
-// checked before a resume takes memory again, and a resume that fails leaves the
-// instance paused (its files are intact) with why in its state history. A resume whose
-// saved memory could not be restored (the runtime booted the instance over its files
-// instead) is ready, and its `ready` entry says so (`memory_lost`).
+// checked before a resume takes memory again (idle instances paused for it under memory
+// pressure), and a resume that fails leaves the instance paused (its files are intact)
+// with why in its state history. A resume whose saved memory could not be restored (the
+// runtime booted the instance over its files instead) is ready, and its `ready` entry
+// says so (`memory_lost`).
 import type { Logger } from 'pino';
 import { AppError, type ErrorHint } from '../errors.ts';
 import type { PausableRuntime, PauseOptions, Runtime } from '../runtimes/types.ts';
@@ -26,6 +27,8 @@ export interface PausesDeps {
   log: Logger;
   /** Told when an instance's machine is about to stop for a pause (its terminals end). */
   onPausing(instanceId: string, why: EndReason): void;
+  /** Runs a resume's admission, making room under memory pressure (memory-pressure.ts) when it is refused for memory. */
+  makingRoom<T>(admit: () => Promise<T>, resuming: string): Promise<T>;
 }
 
 export class Pauses {
@@ -111,16 +114,20 @@ export class Pauses {
     if (current.state !== 'paused') throw stateConflict(current, 'resume');
     const { resources } = current;
     // It takes memory and CPUs again (its disk is counted already): the same checks as a create.
-    await this.deps.admission.serial(async () => {
-      await db.transaction().execute(async (trx) => {
-        await this.deps.quotas.lock(trx, current.organization_id);
-        await this.deps.quotas.assertInstanceFits(trx, current.organization_id, { ...resources, disk_mb: 0 });
-        await this.deps.admission.assertFits(trx, runtime, { ...resources, disk_mb: 0 });
-      });
-      if (this.underway.has(row.id) || !(await records.transitionFrom(row.id, 'paused', 'resuming', why))) {
-        throw stateConflict(await records.getRow(row.id), 'resume');
-      }
-    });
+    await this.deps.makingRoom(
+      () =>
+        this.deps.admission.serial(async () => {
+          await db.transaction().execute(async (trx) => {
+            await this.deps.quotas.lock(trx, current.organization_id);
+            await this.deps.quotas.assertInstanceFits(trx, current.organization_id, { ...resources, disk_mb: 0 });
+            await this.deps.admission.assertFits(trx, runtime, { ...resources, disk_mb: 0 });
+          });
+          if (this.underway.has(row.id) || !(await records.transitionFrom(row.id, 'paused', 'resuming', why))) {
+            throw stateConflict(await records.getRow(row.id), 'resume');
+          }
+        }),
+      row.id,
+    );
     const op = (async () => {
       const started = performance.now();
       let outcome;

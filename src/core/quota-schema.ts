@@ -40,6 +40,14 @@ export const Usage = Type.Object(
         [K in QuotaName]: typeof QuotaUse;
       },
     ),
+    memory_in_use_mb: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        description:
+          'Host memory the running instances use now, measured (one starting at its runtime\'s estimate); not a quota: host admission counts it, and idle ' +
+          'instances may be paused when the host needs memory. Absent where no runtime runs (`roomkit orgs usage` on the data directory)',
+      }),
+    ),
   },
   { title: 'Usage' },
 );

@@ -141,6 +141,14 @@ export class WarmPool {
   }
 
   /**
+   * The host's memory is short (memory pressure): removes one pooled instance of any
+   * organization, before any instance in a room is paused. Answers whether it did.
+   */
+  async giveWayForMemory(): Promise<boolean> {
+    return this.giveWay('*', 'capacity_exhausted');
+  }
+
+  /**
    * A create was refused with `code` (a quota of the organization, or the host's
    * capacity): removes one pooled instance that holds what it needs (of the
    * organization for a quota, of any for the host) and holds refills back for a while.

@@ -315,8 +315,19 @@ export interface Runtime {
    * held until destroy().
    */
   onEvent(listener: (event: RuntimeEvent) => void): void;
-  /** The most of the host an instance with these resources may take (for host admission). */
+  /** The most of the host an instance with these resources may take (its limits: for reports, and the disk admission counts). */
   hostCost(resources: MachineResources): HostCost;
+  /**
+   * Host memory (MiB) the instance's machine holds now, measured (host admission counts
+   * it); undefined when there is no machine to measure (not started yet, paused, ended)
+   * or this runtime cannot measure it. Cheap: admission reads it of every live instance.
+   */
+  memoryInUseMb(instanceId: string): number | undefined;
+  /**
+   * What admission counts for an instance whose machine is still starting, or cannot be
+   * measured (MiB): an estimate of what one holds once started, at most its hostCost.
+   */
+  startingMemoryMb(resources: MachineResources): number;
 
   /** Runs a shell command as the VM user; resolves whatever its exit code. */
   runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome>;

@@ -1,9 +1,12 @@
 // Quotas and host admission with real gVisor sandboxes: an organization's instance and
 // command quotas answer 403/429 exactly at their limits, another organization is
 // unaffected, a delete frees its quota, and host admission (set here to a share of this
-// host's memory that holds exactly two default instances) refuses the third with 503
-// capacity_exhausted, also among racing creates, leaving nothing behind. A few
-// instances serve all cases, one after the other.
+// host's memory that holds exactly two default instances, each counted at its whole host
+// limit instead of its measured use, so that the count does not depend on how much an
+// idle sandbox happens to use; no reserve, no pauses for pressure) refuses the third
+// with 503 capacity_exhausted, also among racing creates, leaving nothing behind. A few
+// instances serve all cases, one after the other. Admission by measured use and memory
+// pressure with real sandboxes are test/host/memory-pressure.test.ts.
 import assert from 'node:assert/strict';
 import { totalmem } from 'node:os';
 import { after, before, describe, it } from 'node:test';
@@ -33,7 +36,11 @@ const rowsOf = (org: TestOrg) =>
 before(async () => {
   // Two instances fit and a third does not.
   assert.ok(Math.floor((HOST_MB * PERCENT) / 100) < 3 * COST_MB, `host of ${HOST_MB} MB`);
-  t = await startTestApp({ gvisorPool: POOL, config: { admitMemoryPercent: PERCENT } });
+  t = await startTestApp({ gvisorPool: POOL, config: { admitMemoryPercent: PERCENT, admitReserveMb: 0, pressureIdleS: 86_400 } });
+  // Every instance counts its whole host limit, started or starting.
+  const runtime = t.gvisor();
+  runtime.memoryInUseMb = () => COST_MB;
+  runtime.startingMemoryMb = () => COST_MB;
   [a, b, c] = [await t.newOrg(), await t.newOrg(), await t.newOrg()];
   await t.services.quotas.setOverrides(a.organizationId, { instances: 1, concurrent_commands: 1, commands_per_minute: 3 });
 });
@@ -96,7 +103,9 @@ describe('host admission with real instances', () => {
       resource: 'memory',
       limit_mb: Math.floor((HOST_MB * PERCENT) / 100),
       committed_mb: 2 * COST_MB,
+      reserve_mb: 0,
       requested_mb: COST_MB,
+      paused_for_room: 0,
       retry_after_s: 30,
     });
     assert.deepEqual(await rowsOf(c), [], 'no record, in a creating state or any other');

@@ -68,6 +68,7 @@ export class FakeRuntime implements Runtime {
 
   async provision(request: ProvisionRequest): Promise<void> {
     this.live.add(request.instanceId);
+    this.memoryOf.set(request.instanceId, request.spec.memory_mb);
     try {
       for (const step of PROVISION_STEPS) {
         if (this.options.stepDelayMs) await sleep(this.options.stepDelayMs, request.signal);
@@ -128,6 +129,21 @@ export class FakeRuntime implements Runtime {
   /** A test double holds nothing of the host; it reports what was asked for. */
   hostCost(resources: MachineResources): HostCost {
     return { memoryMb: resources.memory_mb, diskMb: resources.disk_mb };
+  }
+
+  /** What memoryInUseMb() reports of an instance (MiB); an instance not in it: its memory_mb, once provisioned. */
+  readonly memoryInUse = new Map<string, number>();
+  private readonly memoryOf = new Map<string, number>();
+
+  /** A live instance uses what the test set, else all of its memory_mb; one without a machine nothing measurable. */
+  memoryInUseMb(instanceId: string): number | undefined {
+    if (!this.live.has(instanceId)) return undefined;
+    return this.memoryInUse.get(instanceId) ?? this.memoryOf.get(instanceId);
+  }
+
+  /** The double's instances start at their whole memory_mb. */
+  startingMemoryMb(resources: MachineResources): number {
+    return resources.memory_mb;
   }
 
   /** Files of each instance, by absolute path (a flat map: directories are implied). */

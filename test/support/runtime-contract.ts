@@ -83,6 +83,19 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       assert.ok((await subject.runtime.list()).includes(req.instanceId));
     });
 
+    it('measures what a running instance uses of the host\'s memory, within its host cost, and nothing of one it does not run (host admission adds these up)', async () => {
+      const resources = { memory_mb: subject.spec.memory_mb, vcpus: subject.spec.vcpus, disk_mb: subject.spec.disk_mb };
+      const starting = subject.runtime.startingMemoryMb(resources);
+      assert.ok(starting > 0 && starting <= subject.runtime.hostCost(resources).memoryMb, `starting estimate ${starting} MB`);
+      assert.equal(subject.runtime.memoryInUseMb(randomUUID()), undefined);
+      const req = request();
+      await subject.runtime.provision(req);
+      const used = subject.runtime.memoryInUseMb(req.instanceId);
+      assert.ok(used !== undefined && used > 0 && used <= subject.runtime.hostCost(resources).memoryMb, `measured ${used} MB`);
+      await (await subject.runtime.destroy(req.instanceId)).released;
+      assert.equal(subject.runtime.memoryInUseMb(req.instanceId), undefined, 'nothing measured once it is released');
+    });
+
     it('destroys an instance: stopped when destroy resolves, gone completely once released; destroying again is harmless', async () => {
       const req = request();
       await subject.runtime.provision(req);

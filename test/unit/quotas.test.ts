@@ -5,10 +5,11 @@
 // GET /api/usage. The same with real sandboxes is in test/host/quotas.test.ts.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { admissibleCount, admissionBreach, admissionLimits } from '../../src/core/admission.ts';
+import { admissibleCount, admissionBreach, countedMemoryMb, memoryRoomMb, underPressure } from '../../src/core/admission.ts';
 import { PROFILE_DEFAULTS } from '../../src/core/profile-schema.ts';
 import { instanceBreach, rateRetryAfterS, sumResources } from '../../src/core/quotas.ts';
 import { sandboxMemoryLimitMb } from '../../src/runtimes/gvisor/bundle.ts';
+import { startingMemoryMb } from '../../src/runtimes/gvisor/host-usage.ts';
 import type { CommandOutcome, CommandRequest } from '../../src/runtimes/types.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { run } from '../support/cli.ts';
@@ -40,25 +41,52 @@ describe('quota arithmetic', () => {
     assert.equal(rateRetryAfterS(10_000, 80_000), 1);
   });
 
-  it('admits while committed memory and disk stay within their shares, and no further', () => {
-    const host = { hostMemoryMb: 10_000, memoryPercent: 50, freeDiskMb: 1000, diskPercent: 90 };
-    assert.deepEqual(admissionLimits(host), { memoryMb: 5000, diskMb: 900 });
-    const committed = { memoryMb: 4000, diskMb: 0 };
-    assert.equal(admissionBreach({ ...host, committed, request: { memoryMb: 1000, diskMb: 900 } }), undefined);
-    assert.deepEqual(admissionBreach({ ...host, committed, request: { memoryMb: 1001, diskMb: 0 } }), {
-      resource: 'memory', limitMb: 5000, committedMb: 4000, requestedMb: 1001,
+  it('admits while memory in use, the new one\'s estimate and the reserve fit in the share, and the disks in theirs, and no further', () => {
+    const memory = { limitMb: 5000, inUseMb: 3000, reserveMb: 1000, hostFreeMb: 20_000 };
+    const disk = { limitMb: 900, committedMb: 0 };
+    assert.equal(memoryRoomMb(memory), 1000);
+    assert.equal(admissionBreach({ memory, disk, request: { memoryMb: 1000, diskMb: 900 } }), undefined);
+    assert.deepEqual(admissionBreach({ memory, disk, request: { memoryMb: 1001, diskMb: 0 } }), {
+      resource: 'memory', limitMb: 5000, inUseMb: 3000, reserveMb: 1000, roomMb: 1000, requestedMb: 1001, hostBound: false,
     });
-    assert.equal(admissionBreach({ ...host, committed, request: { memoryMb: 0, diskMb: 901 } })?.resource, 'disk');
-    assert.equal(admissibleCount({ ...host, committed }, { memoryMb: 500, diskMb: 100 }), 2);
-    assert.equal(admissibleCount({ ...host, committed: { memoryMb: 5000, diskMb: 0 } }, { memoryMb: 500, diskMb: 100 }), 0);
+    assert.equal(admissionBreach({ memory, disk, request: { memoryMb: 0, diskMb: 901 } })?.resource, 'disk');
+    assert.equal(admissibleCount({ memory, disk }, { memoryMb: 400, diskMb: 100 }), 2);
+    assert.equal(admissibleCount({ memory: { ...memory, inUseMb: 4000 }, disk }, { memoryMb: 400, diskMb: 100 }), 0);
   });
 
-  it('counts a default gVisor instance as its memory plus its sandbox headroom: 13 of them on a 24 GiB host at 85%', () => {
-    const cost = { memoryMb: sandboxMemoryLimitMb(PROFILE_DEFAULTS.memory_mb), diskMb: PROFILE_DEFAULTS.disk_mb };
-    assert.equal(cost.memoryMb, 1536);
-    // This machine: MemTotal 24,684,092 kB = 24,105 MB; 85% = 20,489 MB; 20,489 / 1,536 = 13.3.
-    const host = { hostMemoryMb: 24_105, memoryPercent: 85, freeDiskMb: 80_000, diskPercent: 90, committed: { memoryMb: 0, diskMb: 0 } };
-    assert.equal(admissibleCount(host, cost), 13);
+  it('is bounded by what the host really has free, and says so', () => {
+    // The share leaves 2000 MB, but other programs leave the host only 1500 MB above what it keeps free.
+    const memory = { limitMb: 5000, inUseMb: 3000, reserveMb: 500, hostFreeMb: 1500 };
+    assert.equal(memoryRoomMb(memory), 1000);
+    const breach = admissionBreach({ memory, disk: { limitMb: 1, committedMb: 0 }, request: { memoryMb: 1001, diskMb: 0 } });
+    assert.equal(breach?.resource === 'memory' && breach.hostBound, true);
+  });
+
+  it('is under pressure once running instances eat into the reserve', () => {
+    assert.equal(underPressure({ limitMb: 5000, inUseMb: 4000, reserveMb: 1000, hostFreeMb: 20_000 }), false);
+    assert.equal(underPressure({ limitMb: 5000, inUseMb: 4001, reserveMb: 1000, hostFreeMb: 20_000 }), true);
+    assert.equal(underPressure({ limitMb: 5000, inUseMb: 0, reserveMb: 1000, hostFreeMb: 999 }), true);
+  });
+
+  it('counts a running instance as measured, a starting one at least at its estimate, a paused one as nothing', () => {
+    assert.equal(countedMemoryMb('ready', 23, 64, 1536), 23);
+    assert.equal(countedMemoryMb('ready', undefined, 64, 1536), 1536, 'unmeasured: its limit');
+    assert.equal(countedMemoryMb('vm_started', 10, 64, 1536), 64);
+    assert.equal(countedMemoryMb('vm_booted', 90, 64, 1536), 90);
+    assert.equal(countedMemoryMb('resuming', undefined, 64, 1536), 64);
+    assert.equal(countedMemoryMb('paused', 5, 64, 1536), 0);
+    assert.equal(countedMemoryMb('stopping', undefined, 64, 1536), 0);
+  });
+
+  it('starts a default gVisor instance at 64 MB, far below its 1536 MB limit: hundreds, not 13, on a 24 GiB host at 85%', () => {
+    assert.equal(sandboxMemoryLimitMb(PROFILE_DEFAULTS.memory_mb), 1536);
+    const start = startingMemoryMb(PROFILE_DEFAULTS);
+    assert.equal(start, 64);
+    // This machine: MemTotal 24,105 MB; 85% = 20,489 MB; less the default 2048 MB reserve.
+    const host = { memory: { limitMb: 20_489, inUseMb: 0, reserveMb: 2048, hostFreeMb: 20_489 }, disk: { limitMb: 1_000_000, committedMb: 0 } };
+    assert.equal(admissibleCount(host, { memoryMb: start, diskMb: PROFILE_DEFAULTS.disk_mb }), 288);
+    // Once started, 200 idle ones at about 25 MB each leave room for more.
+    assert.equal(memoryRoomMb({ ...host.memory, inUseMb: 200 * 25 }) > start, true);
   });
 });
 
@@ -253,8 +281,8 @@ describe('the operator API without ROOMKIT_OPERATOR_TOKEN', () => {
 
 describe('host admission over the runtime test double', () => {
   it('refuses with 503 capacity_exhausted and Retry-After past the memory share, and records nothing', async () => {
-    // 1% of this host's memory holds one 128 MB instance (the double's cost is memory_mb) and not two.
-    const t = await startTestApp({ config: { admitMemoryPercent: 1 } });
+    // 1% of this host's memory holds one 128 MB instance (the double's use is its memory_mb) and not two.
+    const t = await startTestApp({ config: { admitMemoryPercent: 1, admitReserveMb: 0 } });
     try {
       const org = await t.newOrg();
       const tiny = await t.createProfile(org, { name: 'tiny', memory_mb: 128 });

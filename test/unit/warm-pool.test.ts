@@ -200,11 +200,11 @@ describe('a warm pool', () => {
   });
 
   it('gives way to another organization\'s create when the host is full, and refuses only when no pool is left', async () => {
-    // The double's host cost is memory_mb: a share of this host's memory that holds exactly two instances.
+    // The double's instances use their memory_mb: a share of this host's memory that holds exactly two instances (no reserve).
     const hostMb = Math.floor(totalmem() / (1024 * 1024));
     const percent = Math.ceil((2 * 1024 * 100) / hostMb);
     assert.ok(Math.floor((hostMb * percent) / 100) < 3 * 1024, `host of ${hostMb} MB`);
-    const { t, org } = await start({ config: { admitMemoryPercent: percent } });
+    const { t, org } = await start({ config: { admitMemoryPercent: percent, admitReserveMb: 0 } });
     const profileId = await t.createProfile(org, { name: 'host-full', warm_pool: 2 });
     await poolIs(t, org, profileId, 2);
     const [b, c, d] = [await t.newOrg(), await t.newOrg(), await t.newOrg()];

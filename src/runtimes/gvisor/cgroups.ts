@@ -1,9 +1,11 @@
 // The host cgroups of an instance's sandbox. runsc makes them from the bundle's
 // cgroupsPath: on cgroup v1 a directory `roomkit/<instance id>` in each hierarchy. The
 // memory guard reads and tunes the sandbox's v1 memory controller (usage, file cache,
-// limit, OOM control); a teardown lifts its limit first and then removes what runsc
-// left in the v1 hierarchies; after a sandbox ended by itself, its OOM counters say
-// whether memory was why. Its members (the sandbox, its gofer and the ptrace stubs) are
+// limit, OOM control); a teardown never lifts the limit (it only lets the kernel's OOM
+// kill act again, so a sandbox frozen at its limit can die) and removes what runsc left
+// in the v1 hierarchies once none of the sandbox's processes is left; after a sandbox
+// ended by itself, its OOM counters say whether memory was why. Admission reads each
+// sandbox's memory in use (memoryInUse), from v1 or v2. Its members (the sandbox, its gofer and the ptrace stubs) are
 // what a teardown kills (processesOf). On a cgroup v2 host there is no v1 memory cgroup: the
 // memory functions find nothing and change nothing (only the host limit applies), and
 // the sandbox's unified cgroup (`roomkit/<instance id>` under the root itself) is left
@@ -98,16 +100,41 @@ export function workingSet(cgroupDir: string): number | null {
   return Math.max(0, usage - fileCache);
 }
 
-/** Lifts the memory cgroup's limit and restores the kernel's OOM kill (v1), if it exists. */
+/**
+ * Lets the kernel's OOM kill act in the memory cgroup again (v1), if it exists, so that
+ * a sandbox whose allocations wait at its hard limit can be killed. The limit itself
+ * stays: while any process of the sandbox can run, it must not take more than that (a
+ * guest process allocating during a teardown would otherwise grow without bound).
+ */
 export function unfreezeMemory(instanceId: string): void {
   const dir = memoryCgroupDir(instanceId);
   if (!existsSync(dir)) return;
   try {
     setOomKill(dir, true);
-    writeMemoryLimit(dir, -1);
   } catch {
     // Gone in the meantime.
   }
+}
+
+/**
+ * The host memory the sandbox holds now, in bytes, without the host's file cache (see
+ * workingSet): its v1 memory cgroup's, else its unified cgroup's on a cgroup v2 host
+ * (`memory.current` less the file pages of `memory.stat`). Null when it has neither
+ * (no sandbox, or one that has ended).
+ */
+export function memoryInUse(instanceId: string): number | null {
+  const v1 = workingSet(memoryCgroupDir(instanceId));
+  if (v1 !== null) return v1;
+  const dir = join(CGROUP_ROOT, PARENT, instanceId);
+  const current = readNumber(join(dir, 'memory.current'));
+  if (current === null) return null;
+  let file = 0;
+  try {
+    file = Number(/^file (\d+)$/m.exec(readFileSync(join(dir, 'memory.stat'), 'utf8'))?.[1] ?? 0);
+  } catch {
+    // No stat: count all of it.
+  }
+  return Math.max(0, current - file);
 }
 
 /** Removes the instance's cgroup directories that runsc left in any v1 hierarchy. */

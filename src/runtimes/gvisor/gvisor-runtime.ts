@@ -52,6 +52,7 @@ import type {
 } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
 import { ranOutOfMemory } from './cgroups.ts';
+import { measuredMemoryMb, startingMemoryMb } from './host-usage.ts';
 import { ChangeTracker } from '../layer-changes/change-tracker.ts';
 import type { LayerChangeTracking } from '../layer-changes/tracking.ts';
 import * as agentFiles from '../agent/files.ts';
@@ -661,6 +662,15 @@ export class GvisorRuntime implements Runtime {
   hostCost(resources: MachineResources): HostCost {
     const savedMemoryMb = this.capabilities.pauseMemory ? resources.memory_mb : 0;
     return { memoryMb: sandboxMemoryLimitMb(resources.memory_mb), diskMb: resources.disk_mb + savedMemoryMb };
+  }
+
+  /** Its sandbox's host cgroup's memory without the host's file cache (host-usage.ts). */
+  memoryInUseMb(instanceId: string): number | undefined {
+    return measuredMemoryMb(instanceId);
+  }
+
+  startingMemoryMb(resources: MachineResources): number {
+    return startingMemoryMb(resources);
   }
 
   /** The instance's handle: the one kept for an instance this runtime runs, else made now. */

@@ -1,7 +1,9 @@
 // Tearing an instance down, in two parts. Stopping its machine is quick and awaited:
 // every process of the sandbox's host cgroup (the sandbox, its gofer and the ptrace
 // stubs) gets SIGKILL, and within milliseconds none of them runs, holds memory or keeps
-// a file open. Releasing what it held on the host follows in the background: mounts,
+// a file open. The cgroup keeps its memory limit throughout: it is removed only after
+// runsc's delete has seen the processes gone (and the kernel refuses to remove a cgroup
+// that still lists any). Releasing what it held on the host follows in the background: mounts,
 // egress rule, veth and namespace (tens of milliseconds), then runsc's record and the
 // cgroups, which only go once the host's init has reaped the dead processes (runsc's
 // own delete waits for that), the instance's directory, and last its address lease.
@@ -129,7 +131,9 @@ export class Teardowns {
  * process outlives the deadline, runsc's own delete stops whatever it started.
  */
 export async function stopMachine(h: InstanceHandle, runsc: Runsc): Promise<void> {
-  // A sandbox frozen at its memory ceiling cannot even die: let it run free first.
+  // A sandbox whose allocations wait at its memory ceiling (the guard turns the
+  // kernel's OOM kill off) is let be killed by the kernel too; its limit stays until
+  // none of its processes is left, so nothing in it can grow past it meanwhile.
   unfreezeMemory(h.id);
   if (processesOf(h.id) === null || !(await killCgroup(h.id))) {
     await runsc.destroy(null, h.id);

@@ -10,6 +10,7 @@ import { QuotaOverrides, Usage } from '../../../core/quota-schema.ts';
 import { PROFILE_DEFAULTS } from '../../../core/profile-schema.ts';
 import { errorResponses } from '../../../http/schemas.ts';
 import type { App } from '../../../http/types.ts';
+import { usageWithMemory } from './usage.ts';
 
 const OrgParams = Type.Object({
   org: Type.String({ minLength: 1, maxLength: 64, description: "The organization's name or id" }),
@@ -18,14 +19,20 @@ const OrgParams = Type.Object({
 const Capacity = Type.Object(
   {
     memory: Type.Object({
-      limit_mb: Type.Integer({ description: 'ROOMKIT_ADMIT_MEMORY_PERCENT of the host\'s memory' }),
-      committed_mb: Type.Integer({ description: 'What live instances may take together, with their runtime\'s headroom' }),
+      limit_mb: Type.Integer({ description: 'ROOMKIT_ADMIT_MEMORY_PERCENT of the host\'s memory (or of ROOMKIT_ADMIT_HOST_MEMORY_MB)' }),
+      committed_mb: Type.Integer({ description: 'What running instances may take together by their limits, with their runtime\'s headroom (admission does not count it)' }),
+      in_use_mb: Type.Integer({ description: 'What running instances use now, measured; starting ones at least at their runtime\'s estimate. Admission counts this' }),
+      reserve_mb: Type.Integer({ description: 'Kept free for running instances to grow (ROOMKIT_ADMIT_RESERVE_MB)' }),
+      host_available_mb: Type.Integer({ description: 'The host\'s MemAvailable now' }),
+      room_mb: Type.Integer({ description: 'What a new instance may start in: the share less what is in use, bounded by the host\'s available memory, less the reserve (negative under pressure)' }),
+      under_pressure: Type.Boolean({ description: 'Whether running instances eat into the reserve: idle ones are then paused' }),
+      pressure_pauses: Type.Integer({ description: 'Idle instances paused for memory pressure since the service started' }),
     }),
     disk: Type.Object({
       limit_mb: Type.Integer({ description: 'ROOMKIT_ADMIT_DISK_PERCENT of the data directory\'s free space' }),
       committed_mb: Type.Integer({ description: 'The writable disks of live instances together' }),
     }),
-    admissible_default_instances: Type.Integer({ description: 'How many more instances of the default profile this host admits now' }),
+    admissible_default_instances: Type.Integer({ description: 'How many more instances of the default profile this host admits now, each counted at its runtime\'s starting estimate' }),
   },
   { title: 'HostCapacity' },
 );
@@ -56,7 +63,7 @@ export function operatorRoutes(app: App, services: Services): void {
         response: { 200: Usage, ...errorResponses(401, 404) },
       },
     },
-    async (request) => quotas.usage((await organizations.find(request.params.org)).organization_id),
+    async (request) => usageWithMemory(services, (await organizations.find(request.params.org)).organization_id),
   );
 
   app.put(
@@ -76,7 +83,7 @@ export function operatorRoutes(app: App, services: Services): void {
     async (request) => {
       const { organization_id } = await organizations.find(request.params.org);
       await quotas.setOverrides(organization_id, request.body);
-      return quotas.usage(organization_id);
+      return usageWithMemory(services, organization_id);
     },
   );
 
@@ -94,7 +101,11 @@ export function operatorRoutes(app: App, services: Services): void {
     async () => {
       const runtime = services.instances.activeRuntime();
       const { admissible, ...capacity } = await services.admission.capacity(services.db, runtime);
-      return { ...capacity, admissible_default_instances: admissible(PROFILE_DEFAULTS) };
+      return {
+        ...capacity,
+        memory: { ...capacity.memory, pressure_pauses: services.instances.memoryPressure.pausedCount },
+        admissible_default_instances: admissible(PROFILE_DEFAULTS),
+      };
     },
   );
 }
