@@ -39,7 +39,8 @@ export interface BundleOptions {
    * before. Under the ptrace platform each guest process costs a traced host process
    * with a thread for every gVisor thread that has run it, kept for reuse after the
    * process ends, so a sandbox holds many more host tasks than it has guest processes;
-   * under systrap (the default, see runsc.ts) it keeps a few dozen. A sandbox that cannot make a host thread dies (measured: at the limit runsc's
+   * under systrap (the default, see runsc.ts) it levels off at about a hundred. A
+   * sandbox that cannot make a host thread dies (measured: at the limit runsc's
    * sandbox exits), which is why the guest's limits must bind first.
    */
   maxHostTasks: number;

@@ -27,9 +27,10 @@ export type RunscPlatform = (typeof RUNSC_PLATFORMS)[number];
 
 /**
  * The platform that runs the guest's system calls: systrap unless ROOMKIT_RUNSC_PLATFORM
- * says ptrace. Chosen by measurement (docs/architecture.md, "runsc's platform"): about as
- * fast, and a sandbox under systrap keeps a few dozen host tasks where under ptrace
- * they grow with the guest processes it has run (traced host processes kept for reuse).
+ * says ptrace. Chosen by measurement (docs/architecture.md, "runsc's platform"): about
+ * as fast, and a sandbox under systrap levels off at about a hundred host tasks where
+ * under ptrace they grow with the guest processes it has run (traced host processes
+ * kept for reuse).
  */
 export function runscPlatform(env: NodeJS.ProcessEnv = process.env): RunscPlatform {
   const value = env.ROOMKIT_RUNSC_PLATFORM?.trim() || 'systrap';
@@ -89,10 +90,9 @@ export class Runsc {
   /**
    * The same for every call. --net-disconnect-ok lets a checkpoint drop established TCP
    * connections (without it, a single one, even in TIME_WAIT, fails the checkpoint).
-   * --overlay2=none: by default this runsc puts its own overlay over the root (its upper
-   * layer a file in the sandbox's memory, `.gvisor.filestore.<id>` in the rootfs), so
-   * the guest's writes would never reach the writable layer the host reads (changes,
-   * snapshots, a files-only pause) and a second sandbox over the same rootfs is refused.
+   * --overlay2=none: newer runsc otherwise puts an overlay of its own over the root
+   * filesystem, kept in a `.gvisor.filestore.*` file at its top, so the guest's writes
+   * would never reach the instance's writable layer (files_changed, undo, snapshots).
    */
   globalFlags(): string[] {
     return [`--root=${this.root}`, `--network=${this.network}`, `--platform=${this.platform}`, '--net-disconnect-ok', '--overlay2=none'];
