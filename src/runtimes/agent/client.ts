@@ -16,8 +16,12 @@ export interface AgentEndpoint {
 /** The agent's port inside every instance. */
 export const AGENT_PORT = AGENT_PROTOCOL.constants.port;
 
-/** How long a connection to the agent may take before it counts as not answering. */
-const CONNECT_TIMEOUT_MS = 2_000;
+/**
+ * How long a connection to the agent may take before it counts as not answering: long
+ * enough for a SYN the guest's own network stack drops to be sent again (1 s, then 3 s
+ * later), as happened with 20 instances booting at once on 2 cores.
+ */
+const CONNECT_TIMEOUT_MS = 10_000;
 /**
  * How long a refused connection is tried again: the agent's init starts its server
  * again within a few hundred milliseconds when it ends (images/guest/agent/init.go).
