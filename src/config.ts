@@ -25,10 +25,11 @@ export { ConfigError } from './config/config-error.ts';
 
 /**
  * The default host task limit of one sandbox. Measured with the guest's limits in place
- * (128 tasks of the VM user, 256 under sudo whatever the user): bursts of both at once,
- * in three instances at once, took each sandbox to about 4,000-4,600 host tasks under the
- * ptrace platform (each guest process keeps a traced host process with a thread per
- * gVisor thread that ran it, reused after it ends); the default leaves room for that to grow.
+ * (128 tasks of the VM user, and more under sudo): bursts of both at once, in three
+ * instances at once, took each sandbox to about 1,100 host tasks on the systrap platform,
+ * and to 4,000-4,600 on ptrace (each guest process keeps a traced host process with a
+ * thread per gVisor thread that ran it, reused after it ends); the default leaves room
+ * for ptrace, the platform an operator may still choose.
  */
 export const DEFAULT_HOST_TASKS_PER_INSTANCE = 12_288;
 /** Below this a sandbox cannot carry the guest's own limits, and would die at the host limit. */
