@@ -87,7 +87,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     quotaCommandsPerMinute: read.int('quotaCommandsPerMinute', 600, 0, 1_000_000),
     quotaSnapshots: read.int('quotaSnapshots', 50, 0, 1_000_000),
     admitMemoryPercent: read.int('admitMemoryPercent', 85, 1, 100),
-    admitDiskPercent: read.int('admitDiskPercent', 90, 1, 100),
+    admitDiskPercent: read.int('admitDiskPercent', 90, 1, 1000),
     admitReserveMb: read.int('admitReserveMb', 2048, 0, 1024 * 1024 * 1024),
     admitHostMemoryMb: read.int('admitHostMemoryMb', 0, 0, 1024 * 1024 * 1024),
     pressureIdleS: read.int('pressureIdleS', 60, 0, 30 * 24 * 3600),

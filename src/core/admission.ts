@@ -8,7 +8,8 @@
 // (MemAvailable) less HOST_FLOOR_PERCENT of it, which other programs may be using. Each instance keeps its own limit
 // (memory_mb, and its runtime's host limit). Disk: the writable disks of live instances
 // plus the new one stay within ROOMKIT_ADMIT_DISK_PERCENT of the data directory's free
-// space. Otherwise 503 capacity_exhausted with Retry-After, before anything is made;
+// space (above 100 it thin-provisions: layers are sparse and take what is written), and
+// whatever that setting, the file system keeps DISK_FLOOR free for real. Otherwise 503 capacity_exhausted with Retry-After, before anything is made;
 // before that answer a create or a resume makes room under memory pressure by pausing
 // idle instances (memory-pressure.ts). Admission is the node's own business, so its
 // checks run one at a time in this process (serial()); it counts every live instance
@@ -27,6 +28,12 @@ import { type InstanceState, isProvisioning } from './lifecycle.ts';
 export const CAPACITY_RETRY_AFTER_S = 30;
 /** The share of the host's real memory admission always leaves available, whatever else the host runs. */
 export const HOST_FLOOR_PERCENT = 5;
+/**
+ * What the data directory's file system keeps free for real before a create is refused,
+ * however far ROOMKIT_ADMIT_DISK_PERCENT overcommits: the larger of these. Below it,
+ * instances' sparse layers, saved memory and the store itself could run out of room.
+ */
+export const DISK_FLOOR = { mb: 1024, percent: 5 } as const;
 
 /** The memory side of admission, in MiB. */
 export interface MemoryFigures {
@@ -43,13 +50,15 @@ export interface MemoryFigures {
 /** What admission weighs: memory in use, the disks committed, and what the new instance asks. */
 export interface AdmissionInput {
   memory: MemoryFigures;
-  disk: { limitMb: number; committedMb: number };
+  /** `freeMb` and `floorMb`: what the file system has free now, and what it must keep free (DISK_FLOOR). */
+  disk: { limitMb: number; committedMb: number; freeMb: number; floorMb: number };
   request: { memoryMb: number; diskMb: number };
 }
 
 export type AdmissionBreach =
   | { resource: 'memory'; limitMb: number; inUseMb: number; reserveMb: number; roomMb: number; requestedMb: number; hostBound: boolean }
-  | { resource: 'disk'; limitMb: number; committedMb: number; requestedMb: number };
+  | { resource: 'disk'; limitMb: number; committedMb: number; requestedMb: number }
+  | { resource: 'disk_floor'; freeMb: number; floorMb: number };
 
 /**
  * Memory an instance may still start in: the smaller of what the share leaves beside the
@@ -83,13 +92,15 @@ export function admissionBreach(input: AdmissionInput): AdmissionBreach | undefi
   if (disk.committedMb + request.diskMb > disk.limitMb) {
     return { resource: 'disk', limitMb: disk.limitMb, committedMb: disk.committedMb, requestedMb: request.diskMb };
   }
+  if (request.diskMb > 0 && disk.freeMb <= disk.floorMb) return { resource: 'disk_floor', freeMb: disk.freeMb, floorMb: disk.floorMb };
   return undefined;
 }
 
 /** How many more instances, each counted at `cost` while it starts, the host admits now: the smaller of what memory and disk leave room for. */
 export function admissibleCount(input: Omit<AdmissionInput, 'request'>, cost: { memoryMb: number; diskMb: number }): number {
   const byMemory = cost.memoryMb === 0 ? Infinity : Math.floor(memoryRoomMb(input.memory) / cost.memoryMb);
-  const byDisk = cost.diskMb === 0 ? Infinity : Math.floor((input.disk.limitMb - input.disk.committedMb) / cost.diskMb);
+  const byDisk =
+    cost.diskMb === 0 ? Infinity : input.disk.freeMb <= input.disk.floorMb ? 0 : Math.floor((input.disk.limitMb - input.disk.committedMb) / cost.diskMb);
   return Math.max(0, Math.min(byMemory, byDisk));
 }
 
@@ -116,7 +127,7 @@ export interface HostCapacity {
     room_mb: number;
     under_pressure: boolean;
   };
-  disk: { limit_mb: number; committed_mb: number };
+  disk: { limit_mb: number; committed_mb: number; free_mb: number; floor_mb: number };
 }
 
 export class Admission {
@@ -174,7 +185,7 @@ export class Admission {
         room_mb: memoryRoomMb(memory),
         under_pressure: underPressure(memory),
       },
-      disk: { limit_mb: input.disk.limitMb, committed_mb: input.disk.committedMb },
+      disk: { limit_mb: input.disk.limitMb, committed_mb: input.disk.committedMb, free_mb: input.disk.freeMb, floor_mb: input.disk.floorMb },
       admissible: (resources) => admissibleCount(input, { memoryMb: runtime.startingMemoryMb(resources), diskMb: runtime.hostCost(resources).diskMb }),
     };
   }
@@ -195,6 +206,8 @@ export class Admission {
     const percent = this.config.admitMemoryPercent;
     const figureMb = this.config.admitHostMemoryMb > 0 ? this.config.admitHostMemoryMb : host.totalMb;
     const fs = await statfs(this.config.dataDir);
+    const freeMb = Math.floor((fs.bavail * fs.bsize) / (1024 * 1024));
+    const floorMb = Math.max(DISK_FLOOR.mb, Math.ceil((fs.blocks * fs.bsize * DISK_FLOOR.percent) / 100 / (1024 * 1024)));
     return {
       memory: {
         limitMb: Math.floor((figureMb * percent) / 100),
@@ -202,7 +215,7 @@ export class Admission {
         reserveMb: this.config.admitReserveMb,
         hostFreeMb: host.availableMb - Math.ceil((host.totalMb * HOST_FLOOR_PERCENT) / 100),
       },
-      disk: { limitMb: Math.floor((Math.floor((fs.bavail * fs.bsize) / (1024 * 1024)) * this.config.admitDiskPercent) / 100), committedMb: diskMb },
+      disk: { limitMb: Math.floor((freeMb * this.config.admitDiskPercent) / 100), committedMb: diskMb, freeMb, floorMb },
       committedMemoryMb,
     };
   }
@@ -221,12 +234,22 @@ export class CapacityRefusal extends AppError {
 /** The 503's words and details; `paused` is how many idle instances pressure paused for it first. */
 function capacityWords(breach: AdmissionBreach, paused: number): { message: string; details: Record<string, unknown> } {
   const retry = { retry_after_s: CAPACITY_RETRY_AFTER_S };
+  if (breach.resource === 'disk_floor') {
+    const { freeMb, floorMb } = breach;
+    return {
+      message:
+        `this host cannot take another instance now: its data directory has ${freeMb} MB free and keeps at least ${floorMb} MB free for the instances already there; ` +
+        'delete instances or snapshots you no longer need, or ask the operator for more disk (ROOMKIT_ADMIT_DISK_PERCENT above 100 lets instances commit more disk than is free, never this floor)',
+      details: { resource: 'disk', free_mb: freeMb, floor_mb: floorMb, ...retry },
+    };
+  }
   if (breach.resource === 'disk') {
     const { limitMb, committedMb, requestedMb } = breach;
     return {
       message:
         `this host cannot take another instance now: live instances commit ${committedMb} MB of disk, this one needs ${requestedMb} MB more, ` +
-        `and at most ${limitMb} MB (ROOMKIT_ADMIT_DISK_PERCENT of the free space of the data directory) may be committed; retry later, when instances have ended, or use a smaller profile`,
+        `and at most ${limitMb} MB (ROOMKIT_ADMIT_DISK_PERCENT of the free space of the data directory) may be committed; retry later, when instances have ended, or use a smaller profile ` +
+        '(an operator whose instances write little may raise ROOMKIT_ADMIT_DISK_PERCENT above 100: layers take only what is written)',
       details: { resource: 'disk', limit_mb: limitMb, committed_mb: committedMb, requested_mb: requestedMb, ...retry },
     };
   }

@@ -43,7 +43,7 @@ describe('quota arithmetic', () => {
 
   it('admits while memory in use, the new one\'s estimate and the reserve fit in the share, and the disks in theirs, and no further', () => {
     const memory = { limitMb: 5000, inUseMb: 3000, reserveMb: 1000, hostFreeMb: 20_000 };
-    const disk = { limitMb: 900, committedMb: 0 };
+    const disk = { limitMb: 900, committedMb: 0, freeMb: 10_000, floorMb: 1024 };
     assert.equal(memoryRoomMb(memory), 1000);
     assert.equal(admissionBreach({ memory, disk, request: { memoryMb: 1000, diskMb: 900 } }), undefined);
     assert.deepEqual(admissionBreach({ memory, disk, request: { memoryMb: 1001, diskMb: 0 } }), {
@@ -54,11 +54,24 @@ describe('quota arithmetic', () => {
     assert.equal(admissibleCount({ memory: { ...memory, inUseMb: 4000 }, disk }, { memoryMb: 400, diskMb: 100 }), 0);
   });
 
+  it('lets disk be thin-provisioned past what is free, but never below the floor the file system keeps free', () => {
+    const memory = { limitMb: 5000, inUseMb: 0, reserveMb: 0, hostFreeMb: 20_000 };
+    // ROOMKIT_ADMIT_DISK_PERCENT 400 of 10 GB free: 40 GB of layers may be committed.
+    const disk = { limitMb: 40_000, committedMb: 30_000, freeMb: 10_000, floorMb: 1024 };
+    assert.equal(admissionBreach({ memory, disk, request: { memoryMb: 64, diskMb: 2048 } }), undefined);
+    assert.equal(admissibleCount({ memory, disk }, { memoryMb: 64, diskMb: 2048 }), 4);
+    const full = { ...disk, freeMb: 1000 };
+    assert.deepEqual(admissionBreach({ memory, disk: full, request: { memoryMb: 64, diskMb: 2048 } }), { resource: 'disk_floor', freeMb: 1000, floorMb: 1024 });
+    assert.equal(admissibleCount({ memory, disk: full }, { memoryMb: 64, diskMb: 2048 }), 0);
+    // A resume takes no more disk: the floor does not refuse it.
+    assert.equal(admissionBreach({ memory, disk: full, request: { memoryMb: 64, diskMb: 0 } }), undefined);
+  });
+
   it('is bounded by what the host really has free, and says so', () => {
     // The share leaves 2000 MB, but other programs leave the host only 1500 MB above what it keeps free.
     const memory = { limitMb: 5000, inUseMb: 3000, reserveMb: 500, hostFreeMb: 1500 };
     assert.equal(memoryRoomMb(memory), 1000);
-    const breach = admissionBreach({ memory, disk: { limitMb: 1, committedMb: 0 }, request: { memoryMb: 1001, diskMb: 0 } });
+    const breach = admissionBreach({ memory, disk: { limitMb: 1, committedMb: 0, freeMb: 10_000, floorMb: 1024 }, request: { memoryMb: 1001, diskMb: 0 } });
     assert.equal(breach?.resource === 'memory' && breach.hostBound, true);
   });
 
@@ -83,7 +96,7 @@ describe('quota arithmetic', () => {
     const start = startingMemoryMb(PROFILE_DEFAULTS);
     assert.equal(start, 64);
     // This machine: MemTotal 24,105 MB; 85% = 20,489 MB; less the default 2048 MB reserve.
-    const host = { memory: { limitMb: 20_489, inUseMb: 0, reserveMb: 2048, hostFreeMb: 20_489 }, disk: { limitMb: 1_000_000, committedMb: 0 } };
+    const host = { memory: { limitMb: 20_489, inUseMb: 0, reserveMb: 2048, hostFreeMb: 20_489 }, disk: { limitMb: 1_000_000, committedMb: 0, freeMb: 100_000, floorMb: 1024 } };
     assert.equal(admissibleCount(host, { memoryMb: start, diskMb: PROFILE_DEFAULTS.disk_mb }), 288);
     // Once started, 200 idle ones at about 25 MB each leave room for more.
     assert.equal(memoryRoomMb({ ...host.memory, inUseMb: 200 * 25 }) > start, true);

@@ -31,6 +31,8 @@ const Capacity = Type.Object(
     disk: Type.Object({
       limit_mb: Type.Integer({ description: 'ROOMKIT_ADMIT_DISK_PERCENT of the data directory\'s free space' }),
       committed_mb: Type.Integer({ description: 'The writable disks of live instances together' }),
+      free_mb: Type.Integer({ description: 'What the data directory\'s file system has free now' }),
+      floor_mb: Type.Integer({ description: 'What it keeps free whatever ROOMKIT_ADMIT_DISK_PERCENT says: creates are refused below it' }),
     }),
     admissible_default_instances: Type.Integer({ description: 'How many more instances of the default profile this host admits now, each counted at its runtime\'s starting estimate' }),
   },
