@@ -3,9 +3,9 @@
 // use, pausing idle instances under memory pressure); then reports memory per idle
 // instance (host RSS and PSS of its processes, its cgroup's usage, what admission
 // counts), the host memory used (MemTotal - MemAvailable, against before the first
-// create), how many were paused for pressure, and how many the host killed (none
-// should be), beside a floor measured in the same run: raw runsc sandboxes of the same
-// image, without the service. Everything it started is removed at the end, also after
+// create), how many were paused for pressure, the CPU an idle unfrozen one uses and how
+// many CPU pressure froze, and how many the host killed (none should be), beside a floor
+// measured in the same run: raw runsc sandboxes of the same image, without the service. Everything it started is removed at the end, also after
 // Ctrl-C or SIGTERM (the first signal stops the creates and cleans up).
 //
 //   npm run bench:density [-- --instances N] [--at-once C] [--floor K] [--time-limit-s S]
@@ -18,6 +18,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
 import { ImageStore } from '../src/images/builder.ts';
 import { readHostMemory } from '../src/host/meminfo.ts';
+import { CpuSampler } from '../src/host/cpu-stat.ts';
+import { cpuUsedMs } from '../src/runtimes/gvisor/freezer.ts';
 import { cgroupView, hostView } from './memory-sampler.ts';
 import { type RawSandbox, withRawSandbox } from './raw-sandbox.ts';
 import { startBenchService } from './setup.ts';
@@ -47,6 +49,8 @@ if (!(TIME_LIMIT_MS > 0)) {
 }
 /** Idle for this long after the last create before sampling. */
 const SETTLE_MS = 10_000;
+/** How long idle CPU is measured over. */
+const CPU_WINDOW_MS = 10_000;
 /** A /30 per instance: 1024 addresses hold 256 instances. */
 const POOL = '10.232.0.0/22';
 const MIB = 1024 * 1024;
@@ -133,13 +137,20 @@ try {
     .where('state', '=', 'failed')
     .execute();
   const killed = failedWhy.filter((e) => e.reason_code === 'out_of_memory' || e.reason_code === 'sandbox_exited').length;
+  // CPU while idle: each unfrozen sandbox's CPU time over a window, and the host's.
+  const frozen = running.filter((id) => bench.runtime.isFrozen(id)).length;
+  const hostCpu = new CpuSampler();
+  const serviceCpu = await idleCpuPercent(running.filter((id) => !bench.runtime.isFrozen(id)));
+  const hostBusy = hostCpu.busyPercent();
   const serviceRss = Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0) * 1024;
 
   // The floor: raw sandboxes of the same image, measured the same way.
   let floor: Sampled | undefined;
+  let floorCpu: number | undefined;
   await withRawSandboxes(FLOOR, (name, use) => withRawSandbox(join(dataDir, 'floor'), name, image, { ...PROFILE_DEFAULTS, home: profile.home }, use), async (raw) => {
     await sleep(SETTLE_MS, undefined, { signal: stop.signal });
     floor = sample(raw.map((s) => s.id), () => 0);
+    floorCpu = await idleCpuPercent(raw.map((s) => s.id));
   });
 
   const line = (label: string, s: Sampled | undefined, key: keyof Sampled['p50']) => `  ${label.padEnd(30)}${(s ? mib(s.p50[key]) : '-').padStart(10)}`;
@@ -148,6 +159,9 @@ try {
     console.log(`${line(label, service, key)}${(floor ? mib(floor.p50[key]) : '-').padStart(9)}`);
   }
   console.log(`${line('counted by admission', service, 'counted')}`);
+  const pct = (v: number | undefined) => (v === undefined ? '-' : `${v.toFixed(2)}%`);
+  console.log(`  ${'CPU of an unfrozen idle one'.padEnd(30)}${pct(serviceCpu).padStart(10)}${pct(floorCpu).padStart(9)}  (of one core, over ${CPU_WINDOW_MS / 1000} s)`);
+  console.log(`\nCPU: host ${hostBusy === undefined ? '-' : `${hostBusy.toFixed(0)}%`} busy over that window; ${frozen} of ${running.length} ready instances frozen by CPU pressure (ROOMKIT_FREEZE_CPU_PERCENT=${config.freezeCpuPercent}; ${services.instances.cpuPressure.frozenCount} freezes since the start)`);
   const usedMb = hostAfter.totalMb - hostAfter.availableMb - (hostBefore.totalMb - hostBefore.availableMb);
   console.log(`\nhost memory used: ${hostAfter.totalMb - hostAfter.availableMb} MB of ${hostAfter.totalMb} MB (${usedMb} MB more than before: ${(usedMb / Math.max(1, made.length)).toFixed(1)} MB per instance made, with the floor's sandboxes stopped)`);
   console.log(`service process RSS: ${mib(serviceRss)} MiB`);
@@ -155,6 +169,10 @@ try {
   console.log(`paused for memory pressure: ${services.instances.memoryPressure.pausedCount}; killed by the host (out_of_memory, sandbox_exited): ${killed}`);
   const capacity = await services.admission.capacity(services.db, bench.runtime);
   console.log(`admission now: ${capacity.memory.in_use_mb} MB in use of ${capacity.memory.limit_mb}, reserve ${capacity.memory.reserve_mb}, room ${capacity.memory.room_mb} MB (${capacity.memory.under_pressure ? 'under pressure' : 'no pressure'}); limits committed: ${capacity.memory.committed_mb} MB`);
+} catch (err) {
+  // Ctrl-C or SIGTERM: say so and clean up, without a stack trace.
+  if (!stop.signal.aborted) throw err;
+  console.error(`stopped early (${(stop.signal.reason as Error).message}): no figures`);
 } finally {
   console.log('\nremoving every instance (a few at a time)...');
   const removing = Date.now();
@@ -165,6 +183,20 @@ try {
   }
   await bench.close();
   console.log(`removed in ${((Date.now() - removing) / 1000).toFixed(0)} s`);
+}
+
+/** p50 over the sandboxes of the CPU each used over CPU_WINDOW_MS, in percent of one core (from its cgroup). */
+async function idleCpuPercent(ids: string[]): Promise<number | undefined> {
+  const start = new Map(ids.map((id) => [id, cpuUsedMs(id)]));
+  const t0 = performance.now();
+  await sleep(CPU_WINDOW_MS, undefined, { signal: stop.signal });
+  const elapsed = performance.now() - t0;
+  const used: number[] = [];
+  for (const [id, before] of start) {
+    const after = cpuUsedMs(id);
+    if (before !== undefined && after !== undefined) used.push(((after - before) * 100) / elapsed);
+  }
+  return used.length === 0 ? undefined : percentile(used, 50);
 }
 
 interface Sampled {

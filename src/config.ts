@@ -91,6 +91,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     admitReserveMb: read.int('admitReserveMb', 2048, 0, 1024 * 1024 * 1024),
     admitHostMemoryMb: read.int('admitHostMemoryMb', 0, 0, 1024 * 1024 * 1024),
     pressureIdleS: read.int('pressureIdleS', 60, 0, 30 * 24 * 3600),
+    freezeCpuPercent: read.int('freezeCpuPercent', 70, 0, 100),
     operatorToken: read.token('operatorToken'),
     rateLimitKeyRequests: read.int('rateLimitKeyRequests', 600, 0, 1_000_000),
     rateLimitOrgRequests: read.int('rateLimitOrgRequests', 1800, 0, 1_000_000),

@@ -35,6 +35,7 @@ export class Metrics {
   private readonly commandDuration: Histogram<'state'>;
   private readonly guardKills: Counter<'kind'>;
   private readonly pressurePauses: Counter;
+  private readonly cpuFreezes: Counter;
   private instanceSource: (() => Promise<InstanceFigures>) | undefined;
 
   constructor() {
@@ -118,6 +119,11 @@ export class Metrics {
     this.pressurePauses = new Counter({
       name: 'roomkit_memory_pressure_pauses_total',
       help: 'Idle instances paused to make room in the host\'s memory (for a create or a resume, or to keep the reserve free)',
+      registers,
+    });
+    this.cpuFreezes = new Counter({
+      name: 'roomkit_cpu_pressure_freezes_total',
+      help: 'Idle instances frozen because the host\'s CPUs were busy (they thaw on their next request)',
       registers,
     });
     const figures = () => this.instanceSource?.();
@@ -206,6 +212,11 @@ export class Metrics {
   /** An idle instance was paused for memory pressure. */
   pressurePaused(): void {
     this.pressurePauses.inc();
+  }
+
+  /** Idle instances were frozen for CPU pressure. */
+  cpuFrozen(count: number): void {
+    this.cpuFreezes.inc(count);
   }
 
   memoryGuardKilled(kind: MemoryGuardKill): void {

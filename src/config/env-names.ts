@@ -46,6 +46,7 @@ export const ENV_NAMES: Record<keyof Config, string> = {
   admitReserveMb: 'ROOMKIT_ADMIT_RESERVE_MB',
   admitHostMemoryMb: 'ROOMKIT_ADMIT_HOST_MEMORY_MB',
   pressureIdleS: 'ROOMKIT_PRESSURE_IDLE_S',
+  freezeCpuPercent: 'ROOMKIT_FREEZE_CPU_PERCENT',
   operatorToken: 'ROOMKIT_OPERATOR_TOKEN',
   rateLimitKeyRequests: 'ROOMKIT_RATE_LIMIT_KEY_REQUESTS',
   rateLimitOrgRequests: 'ROOMKIT_RATE_LIMIT_ORG_REQUESTS',

@@ -132,6 +132,12 @@ export interface Config {
    * pressure may pause it to make room for a create or a resume.
    */
   readonly pressureIdleS: number;
+  /**
+   * CPU pressure (core/cpu-pressure.ts): when the host's CPUs were busier than this
+   * percent between two expiry checks, idle and quiet instances are frozen (they thaw on
+   * their next request). 0 turns freezing off.
+   */
+  readonly freezeCpuPercent: number;
   /** Bearer token of the operator API under /operator/; off (no such routes) when unset. */
   readonly operatorToken: string | undefined;
   /**

@@ -26,6 +26,7 @@ import type { Quotas } from './quotas.ts';
 import type { Metrics } from '../metrics.ts';
 import { type Reconciled, reconcileWithHost } from './reconcile.ts';
 import { Pauses, stateConflict } from './pauses.ts';
+import { CpuPressure } from './cpu-pressure.ts';
 import { MemoryPressure } from './memory-pressure.ts';
 import type { Config } from '../config.ts';
 import type { CreateOptions } from './instance-options-schema.ts';
@@ -73,6 +74,8 @@ export class Instances {
   private readonly pauses: Pauses;
   /** Idle instances paused to make room in the host's memory (memory-pressure.ts). */
   readonly memoryPressure: MemoryPressure;
+  /** Idle instances frozen while the host's CPUs are busy (cpu-pressure.ts). */
+  readonly cpuPressure: CpuPressure;
 
   constructor(deps: {
     db: Db;
@@ -108,6 +111,14 @@ export class Instances {
       },
       pause: (row, why) => this.pauses.pause(this.pausableRuntime(), row, why),
       retirePooled: () => this.warmPool.giveWayForMemory(),
+    });
+    this.cpuPressure = new CpuPressure({
+      db: deps.db,
+      config: deps.config,
+      log: deps.log,
+      ...(deps.metrics ? { metrics: deps.metrics } : {}),
+      runtime: () => ('runtime' in this.runtimeSelection && !this.closing ? this.runtimeSelection.runtime : undefined),
+      busy: (id) => this.busy(id),
     });
     this.pauses = new Pauses({
       db: deps.db,
@@ -554,6 +565,7 @@ export class Instances {
       running = true;
       this.expire()
         .then(() => this.memoryPressure.relieve())
+        .then(() => this.cpuPressure.relieve())
         .catch((err: unknown) => this.log.error({ err }, 'expiry check failed'))
         .finally(() => (running = false));
     }, intervalMs);

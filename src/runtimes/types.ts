@@ -30,6 +30,11 @@ export interface RuntimeCapabilities {
    */
   pauseMemory: boolean;
   /**
+   * A ready instance can be frozen (freeze(): every process of it stops where it is,
+   * holding its memory, and it uses no CPU) and thaws by itself on the next operation.
+   */
+  freeze: boolean;
+  /**
    * Instances' file systems can be saved as snapshots (snapshot()) and new instances
    * started from one (ProvisionRequest.fromSnapshot). Without it, snapshot() and the
    * rest are absent and core/ refuses snapshots and forks with feature_unavailable.
@@ -328,6 +333,18 @@ export interface Runtime {
    * measured (MiB): an estimate of what one holds once started, at most its hostCost.
    */
   startingMemoryMb(resources: MachineResources): number;
+  /**
+   * Present when `capabilities.freeze`: stops every process of a ready instance where it
+   * is, keeping its memory, so that an idle one costs the host no CPU; true when it froze.
+   * Any later operation on the instance (a command, a file, a terminal, a port, a pause,
+   * a snapshot, a destroy) thaws it first, so a caller sees no difference but the time:
+   * the instance's clocks jump, as after a suspend.
+   */
+  freeze?(instanceId: string): boolean;
+  /** Whether the instance is frozen now (present with freeze). */
+  isFrozen?(instanceId: string): boolean;
+  /** CPU time (ms) the instance's machine has used; undefined when there is none or it cannot say. Cheap. */
+  cpuUsedMs?(instanceId: string): number | undefined;
 
   /** Runs a shell command as the VM user; resolves whatever its exit code. */
   runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome>;

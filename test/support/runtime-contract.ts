@@ -146,6 +146,33 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       assert.deepEqual(await subject.runtime.health(keep.instanceId), { healthy: true });
     });
 
+    it('freezes an idle instance and thaws it for the next operation, or declares that it cannot', async () => {
+      const { runtime } = subject;
+      if (!runtime.capabilities.freeze) {
+        assert.equal(runtime.freeze, undefined, 'a runtime that cannot freeze has no freeze()');
+        return;
+      }
+      assert.ok(runtime.freeze && runtime.isFrozen && runtime.cpuUsedMs, 'capabilities.freeze needs freeze(), isFrozen() and cpuUsedMs()');
+      const req = request();
+      await runtime.provision(req);
+      const home = subject.spec.home;
+      await runtime.writeFile(req.instanceId, 'warm.txt', Buffer.from('warm'), { home });
+      assert.equal(runtime.freeze(req.instanceId), false, 'an instance an operation reached a moment ago is not frozen');
+      let frozen = false;
+      for (let i = 0; i < 40 && !frozen; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        frozen = runtime.freeze(req.instanceId);
+      }
+      assert.equal(frozen, true, 'an idle instance freezes');
+      assert.equal(runtime.isFrozen(req.instanceId), true);
+      const used = runtime.cpuUsedMs(req.instanceId);
+      assert.ok(used !== undefined && used > 0, `its CPU time: ${used}`);
+      const read = await runtime.runCommand(req.instanceId, { commandId: randomUUID(), command: 'cat warm.txt', home, env: {}, timeoutMs: 30_000, maxOutputBytes: 4096, trackChanges: false });
+      assert.equal(read.output, 'warm', 'an operation on a frozen instance thaws it first');
+      assert.equal(runtime.isFrozen(req.instanceId), false);
+      await runtime.destroy(req.instanceId);
+    });
+
     it('pauses and resumes an instance with its files, or declares that it cannot', async () => {
       const { runtime } = subject;
       if (!runtime.capabilities.pause) {

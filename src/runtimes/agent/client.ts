@@ -188,6 +188,11 @@ export function endAgentConnections(host: string): number {
   return sockets.length;
 }
 
+/** How many connections to the agent at this address are open now (a frozen instance must have none). */
+export function openAgentConnections(host: string): number {
+  return openConnections.get(host)?.size ?? 0;
+}
+
 /** A connection to the agent; a refused one is tried again for a moment (its server may be restarting). */
 async function connectTo(endpoint: AgentEndpoint): Promise<Socket> {
   const giveUp = Date.now() + REFUSED_RETRY_MS;

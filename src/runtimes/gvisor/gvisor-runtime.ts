@@ -21,7 +21,7 @@ import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
-import { AGENT_PORT, type AgentEndpoint, agentCall, endAgentConnections } from '../agent/client.ts';
+import { AGENT_PORT, type AgentEndpoint, agentCall, endAgentConnections, openAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -65,10 +65,14 @@ import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
 import { LayerSnapshots, thaw } from './snapshots.ts';
 import { canCheckpoint } from './checkpoint.ts';
+import { cpuUsedMs, setFrozen } from './freezer.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type UndoLimits, UndoPoints } from '../layer-changes/undo.ts';
 import { type Teardown, Teardowns } from './teardown.ts';
+
+/** An instance is not frozen within this long of an operation reaching into it (its connection may still be opening). */
+const FREEZE_AFTER_REACHED_MS = 5_000;
 
 /** Instances a sweep tears down at once. */
 const SWEEPS_AT_ONCE = 8;
@@ -125,10 +129,14 @@ export class GvisorRuntime implements Runtime {
   private readonly snapshots: LayerSnapshots;
   /** The pause, resume or snapshot under way per instance: one at a time, and a destroy waits for it. */
   private readonly layerWork = new KeyedSerial<string>();
+  /** Instances whose sandbox is frozen (freezer.ts); handle() thaws them. */
+  private readonly frozen = new Set<string>();
+  /** When an operation last reached into each instance (handle()). */
+  private readonly lastReached = new Map<string, number>();
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
-    this.capabilities = { network: true, diskLimit: true, interactive: true, pause: true, pauseMemory: canCheckpoint(this.runsc), snapshot: true };
+    this.capabilities = { network: true, diskLimit: true, interactive: true, pause: true, pauseMemory: canCheckpoint(this.runsc), snapshot: true, freeze: true };
     this.instancesDir = join(options.dataDir, 'instances');
     this.pool = options.pool;
     this.images = options.images;
@@ -435,6 +443,7 @@ export class GvisorRuntime implements Runtime {
   private async forget(instanceId: string): Promise<InstanceHandle> {
     const h = this.handle(instanceId);
     this.handles.delete(instanceId);
+    this.lastReached.delete(instanceId);
     // The change watcher holds the layer open: it lets go before the teardown unmounts it.
     await this.changeTracker.unwatch(instanceId).catch((err: unknown) => this.log.warn({ instanceId, err }, 'could not stop watching the layer'));
     this.sandboxWatch.unwatch(instanceId);
@@ -570,6 +579,8 @@ export class GvisorRuntime implements Runtime {
   async adopt(instanceId: string): Promise<void> {
     const h = this.handle(instanceId);
     this.handles.set(instanceId, h);
+    // A service that ended while the instance was frozen for being idle left it so.
+    setFrozen(instanceId, false);
     // A service that ended while it copied the layer for a snapshot left it frozen.
     if (isMountPoint(h.layer)) await thaw(h.layer, this.log);
     const meta = h.readMeta();
@@ -601,6 +612,8 @@ export class GvisorRuntime implements Runtime {
       Array.from({ length: Math.min(SWEEPS_AT_ONCE, queue.length) }, async () => {
         for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
           try {
+            // Killed processes of a frozen cgroup end only once it thaws.
+            setFrozen(id, false);
             const layer = this.handle(id).layer;
             if (isMountPoint(layer)) await thaw(layer, this.log);
             await this.destroyCompletely(id);
@@ -673,8 +686,41 @@ export class GvisorRuntime implements Runtime {
     return startingMemoryMb(resources);
   }
 
-  /** The instance's handle: the one kept for an instance this runtime runs, else made now. */
+  /**
+   * Freezes a ready instance's sandbox (freezer.ts): it uses no CPU until the next
+   * operation on it, which thaws it first (handle()).
+   */
+  freeze(instanceId: string): boolean {
+    const h = this.handles.get(instanceId);
+    if (!h || this.layerWork.busy(instanceId)) return false;
+    // Not while anything reaches into it: an operation that began (handle() was just
+    // called) or a connection to its agent (a command, a file, a terminal) still open.
+    if (Date.now() - (this.lastReached.get(instanceId) ?? 0) < FREEZE_AFTER_REACHED_MS) return false;
+    const address = h.readMeta()?.guestAddress;
+    if (address !== undefined && openAgentConnections(address) > 0) return false;
+    if (!setFrozen(instanceId, true)) return false;
+    this.frozen.add(instanceId);
+    return true;
+  }
+
+  isFrozen(instanceId: string): boolean {
+    return this.frozen.has(instanceId);
+  }
+
+  cpuUsedMs(instanceId: string): number | undefined {
+    return this.handles.has(instanceId) ? cpuUsedMs(instanceId) : undefined;
+  }
+
+  /**
+   * The instance's handle: the one kept for an instance this runtime runs, else made now.
+   * Every operation on an instance starts here, so a frozen instance is thawed here
+   * (synchronously: nothing can reach into it before it runs again).
+   */
   private handle(instanceId: string): InstanceHandle {
+    this.lastReached.set(instanceId, Date.now());
+    if (this.frozen.delete(instanceId) && !setFrozen(instanceId, false)) {
+      this.log.warn({ instanceId }, "could not thaw a frozen instance's sandbox (its cgroup is gone)");
+    }
     return this.handles.get(instanceId) ?? new InstanceHandle(this.instancesDir, this.tag, instanceId);
   }
 }

@@ -34,6 +34,12 @@ const Capacity = Type.Object(
       free_mb: Type.Integer({ description: 'What the data directory\'s file system has free now' }),
       floor_mb: Type.Integer({ description: 'What it keeps free whatever ROOMKIT_ADMIT_DISK_PERCENT says: creates are refused below it' }),
     }),
+    cpu: Type.Object({
+      busy_percent: Type.Union([Type.Number(), Type.Null()], { description: 'Share of the host\'s CPU time that was busy between the last two expiry checks (null before the second)' }),
+      freeze_percent: Type.Integer({ description: 'ROOMKIT_FREEZE_CPU_PERCENT: above it, idle and quiet instances are frozen (0: never)' }),
+      frozen_instances: Type.Integer({ description: 'Instances frozen now (they thaw on their next request)' }),
+      pressure_freezes: Type.Integer({ description: 'Idle instances frozen for CPU pressure since the service started' }),
+    }),
     admissible_default_instances: Type.Integer({ description: 'How many more instances of the default profile this host admits now, each counted at its runtime\'s starting estimate' }),
   },
   { title: 'HostCapacity' },
@@ -103,9 +109,16 @@ export function operatorRoutes(app: App, services: Services): void {
     async () => {
       const runtime = services.instances.activeRuntime();
       const { admissible, ...capacity } = await services.admission.capacity(services.db, runtime);
+      const cpu = services.instances.cpuPressure;
       return {
         ...capacity,
         memory: { ...capacity.memory, pressure_pauses: services.instances.memoryPressure.pausedCount },
+        cpu: {
+          busy_percent: cpu.last.busyPercent === null ? null : Math.round(cpu.last.busyPercent * 10) / 10,
+          freeze_percent: services.config.freezeCpuPercent,
+          frozen_instances: cpu.last.frozen,
+          pressure_freezes: cpu.frozenCount,
+        },
         admissible_default_instances: admissible(PROFILE_DEFAULTS),
       };
     },
