@@ -330,9 +330,10 @@ export class GvisorRuntime implements Runtime {
       }
       const lease = await this.pool.allocate(instanceId);
       // Restored from a snapshot's memory, the agent answers to its source's key (memory-snapshots.ts).
-      const fromMemory = request.fromSnapshot && this.capabilities.snapshotMemory ? this.snapshots.meta(request.fromSnapshot)?.memory : undefined;
-      const agentKey = fromMemory?.agentKey ?? randomBytes(24).toString('base64url');
-      const keyFrom = fromMemory && request.fromSnapshot ? { agentKeyFrom: { snapshotId: request.fromSnapshot, instanceId: this.snapshots.meta(request.fromSnapshot)?.sourceInstanceId ?? '' } } : {};
+      const source = request.fromSnapshot && this.capabilities.snapshotMemory ? this.snapshots.meta(request.fromSnapshot) : undefined;
+      const fromMemory = source?.memory ? source : undefined;
+      const agentKey = fromMemory?.memory?.agentKey ?? randomBytes(24).toString('base64url');
+      const keyFrom = fromMemory ? { agentKeyFrom: { snapshotId: fromMemory.snapshotId, instanceId: fromMemory.sourceInstanceId } } : {};
       h.writeMeta({ ...meta, guestAddress: lease.guestAddress, agentKey, ...keyFrom });
       // The network and the file system do not depend on each other: both at once (one
       // after the other they took ~120 and ~50 ms at p50). The steps are still recorded in
@@ -351,14 +352,11 @@ export class GvisorRuntime implements Runtime {
       for (const outcome of settledSteps) if (outcome.status === 'rejected') throw outcome.reason;
       await onStep('image_generated');
 
-      const note = fromMemory && request.fromSnapshot ? await this.restoreSnapshot(h, request.fromSnapshot, lease, log) : undefined;
-      if (note?.code !== 'memory_restored') {
-        await this.runsc.create(h.netns, instanceId, h.bundle, h.consoleLog, h.pidFile);
-        this.guardMemory(instanceId, spec.memory_mb);
-        await this.runsc.start(h.netns, instanceId);
-      } else {
-        this.guardMemory(instanceId, spec.memory_mb);
-      }
+      const note = fromMemory ? await this.restoreSnapshot(h, fromMemory.snapshotId, lease, log) : undefined;
+      const restored = note?.code === 'memory_restored';
+      if (!restored) await this.runsc.create(h.netns, instanceId, h.bundle, h.consoleLog, h.pidFile);
+      this.guardMemory(instanceId, spec.memory_mb);
+      if (!restored) await this.runsc.start(h.netns, instanceId);
       await onStep('vm_started', note);
 
       const exec: Exec = (argv, options) => this.exec(instanceId, argv, options);
@@ -369,7 +367,7 @@ export class GvisorRuntime implements Runtime {
       // Independent of each other: at once (one after another they took 222 ms at p50).
       // All are waited for before a failure is thrown, so that the cleanup finds each done.
       // A restored guest was ready when its memory was saved.
-      const checked = note?.code === 'memory_restored' ? Promise.resolve() : checkReady(exec, spec);
+      const checked = restored ? Promise.resolve() : checkReady(exec, spec);
       const settled = await Promise.allSettled([checked, this.watchSandbox(instanceId, h, true), this.watchChanges(h)]);
       for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
       await onStep('ready');
