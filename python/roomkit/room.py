@@ -139,19 +139,24 @@ class Room:
         as it is, so this is retried like a read."""
         return Instance.from_dict(self._transport.json("POST", f"{ROOM}/resume", params=self._params(), idempotent=True))
 
-    def snapshot(self, name: Optional[str] = None) -> Snapshot:
-        """Saves the instance's files (ready or paused; it stays as it was) as a snapshot
-        the organization owns, and answers once it is ``ready``. It outlives the instance:
-        ``create(snapshot_id=...)`` starts instances from it in any room, and
-        ``client.snapshots`` lists and deletes them. Not retried: a repeat would take a
-        second snapshot."""
-        body = {} if name is None else {"name": name}
+    def snapshot(self, name: Optional[str] = None, *, memory: Optional[bool] = None) -> Snapshot:
+        """Saves the instance's files, and its memory and processes unless ``memory`` is
+        False (ready or paused; it stays as it was), as a snapshot the organization owns,
+        and answers once it is ``ready`` (``memory_kept`` says whether memory was saved).
+        It outlives the instance: ``create(snapshot_id=...)`` starts instances from it in
+        any room, running its processes when it kept them, and ``client.snapshots`` lists
+        and deletes them. Not retried: a repeat would take a second snapshot."""
+        body: Dict[str, Any] = {} if name is None else {"name": name}
+        if memory is not None:
+            body["memory"] = memory
         return Snapshot.from_dict(self._transport.json("POST", f"{ROOM}/snapshots", params=self._params(), body=body, idempotent=False))
 
-    def fork(self, rooms: Sequence[str], *, keep_snapshot: bool = False) -> ForkResult:
-        """Starts a copy of the instance's files in each of ``rooms`` (same profile, none
-        with a live instance) in one call, and answers once every copy is ready or failed:
-        one instance per room in that order, a failed one with its ``failure_reason``. A
+    def fork(self, rooms: Sequence[str], *, keep_snapshot: bool = False, memory: Optional[bool] = None) -> ForkResult:
+        """Starts a copy of the instance in each of ``rooms`` (same profile, none with a
+        live instance) in one call, and answers once every copy is ready or failed: one
+        instance per room in that order, a failed one with its ``failure_reason``. Each
+        copy goes on running the instance's processes from its memory, at its own address,
+        unless ``memory`` is False (files only); the source goes on running. A
         refusal (``room_occupied``, a quota) starts none. The snapshot the copies come from
         is deleted afterwards unless ``keep_snapshot`` (then it is the answer's
         ``snapshot``). Not retried: a repeat would find the rooms occupied."""
@@ -160,6 +165,8 @@ class Room:
         body: Dict[str, Any] = {"rooms": list(rooms)}
         if keep_snapshot:
             body["keep_snapshot"] = True
+        if memory is not None:
+            body["memory"] = memory
         return ForkResult.from_dict(self._transport.json("POST", f"{ROOM}/fork", params=self._params(), body=body, idempotent=False))
 
     # Commands

@@ -16,7 +16,7 @@ class Snapshots(unittest.TestCase):
         self.assertIsInstance(snapshot, Snapshot)
         self.assertRegex(snapshot.snapshot_id, UUID)
         self.assertEqual((snapshot.state, snapshot.name, snapshot.instance_id, snapshot.room_id), ("ready", "py test", instance.instance_id, "main"))
-        self.assertIsInstance(snapshot.memory_kept, bool)
+        self.assertIs(snapshot.memory_kept, True)
         room.write_file("snap/state.txt", "after the snapshot")
         restored_room = rk.room(PROFILE, "restored")
         try:
@@ -47,10 +47,11 @@ class Snapshots(unittest.TestCase):
         rooms = [rk.room(PROFILE, "fork-a"), rk.room(PROFILE, "fork-b")]
         forked = None
         try:
-            forked = room.fork(["fork-a", "fork-b"], keep_snapshot=True)
+            forked = room.fork(["fork-a", "fork-b"], keep_snapshot=True, memory=False)
             self.assertIsInstance(forked, ForkResult)
             self.assertEqual([(i.room_id, i.state) for i in forked.instances], [("fork-a", "ready"), ("fork-b", "ready")])
             assert forked.snapshot is not None
+            self.assertIs(forked.snapshot.memory_kept, False)
             self.assertEqual(forked.snapshot.instance_id, instance.instance_id)
             self.assertTrue(all(i.snapshot_id == forked.snapshot.snapshot_id for i in forked.instances))
             rooms[0].exec("echo changed > fork/state.txt")

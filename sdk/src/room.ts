@@ -197,26 +197,35 @@ export class Room {
   }
 
   /**
-   * Saves the instance's files (ready or paused; it stays as it was) as a snapshot the
-   * organization owns, and answers once it is `ready`. It outlives the instance: start
-   * instances from it in any room with `create({ snapshot_id })`; `client.snapshots`
-   * lists and deletes them. Not retried: a repeat would take a second snapshot.
+   * Saves the instance's files, and its memory and processes unless `memory: false`
+   * (ready or paused; it stays as it was), as a snapshot the organization owns, and
+   * answers once it is `ready` (`memory_kept` says whether memory was saved). It
+   * outlives the instance: start instances from it in any room with
+   * `create({ snapshot_id })`, running its processes when it kept them;
+   * `client.snapshots` lists and deletes them. Not retried: a repeat would take a
+   * second snapshot.
    */
-  async snapshot(options: { name?: string } & RequestOptions = {}): Promise<Snapshot> {
-    const body = options.name === undefined ? {} : { name: options.name };
+  async snapshot(options: { name?: string; memory?: boolean } & RequestOptions = {}): Promise<Snapshot> {
+    const body = { ...(options.name === undefined ? {} : { name: options.name }), ...(options.memory === undefined ? {} : { memory: options.memory }) };
     return this.#ctx.transport.json('post', `${ROOM}/snapshots`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: false });
   }
 
   /**
-   * Starts a copy of the instance's files in each of `rooms` (same profile, none with a
-   * live instance), in one call, and answers once every copy is ready or failed: one
-   * instance per room in that order, a failed one with its `failure_reason`. A refusal
+   * Starts a copy of the instance in each of `rooms` (same profile, none with a live
+   * instance), in one call, and answers once every copy is ready or failed: one
+   * instance per room in that order, a failed one with its `failure_reason`. Each copy
+   * goes on running the instance's processes from its memory, at its own address,
+   * unless `memory: false` (files only); the source goes on running. A refusal
    * (RoomkitError `room_occupied`, a quota) starts none. The snapshot the copies come from
    * is deleted afterwards unless `keepSnapshot` (then it is the answer's `snapshot`).
    * Not retried: a repeat would find the rooms occupied.
    */
-  async fork(rooms: string[], options: { keepSnapshot?: boolean } & RequestOptions = {}): Promise<ForkResult> {
-    const body = { rooms, ...(options.keepSnapshot === undefined ? {} : { keep_snapshot: options.keepSnapshot }) };
+  async fork(rooms: string[], options: { keepSnapshot?: boolean; memory?: boolean } & RequestOptions = {}): Promise<ForkResult> {
+    const body = {
+      rooms,
+      ...(options.keepSnapshot === undefined ? {} : { keep_snapshot: options.keepSnapshot }),
+      ...(options.memory === undefined ? {} : { memory: options.memory }),
+    };
     return this.#ctx.transport.json('post', `${ROOM}/fork`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: false });
   }
 

@@ -9,22 +9,25 @@ import type { Snapshot } from '../../sdk/src/index.ts';
 import { clientOf, type ConnectionOptions, printJson, printTable, type RoomOptions, roomCommand, roomOf, run } from './client.ts';
 
 export function registerSnapshotCommands(program: Command): void {
-  roomCommand(program, 'snapshot <room>', 'save the files of the room\'s instance as a snapshot (it stays as it is); instances start from it with `create --from-snapshot`')
+  roomCommand(program, 'snapshot <room>', 'save the files and memory of the room\'s instance as a snapshot (it stays as it is); instances start from it with `create --from-snapshot`')
     .option('--name <name>', 'a name of yours for it (not unique)')
-    .action(run(async (roomId: string, options: RoomOptions & { name?: string }) => {
-      const snapshot = await roomOf(roomId, options).snapshot(options.name === undefined ? {} : { name: options.name });
+    .option('--no-memory', 'save its files only (by default its memory and processes too, where the host can)')
+    .action(run(async (roomId: string, options: RoomOptions & { name?: string; memory: boolean }) => {
+      const snapshot = await roomOf(roomId, options).snapshot({ ...(options.name === undefined ? {} : { name: options.name }), ...(options.memory ? {} : { memory: false }) });
       if (options.json) return printJson(snapshot);
       const name = snapshot.name === null ? '' : ` "${snapshot.name}"`;
-      process.stdout.write(`${snapshot.state}: snapshot ${snapshot.snapshot_id}${name} of room ${roomId}, instance ${snapshot.instance_id} (${formatBytes(snapshot.disk_bytes)} on disk)\n`);
+      const kept = snapshot.memory_kept ? 'files and memory' : 'files only';
+      process.stdout.write(`${snapshot.state}: snapshot ${snapshot.snapshot_id}${name} of room ${roomId}, instance ${snapshot.instance_id} (${kept}, ${formatBytes(snapshot.disk_bytes)} on disk)\n`);
       const of = options.profile === undefined ? '' : ` --profile ${options.profile}`;
       process.stderr.write(`start an instance from it with \`roomkit create${of} --from-snapshot ${snapshot.snapshot_id} ROOM\`\n`);
     }));
 
   roomCommand(program, 'fork <room> <new-rooms...>', 'start a copy of the room\'s instance in each of the new rooms (same profile), and wait until every copy is ready')
     .option('--keep-snapshot', 'keep the snapshot the copies are made from (deleted afterwards by default)')
-    .addHelpText('after', '\nEach copy has its own instance and its own files from then on. Exit code: 0 when every copy is ready, 1 when one failed.')
-    .action(run(async (roomId: string, rooms: string[], options: RoomOptions & { keepSnapshot?: boolean }) => {
-      const result = await roomOf(roomId, options).fork(rooms, options.keepSnapshot ? { keepSnapshot: true } : {});
+    .option('--no-memory', 'copy the files only: each copy boots over them (by default each goes on running the instance\'s processes, where the host can)')
+    .addHelpText('after', '\nEach copy has its own instance, address, files and memory from then on; the source goes on running. Exit code: 0 when every copy is ready, 1 when one failed.')
+    .action(run(async (roomId: string, rooms: string[], options: RoomOptions & { keepSnapshot?: boolean; memory: boolean }) => {
+      const result = await roomOf(roomId, options).fork(rooms, { ...(options.keepSnapshot ? { keepSnapshot: true } : {}), ...(options.memory ? {} : { memory: false }) });
       const failed = result.instances.filter((i) => i.state !== 'ready');
       if (failed.length > 0) process.exitCode = 1;
       if (options.json) return printJson(result);

@@ -29,6 +29,7 @@ export const INSTANCE_REASON_CODES = [
   'auto_resumed',
   'resume_failed',
   'memory_lost',
+  'memory_restored',
   'pause_failed',
   'retention',
   'timeout',
@@ -43,7 +44,10 @@ export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
     'for another instance, or to keep its reserve free; it resumes on its next request), `service_stopped` (settled as paused when the service started again after ' +
     'it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` ' +
     '(a command, file or terminal request woke it), `memory_lost` (resumed, but the memory its pause kept could not be restored: it was ' +
-    'booted over its files, its processes from before the pause are gone; the reason says why); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and ' +
+    'booted over its files, its processes from before the pause are gone; the reason says why); on a `paused` entry after `resuming`: `resume_failed`. ' +
+    'On the `vm_started` entry of an instance started from a snapshot with memory: `memory_restored` (its machine was restored from that memory: ' +
+    'the snapshot\'s processes go on), or `memory_lost` (that memory could not be restored: it was booted over the snapshot\'s files; the reason says why). ' +
+    'On `stopping`, `stopped` and ' +
     '`failed`: `retention` (paused longer than the profile\'s `paused_retention_s`), `pause_failed` (a pause could not finish), ' +
     '`deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), ' +
     '`lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` ' +

@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
 import type { Instance, InstancePage } from './instance-schema.ts';
 import { type EndReason, InstanceRecords, insertInstanceRow, type ListOptions, newInstanceRow, resourcesOf, stateOf } from './instance-records.ts';
-import type { Runtime, RuntimeEvent, RuntimeSelection } from '../runtimes/types.ts';
+import type { ProvisionNote, Runtime, RuntimeEvent, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import { liveStates, pausedWithRetention, readyWithLimits } from './instance-queries.ts';
@@ -688,10 +688,10 @@ export class Instances {
         ...(row.snapshot_id ? { fromSnapshot: row.snapshot_id } : {}),
         signal,
         log,
-        onStep: async (step: ProvisionStep) => {
+        onStep: async (step: ProvisionStep, note?: ProvisionNote) => {
           signal.throwIfAborted();
           await progressWritten;
-          await this.records.transition(row.id, step);
+          await this.records.transition(row.id, step, note);
           const now = performance.now();
           this.metrics?.instancePhase(step, (now - stepStarted) / 1000);
           stepStarted = now;

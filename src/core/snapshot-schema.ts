@@ -23,7 +23,10 @@ export const Snapshot = Type.Object(
       description: 'Bytes of host disk it holds: the blocks its writable layer uses (the image is shared, not copied)',
     }),
     memory_kept: Type.Boolean({
-      description: 'Whether its memory and processes were saved too; false: its files only (the gVisor runtime on this host cannot save memory)',
+      description:
+        'Whether its memory and processes were saved too: an instance started from it goes on running them (at its own address; ' +
+        'established TCP connections are not kept). False: its files only (asked with `memory: false`, a paused instance whose ' +
+        'pause kept files only, or a runtime that cannot save memory)',
     }),
     created_at: Type.String({ format: 'date-time' }),
   },
@@ -57,6 +60,14 @@ export type SnapshotPage = Type.Static<typeof SnapshotPage>;
 export const CreateSnapshotBody = Type.Object(
   {
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'A name of yours for it (not unique)' })),
+    memory: Type.Optional(
+      Type.Boolean({
+        default: true,
+        description:
+          'Save the instance\'s memory and processes too (where the runtime can; a paused instance\'s only when its pause kept them): ' +
+          'instances started from it go on running them. false: its files only',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -70,6 +81,14 @@ export const ForkBody = Type.Object(
       uniqueItems: true,
       description: `Rooms of the same profile to start the copies in, 1-${FORK_MAX_ROOMS}; none may have a live instance`,
     }),
+    memory: Type.Optional(
+      Type.Boolean({
+        default: true,
+        description:
+          'Copy the instance\'s memory and processes into each copy (where the runtime can): they go on running there, the source ' +
+          'goes on running too. false: files only, each copy boots over them',
+      }),
+    ),
     keep_snapshot: Type.Optional(
       Type.Boolean({ default: false, description: 'Keep the snapshot the fork was made from (answered as `snapshot`); by default it is deleted once every copy has started' }),
     ),

@@ -1,9 +1,11 @@
-// Snapshots and forks. A snapshot is an instance's file system saved under an id the
-// organization owns: it outlives the instance, and new instances start from it in any
-// room of the organization (`snapshot_id` in a create, via Instances.create). A fork
-// is a snapshot and one new instance from it per room asked for, in one call. The
-// runtime copies the files (Runtime.snapshot); this class keeps the record, checks the
-// quota, and settles what a crash left half made (reconcile()).
+// Snapshots and forks. A snapshot is an instance's file system, and by default its
+// memory and processes (where the runtime can), saved under an id the organization
+// owns: it outlives the instance, and new instances start from it in any room of the
+// organization (`snapshot_id` in a create, via Instances.create), with its processes
+// when it kept them. A fork is a snapshot and one new instance from it per room asked
+// for, in one call; the source goes on running. The runtime copies the files and memory
+// (Runtime.snapshot) and restores them (provision); this class keeps the record, checks
+// the quota, and settles what a crash left half made (reconcile()).
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
@@ -29,6 +31,13 @@ export interface SnapshotsDeps {
   log: Logger;
 }
 
+/** What a snapshot is asked to be. */
+export interface SnapshotCreateOptions {
+  name?: string;
+  /** Keep memory and processes too, where the runtime can (default true). */
+  memory?: boolean;
+}
+
 export class Snapshots {
   private readonly deps: SnapshotsDeps;
 
@@ -40,11 +49,11 @@ export class Snapshots {
    * Saves the room's instance (ready or paused; it stays as it was) as a new snapshot;
    * resolves once the snapshot is ready.
    */
-  async create(organizationId: string, profileId: string, roomId: string, options: { name?: string }): Promise<Snapshot> {
+  async create(organizationId: string, profileId: string, roomId: string, options: SnapshotCreateOptions): Promise<Snapshot> {
     return this.createAt(roomRef(organizationId, profileId, roomId), options);
   }
 
-  async createAt(address: InstanceAddress, options: { name?: string }): Promise<Snapshot> {
+  async createAt(address: InstanceAddress, options: SnapshotCreateOptions): Promise<Snapshot> {
     noteOperation('snapshot.create', addressFacts(address));
     const instance = await this.deps.instances.requireLiveAt(address);
     const { organization_id: organizationId, profile_id: profileId, room_id: roomId } = instance;
@@ -74,7 +83,7 @@ export class Snapshots {
     const started = performance.now();
     let outcome;
     try {
-      outcome = await runtime.snapshot(instance.id, row.id);
+      outcome = await runtime.snapshot(instance.id, row.id, { memory: options.memory ?? true });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       log.error({ instanceId: instance.id, snapshotId: row.id, err }, 'could not take a snapshot');
@@ -88,7 +97,7 @@ export class Snapshots {
     }
     const ready = { state: 'ready' as const, memory_kept: outcome.memoryKept ? 1 : 0, disk_bytes: outcome.diskBytes };
     await db.updateTable('snapshots').set(ready).where('id', '=', row.id).execute();
-    log.info({ instanceId: instance.id, snapshotId: row.id, diskBytes: outcome.diskBytes, elapsedMs: Math.round(performance.now() - started) }, 'snapshot taken');
+    log.info({ instanceId: instance.id, snapshotId: row.id, diskBytes: outcome.diskBytes, memoryKept: outcome.memoryKept, elapsedMs: Math.round(performance.now() - started) }, 'snapshot taken');
     return view({ ...row, ...ready });
   }
 
@@ -134,15 +143,16 @@ export class Snapshots {
   }
 
   /**
-   * Starts a copy of the room's instance in each of `rooms` (same profile): a snapshot,
-   * then one instance from it per room, all at once. Answers once every copy is ready or
-   * failed. A refusal (a room taken, a quota) leaves nothing behind.
+   * Starts a copy of the room's instance in each of `rooms` (same profile): a snapshot
+   * (with its memory unless `memory` is false), then one instance from it per room, all
+   * asked at once (the runtime restores a few at a time). Answers once every copy is
+   * ready or failed. A refusal (a room taken, a quota) leaves nothing behind.
    */
   async fork(
     organizationId: string,
     profileId: string,
     roomId: string,
-    options: { rooms: string[]; keepSnapshot: boolean },
+    options: { rooms: string[]; keepSnapshot: boolean; memory?: boolean },
   ): Promise<ForkResult> {
     noteOperation('instance.fork', { profileId, roomId });
     const { instances, log } = this.deps;
@@ -151,7 +161,7 @@ export class Snapshots {
       const live = await instances.liveRow(organizationId, profileId, room);
       if (live) throw roomOccupied(live, 'fork into it');
     }
-    const snapshot = await this.create(organizationId, profileId, roomId, { name: `fork of ${roomId}` });
+    const snapshot = await this.create(organizationId, profileId, roomId, { name: `fork of ${roomId}`, memory: options.memory ?? true });
     const source = await this.source(organizationId, snapshot.snapshot_id);
     const made: string[] = [];
     const ids: string[] = [];

@@ -40,6 +40,13 @@ export interface RuntimeCapabilities {
    * rest are absent and core/ refuses snapshots and forks with feature_unavailable.
    */
   snapshot: boolean;
+  /**
+   * A snapshot can keep the instance's memory and processes too (SnapshotOptions.memory),
+   * and provision() from such a snapshot restores them in the new instance's own
+   * namespace, under its own id and address. Without it, every snapshot keeps files only
+   * (`memoryKept: false`) whatever is asked, and an instance from one boots over them.
+   */
+  snapshotMemory: boolean;
 }
 
 /**
@@ -100,17 +107,29 @@ export interface ProvisionRequest {
   /**
    * Called after each step completes, in lifecycle order (network_allocated ...
    * ready). It rejects when the instance should not go on (the signal was aborted);
-   * the runtime then undoes what it did and rejects too.
+   * the runtime then undoes what it did and rejects too. `note` says how a step was
+   * done where that is not the usual way: the machine restored from a snapshot's memory
+   * (`memory_restored`, on vm_started), or booted over its files because that memory
+   * could not be restored (`memory_lost`, on vm_started, with why).
    */
-  onStep(step: ProvisionStep): Promise<void>;
+  onStep(step: ProvisionStep, note?: ProvisionNote): Promise<void>;
   /** Reports what a long step is doing (e.g. an image build's phases), for callers to see. */
   onProgress(message: string): void;
   log: Logger;
   /**
    * Start from this snapshot's files instead of an empty writable layer (runtimes with
-   * `capabilities.snapshot`). The spec's image and disk_mb are the snapshot's.
+   * `capabilities.snapshot`), and from its memory and processes when it kept them
+   * (`capabilities.snapshotMemory`; should they not restore, the instance boots over the
+   * files and onStep's note says why). The spec's image and disk_mb are the snapshot's.
    */
   fromSnapshot?: string;
+}
+
+/** How a provisioning step was done, when not by booting the image (ProvisionRequest.onStep). */
+export interface ProvisionNote {
+  code: 'memory_restored' | 'memory_lost';
+  /** In words, for the instance's history. */
+  reason: string;
 }
 
 /** A regular file a command created, modified or deleted (absolute guest path). */
@@ -489,14 +508,27 @@ export interface SnapshotOutcome {
   diskBytes: number;
 }
 
+/** What a snapshot is asked to keep. */
+export interface SnapshotOptions {
+  /**
+   * Memory and processes too, where the runtime can (`capabilities.snapshotMemory`): a
+   * running instance's are saved while it goes on running; a paused one's only when its
+   * pause kept them. False: files only.
+   */
+  memory: boolean;
+}
+
 /**
  * Snapshots, for runtimes whose `capabilities.snapshot` is true: a copy of an
  * instance's file system (and memory, where the outcome says so) that outlives it, from
  * which provision() starts new instances (ProvisionRequest.fromSnapshot).
  */
 export interface SnapshotRuntime {
-  /** Saves a ready or paused instance's state under `snapshotId`; the instance stays as it was. */
-  snapshot(instanceId: string, snapshotId: string): Promise<SnapshotOutcome>;
+  /**
+   * Saves a ready or paused instance's state under `snapshotId`; the instance stays as it
+   * was (a running one goes on running). Without options, memory is kept where it can be.
+   */
+  snapshot(instanceId: string, snapshotId: string, options?: SnapshotOptions): Promise<SnapshotOutcome>;
   /** Removes a snapshot's files. Idempotent. */
   deleteSnapshot(snapshotId: string): Promise<void>;
   /** Ids of the snapshots the runtime holds files for (for reconciliation). */

@@ -294,7 +294,7 @@ describe('roomkit snapshot, create --from-snapshot, fork and snapshots', () => {
 
       const taken = await cli('snapshot', '--name', 'first', 'snap-src');
       assert.equal(taken.code, 0, taken.stderr);
-      const id = new RegExp(`^ready: snapshot (\\S+) "first" of room snap-src, instance ${sourceId} \\(\\d+(\\.\\d)? (bytes|KiB|MiB) on disk\\)\\n$`).exec(text(taken))?.[1];
+      const id = new RegExp(`^ready: snapshot (\\S+) "first" of room snap-src, instance ${sourceId} \\(files and memory, \\d+(\\.\\d)? (bytes|KiB|MiB) on disk\\)\\n$`).exec(text(taken))?.[1];
       assert.ok(id !== undefined && UUID.test(id), text(taken));
       snapshotIds.push(id);
       assert.equal(taken.stderr, `start an instance from it with \`roomkit create --profile cli --from-snapshot ${id} ROOM\`\n`);

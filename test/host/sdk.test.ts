@@ -517,6 +517,7 @@ describe('snapshots and fork', () => {
     const snapshot = await room.snapshot({ name: 'sdk test' });
     assert.match(snapshot.snapshot_id, UUID);
     assert.deepEqual([snapshot.state, snapshot.name, snapshot.instance_id, snapshot.room_id], ['ready', 'sdk test', instance.instance_id, 'main']);
+    assert.equal(snapshot.memory_kept, true, 'memory too by default, where the host can');
     await room.writeFile('snap/state.txt', 'after the snapshot');
     const restoredRoom = rk.room('sdk', 'restored');
     const forkRooms = [rk.room('sdk', 'fork-a'), rk.room('sdk', 'fork-b')];
@@ -530,9 +531,10 @@ describe('snapshots and fork', () => {
       assert.equal((await restoredRoom.create({ snapshot_id: snapshot.snapshot_id })).instance_id, restored.instance_id, 'a second create finds it');
       await restoredRoom.delete();
 
-      const forked = await room.fork(['fork-a', 'fork-b'], { keepSnapshot: true });
+      const forked = await room.fork(['fork-a', 'fork-b'], { keepSnapshot: true, memory: false });
       assert.deepEqual(forked.instances.map((i) => [i.room_id, i.state]), [['fork-a', 'ready'], ['fork-b', 'ready']]);
       assert.ok(forked.snapshot, 'keepSnapshot answers the snapshot');
+      assert.equal(forked.snapshot.memory_kept, false, 'files only, as asked');
       kept.push(forked.snapshot.snapshot_id);
       assert.ok(forked.instances.every((i) => i.snapshot_id === forked.snapshot!.snapshot_id && i.instance_id !== instance.instance_id));
       await forkRooms[0]!.exec('echo changed in fork-a > snap/state.txt');

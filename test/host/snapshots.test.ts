@@ -1,4 +1,5 @@
-// Snapshots and forks on real gVisor instances over the API: a snapshot restored into
+// Snapshots and forks on real gVisor instances over the API (their memory:
+// fork-memory.test.ts): a snapshot restored into
 // another room has the files (created ones, an image file changed and one deleted), its
 // own instance id and address; fork into 3 rooms gives 3 independent instances and keeps
 // no snapshot; a refused fork starts none; a paused instance's snapshot leaves it paused;
@@ -77,12 +78,20 @@ describe('a snapshot', () => {
     snapshotId = taken.snapshot_id;
     assert.equal(taken.state, 'ready');
     assert.equal(taken.name, 'after-setup');
-    assert.equal(taken.memory_kept, false);
+    // A running instance's memory is kept by default (fork-memory.test.ts looks at its processes).
+    assert.equal(taken.memory_kept, true);
     assert.equal(taken.disk_mb, 512);
     assert.equal(taken.room_id, 'src');
-    // The layer is sparse: what the instance wrote (300 kB) plus ext4's own metadata, not 512 MiB.
-    assert.ok(taken.disk_bytes > 300_000 && taken.disk_bytes < 32 * 1024 * 1024, `disk_bytes ${taken.disk_bytes}`);
-    assert.deepEqual(readdirSync(join(snapshotsDir(), snapshotId)).sort(), ['layer.img', 'snapshot.json']);
+    // The layer is sparse: what the instance wrote (300 kB) plus ext4's own metadata, not
+    // 512 MiB; its saved memory is what the guest holds (tens of MiB), not its memory_mb.
+    assert.ok(taken.disk_bytes > 300_000 && taken.disk_bytes < 200 * 1024 * 1024, `disk_bytes ${taken.disk_bytes}`);
+    assert.deepEqual(readdirSync(join(snapshotsDir(), snapshotId)).sort(), ['layer.img', 'memory', 'snapshot.json']);
+    // Files only when asked: the layer alone, which costs the instance's changes.
+    const files = await snapshot('src', profile, { memory: false });
+    assert.equal(files.memory_kept, false);
+    assert.ok(files.disk_bytes > 300_000 && files.disk_bytes < 32 * 1024 * 1024, `disk_bytes ${files.disk_bytes}`);
+    assert.deepEqual(readdirSync(join(snapshotsDir(), files.snapshot_id)).sort(), ['layer.img', 'snapshot.json']);
+    assert.equal((await api('DELETE', `/api/snapshots/${files.snapshot_id}`)).statusCode, 200);
     // The source goes on as it was.
     assert.equal((await api('GET', room('src'))).json().state, 'ready');
     assert.match(await run('src', 'cat work/note'), /from-src/);
@@ -134,6 +143,8 @@ describe('a snapshot', () => {
     assert.equal(paused.json().state, 'paused', paused.body);
     const taken = await snapshot('copy');
     assert.equal((await api('GET', room('copy'))).json().state, 'paused');
+    // Its pause kept its memory: so does the snapshot, a copy of that saved memory.
+    assert.equal(taken.memory_kept, true);
     const second = await api('POST', room('copy2'), { snapshot_id: taken.snapshot_id });
     assert.equal(second.statusCode, 201, second.body);
     assert.equal(await run('copy2', 'cat work/note work/copy-only'), 'from-src\nfrom-copy\n');

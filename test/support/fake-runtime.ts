@@ -48,7 +48,7 @@ export interface FakeRuntimeOptions {
 
 export class FakeRuntime implements Runtime {
   readonly name = 'fake';
-  readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false, pauseMemory: false, snapshot: false, freeze: false };
+  readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false, pauseMemory: false, snapshot: false, freeze: false, snapshotMemory: false };
   /** Instances provisioned and not destroyed. */
   readonly live = new Set<string>();
   readonly destroyed: string[] = [];
@@ -263,7 +263,7 @@ function aborted(signal: AbortSignal): Promise<never> {
  * memory to keep; what it records is what a real runtime would have to restore).
  */
 export class PausableFakeRuntime extends FakeRuntime {
-  override readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: true, pauseMemory: true, snapshot: false, freeze: false };
+  override readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: true, pauseMemory: true, snapshot: false, freeze: false, snapshotMemory: false };
   /** Instances paused (their files kept, no machine), with whether their memory was kept. */
   readonly paused = new Map<string, { memoryKept: boolean }>();
   /** What each pause was asked, in order. */

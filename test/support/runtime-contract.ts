@@ -286,6 +286,44 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
       assert.ok(!(await runtime.list()).includes(missing.instanceId));
     });
 
+    it('restores a snapshot\'s memory in another instance, at its own address, while the source goes on, or declares that it cannot', async (t) => {
+      const { runtime } = subject;
+      if (!runtime.capabilities.snapshot || !runtime.snapshot || !runtime.deleteSnapshot) return;
+      const source = request();
+      await runtime.provision(source);
+      if (!runtime.capabilities.snapshotMemory) {
+        const files = randomUUID();
+        assert.equal((await runtime.snapshot(source.instanceId, files, { memory: true })).memoryKept, false, 'a runtime without snapshotMemory keeps files only');
+        await runtime.deleteSnapshot(files);
+        return;
+      }
+      if (needsGuest(t)) return;
+      const home = subject.spec.home;
+      const run = async (instanceId: string, command: string) =>
+        (await runtime.runCommand(instanceId, { commandId: randomUUID(), command, home, env: {}, timeoutMs: 30_000, maxOutputBytes: 4096, trackChanges: false })).output.trim();
+      await run(source.instanceId, 'nohup sh -c \'v=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d " \\n"); echo $$ > /tmp/held.pid; while :; do echo "$v" > /tmp/held.now; sleep 0.2; done\' >/dev/null 2>&1 &');
+      let held = '';
+      for (let i = 0; i < 50 && held.split(' ').length < 2; i++) held = await run(source.instanceId, 'cat /tmp/held.pid /tmp/held.now 2>/dev/null | tr "\\n" " "');
+      const snapshotId = randomUUID();
+      assert.equal((await runtime.snapshot(source.instanceId, snapshotId)).memoryKept, true, 'a snapshot keeps memory by default where the runtime can');
+      const notes: string[] = [];
+      const copy = request({ fromSnapshot: snapshotId, onStep: async (step, note) => void notes.push(`${step}${note ? `:${note.code}` : ''}`) });
+      await runtime.provision(copy);
+      assert.deepEqual(notes, ['network_allocated', 'ftap_created', 'image_generated', 'vm_started:memory_restored', 'vm_booted', 'ready']);
+      const check = 'rm -f /tmp/held.now; sleep 0.5; cat /tmp/held.pid /tmp/held.now | tr "\\n" " "; kill -0 $(cat /tmp/held.pid) && echo alive';
+      assert.equal(await run(copy.instanceId, check), `${held} alive`, 'the copy runs the same process, with the same value in its memory');
+      assert.equal(await run(source.instanceId, check), `${held} alive`, 'the source goes on');
+      if (runtime.portEndpoint) assert.notEqual(runtime.portEndpoint(copy.instanceId)?.host, runtime.portEndpoint(source.instanceId)?.host, 'each at its own address');
+      // Files only when asked: the copy boots, without the process.
+      const files = randomUUID();
+      assert.equal((await runtime.snapshot(source.instanceId, files, { memory: false })).memoryKept, false);
+      const booted = request({ fromSnapshot: files });
+      await runtime.provision(booted);
+      assert.equal(await run(booted.instanceId, 'kill -0 $(cat /tmp/held.pid) 2>/dev/null && echo alive || echo gone'), 'gone');
+      await runtime.deleteSnapshot(snapshotId);
+      await runtime.deleteSnapshot(files);
+    });
+
     describe('commands and files in one instance', () => {
       let id = '';
       const home = () => subject.spec.home;

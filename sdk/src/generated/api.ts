@@ -328,8 +328,8 @@ export interface Instance {
     at: string;
     /** Why it got to this state, in words */
     reason?: string;
-    /** Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` (its idle limit, with the profile's `idle_action: pause`), `timeout` (its deadline, likewise), `memory_pressure` (idle while the host needed its memory for another instance, or to keep its reserve free; it resumes on its next request), `service_stopped` (settled as paused when the service started again after it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` (a command, file or terminal request woke it), `memory_lost` (resumed, but the memory its pause kept could not be restored: it was booted over its files, its processes from before the pause are gone; the reason says why); on a `paused` entry after `resuming`: `resume_failed`. On `stopping`, `stopped` and `failed`: `retention` (paused longer than the profile's `paused_retention_s`), `pause_failed` (a pause could not finish), `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `timeout` (its deadline passed: the `timeout_s` of its create, moved by keep-alives; paused or stopped as the profile's `idle_action` says), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
-    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed' | 'paused' | 'resumed' | 'auto_resumed' | 'resume_failed' | 'memory_lost' | 'pause_failed' | 'retention' | 'timeout' | 'memory_pressure';
+    /** Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` (its idle limit, with the profile's `idle_action: pause`), `timeout` (its deadline, likewise), `memory_pressure` (idle while the host needed its memory for another instance, or to keep its reserve free; it resumes on its next request), `service_stopped` (settled as paused when the service started again after it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` (a command, file or terminal request woke it), `memory_lost` (resumed, but the memory its pause kept could not be restored: it was booted over its files, its processes from before the pause are gone; the reason says why); on a `paused` entry after `resuming`: `resume_failed`. On the `vm_started` entry of an instance started from a snapshot with memory: `memory_restored` (its machine was restored from that memory: the snapshot's processes go on), or `memory_lost` (that memory could not be restored: it was booted over the snapshot's files; the reason says why). On `stopping`, `stopped` and `failed`: `retention` (paused longer than the profile's `paused_retention_s`), `pause_failed` (a pause could not finish), `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `timeout` (its deadline passed: the `timeout_s` of its create, moved by keep-alives; paused or stopped as the profile's `idle_action` says), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
+    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed' | 'paused' | 'resumed' | 'auto_resumed' | 'resume_failed' | 'memory_lost' | 'memory_restored' | 'pause_failed' | 'retention' | 'timeout' | 'memory_pressure';
     /** The API key whose request caused this step (a delete) */
     key_id?: string;
   }[];
@@ -476,7 +476,7 @@ export interface Snapshot {
   disk_mb: number;
   /** Bytes of host disk it holds: the blocks its writable layer uses (the image is shared, not copied) */
   disk_bytes: number;
-  /** Whether its memory and processes were saved too; false: its files only (the gVisor runtime on this host cannot save memory) */
+  /** Whether its memory and processes were saved too: an instance started from it goes on running them (at its own address; established TCP connections are not kept). False: its files only (asked with `memory: false`, a paused instance whose pause kept files only, or a runtime that cannot save memory) */
   memory_kept: boolean;
   created_at: string;
 }
@@ -984,6 +984,8 @@ export interface Paths {
       body: {
         /** A name of yours for it (not unique) */
         name?: string;
+        /** Save the instance's memory and processes too (where the runtime can; a paused instance's only when its pause kept them): instances started from it go on running them. false: its files only */
+        memory?: boolean;
       };
       responses: {
         201: Snapshot;
@@ -1011,6 +1013,8 @@ export interface Paths {
       body: {
         /** Rooms of the same profile to start the copies in, 1-20; none may have a live instance */
         rooms: string[];
+        /** Copy the instance's memory and processes into each copy (where the runtime can): they go on running there, the source goes on running too. false: files only, each copy boots over them */
+        memory?: boolean;
         /** Keep the snapshot the fork was made from (answered as `snapshot`); by default it is deleted once every copy has started */
         keep_snapshot?: boolean;
       };

@@ -2,6 +2,8 @@
 // (memory, processes, open files, listening sockets) to a directory in the instance's
 // data directory and ends the sandbox; `runsc restore` starts a sandbox of the same id
 // from it, over the same bundle, mounts and network namespace. pause.ts decides when.
+// The same two, leaving the sandbox running and restoring under another instance's id,
+// bundle and namespace, make snapshots and forks with memory (memory-snapshots.ts).
 //
 // The image is written under `checkpoint.partial` and renamed to `checkpoint` once runsc
 // says it is complete, so a directory named `checkpoint` is always a whole image: a
@@ -33,7 +35,7 @@ export function checkpointDir(h: InstanceHandle): string {
 }
 
 function partialDir(h: InstanceHandle): string {
-  return join(h.dir, 'checkpoint.partial');
+  return `${checkpointDir(h)}.partial`;
 }
 
 /** Whether the instance has a complete saved memory to restore. */
@@ -43,11 +45,7 @@ export function hasCheckpoint(h: InstanceHandle): boolean {
 
 /** Bytes the instance's saved memory holds on disk (0 without one). */
 export function checkpointBytes(h: InstanceHandle): number {
-  const dir = checkpointDir(h);
-  if (!existsSync(dir)) return 0;
-  let total = 0;
-  for (const name of readdirSync(dir)) total += statSync(join(dir, name)).size;
-  return total;
+  return imageBytes(checkpointDir(h));
 }
 
 /** Removes the instance's saved memory and any partial one. */
@@ -62,16 +60,32 @@ export function removeCheckpoint(h: InstanceHandle): void {
  * once the new one is complete; on failure the older one, if any, is left as it was.
  */
 export async function checkpointSandbox(h: InstanceHandle, runsc: Runsc, compression: CheckpointCompression = COMPRESSION): Promise<void> {
-  const partial = partialDir(h);
+  await checkpointInto(h, runsc, checkpointDir(h), { leaveRunning: false, compression });
+}
+
+/**
+ * Saves the sandbox's state into `dir` (written as `<dir>.partial`, renamed once whole;
+ * an older `dir` is replaced only then). `leaveRunning`: the sandbox goes on as it was
+ * (running, or paused by `runsc pause`: a checkpoint keeps it paused), for snapshots and
+ * forks; else it ends, as for a pause.
+ */
+export async function checkpointInto(
+  h: InstanceHandle,
+  runsc: Runsc,
+  dir: string,
+  options: { leaveRunning: boolean; compression?: CheckpointCompression },
+): Promise<void> {
+  const partial = `${dir}.partial`;
   rmSync(partial, { recursive: true, force: true });
+  const args = ['checkpoint', `--image-path=${partial}`, `--compression=${options.compression ?? COMPRESSION}`, ...(options.leaveRunning ? ['--leave-running'] : []), h.id];
   try {
-    await runsc.callChecked(h.netns, ['checkpoint', `--image-path=${partial}`, `--compression=${compression}`, h.id], { timeoutMs: CHECKPOINT_TIMEOUT_MS });
+    await runsc.callChecked(h.netns, args, { timeoutMs: CHECKPOINT_TIMEOUT_MS });
   } catch (err) {
     rmSync(partial, { recursive: true, force: true });
     throw err;
   }
-  rmSync(checkpointDir(h), { recursive: true, force: true });
-  renameSync(partial, checkpointDir(h));
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(partial, dir);
 }
 
 /**
@@ -80,11 +94,22 @@ export async function checkpointSandbox(h: InstanceHandle, runsc: Runsc, compres
  * sandbox runs); `--detach` returns once the sandbox runs. Rejects with runsc's words.
  */
 export async function restoreSandbox(h: InstanceHandle, runsc: Runsc): Promise<void> {
+  await restoreFrom(h, runsc, checkpointDir(h));
+}
+
+/**
+ * Starts the instance's sandbox from the saved state in `imageDir`: its own or another
+ * sandbox's (a snapshot's, a fork's source's). runsc takes the id, bundle (root, mounts,
+ * network namespace) and address from this instance; the processes, memory and
+ * listeners from the image. The files the image's processes had open must be in this
+ * instance's root as they were at the checkpoint.
+ */
+export async function restoreFrom(h: InstanceHandle, runsc: Runsc, imageDir: string): Promise<void> {
   const fd = openSync(h.consoleLog, 'a', 0o600);
   const before = statSync(h.consoleLog).size;
   let result;
   try {
-    const args = ['restore', '--detach', `--image-path=${checkpointDir(h)}`, `--bundle=${h.bundle}`, `--pid-file=${h.pidFile}`, h.id];
+    const args = ['restore', '--detach', `--image-path=${imageDir}`, `--bundle=${h.bundle}`, `--pid-file=${h.pidFile}`, h.id];
     result = await runsc.call(h.netns, args, { outputFd: fd, timeoutMs: CHECKPOINT_TIMEOUT_MS });
   } finally {
     closeSync(fd);
@@ -94,6 +119,14 @@ export async function restoreSandbox(h: InstanceHandle, runsc: Runsc): Promise<v
     const said = readFileSync(h.consoleLog, 'utf8').slice(before).trim().split('\n').slice(-3).join(' | ');
     throw new HostCommandError('runsc restore', { ...result, stderr: said || result.stderr });
   }
+}
+
+/** Bytes the files of a saved state hold on disk (0 without one). */
+export function imageBytes(dir: string): number {
+  if (!existsSync(dir)) return 0;
+  let total = 0;
+  for (const name of readdirSync(dir)) total += statSync(join(dir, name)).size;
+  return total;
 }
 
 /**

@@ -23,8 +23,8 @@ import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
 import { AGENT_PORT, type AgentEndpoint, agentCall, endAgentConnections, openAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
-import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
-import type { AddressPool } from '../../network/pool.ts';
+import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath, setGuestAddress } from '../../network/netns.ts';
+import type { AddressPool, Lease } from '../../network/pool.ts';
 import type {
   CommandOutcome,
   CommandRequest,
@@ -45,13 +45,15 @@ import type {
   RuntimeCapabilities,
   RuntimeEvent,
   RevertOutcome,
+  SnapshotOptions,
   SnapshotOutcome,
+  ProvisionNote,
   RuntimeHealth,
   TerminalRequest,
   TerminalSession,
 } from '../types.ts';
 import { ociSpec, sandboxMemoryLimitMb } from './bundle.ts';
-import { ranOutOfMemory } from './cgroups.ts';
+import { ranOutOfMemory, removeCgroups } from './cgroups.ts';
 import { measuredMemoryMb, startingMemoryMb } from './host-usage.ts';
 import { ChangeTracker } from '../layer-changes/change-tracker.ts';
 import type { LayerChangeTracking } from '../layer-changes/tracking.ts';
@@ -63,13 +65,14 @@ import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
-import { LayerSnapshots, thaw } from './snapshots.ts';
-import { canCheckpoint } from './checkpoint.ts';
+import { LayerSnapshots, type MemorySource, thaw } from './snapshots.ts';
+import { canCheckpoint, checkpointDir, hasCheckpoint } from './checkpoint.ts';
+import { captureRunning, RestoreSlots, resumeSandbox } from './memory-snapshots.ts';
 import { cpuUsedMs, setFrozen } from './freezer.ts';
 import { Runsc } from './runsc.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type UndoLimits, UndoPoints } from '../layer-changes/undo.ts';
-import { type Teardown, Teardowns } from './teardown.ts';
+import { stopMachine, type Teardown, Teardowns } from './teardown.ts';
 
 /** An instance is not frozen within this long of an operation reaching into it (its connection may still be opening). */
 const FREEZE_AFTER_REACHED_MS = 5_000;
@@ -127,6 +130,8 @@ export class GvisorRuntime implements Runtime {
   private readonly pauseReleases = new Map<string, Promise<void>>();
   /** Copies of writable layers (snapshots.ts). */
   private readonly snapshots: LayerSnapshots;
+  /** Restores from snapshots' memory, a few at a time (memory-snapshots.ts). */
+  private readonly restores = new RestoreSlots();
   /** The pause, resume or snapshot under way per instance: one at a time, and a destroy waits for it. */
   private readonly layerWork = new KeyedSerial<string>();
   /** Instances whose sandbox is frozen (freezer.ts); handle() thaws them. */
@@ -136,7 +141,7 @@ export class GvisorRuntime implements Runtime {
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
-    this.capabilities = { network: true, diskLimit: true, interactive: true, pause: true, pauseMemory: canCheckpoint(this.runsc), snapshot: true, freeze: true };
+    this.capabilities = { network: true, diskLimit: true, interactive: true, pause: true, pauseMemory: canCheckpoint(this.runsc), snapshot: true, snapshotMemory: canCheckpoint(this.runsc), freeze: true };
     this.instancesDir = join(options.dataDir, 'instances');
     this.pool = options.pool;
     this.images = options.images;
@@ -208,15 +213,24 @@ export class GvisorRuntime implements Runtime {
     return this.oneAtATime(request.instanceId, () => resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log));
   }
 
-  /** Copies a ready or paused instance's writable layer into a snapshot (snapshots.ts); its memory is not kept. */
-  async snapshot(instanceId: string, snapshotId: string): Promise<SnapshotOutcome> {
+  /**
+   * Copies a ready or paused instance's writable layer into a snapshot (snapshots.ts),
+   * with its memory when asked and possible (memory-snapshots.ts): a running sandbox's,
+   * which goes on running, or the saved memory of a paused one whose pause kept it.
+   */
+  async snapshot(instanceId: string, snapshotId: string, options: SnapshotOptions = { memory: true }): Promise<SnapshotOutcome> {
     const h = this.handle(instanceId);
     return this.oneAtATime(instanceId, async () => {
       const flush = async () => {
         await this.exec(instanceId, ['/bin/sync'], { as: 'root', timeoutMs: 10_000 });
       };
-      const { diskBytes } = await this.snapshots.save(h, snapshotId, flush);
-      return { memoryKept: false, diskBytes };
+      const agentKey = h.readMeta()?.agentKey;
+      let memory: MemorySource | undefined;
+      if (options.memory && this.capabilities.snapshotMemory && agentKey !== undefined) {
+        if (isMountPoint(h.layer)) memory = { agentKey, running: (dir, copyLayer) => captureRunning(h, this.runsc, dir, copyLayer, this.log) };
+        else if (hasCheckpoint(h)) memory = { agentKey, savedDir: checkpointDir(h) };
+      }
+      return this.snapshots.save(h, snapshotId, flush, memory);
     });
   }
 
@@ -323,8 +337,12 @@ export class GvisorRuntime implements Runtime {
         );
       }
       const lease = await this.pool.allocate(instanceId);
-      const agentKey = randomBytes(24).toString('base64url');
-      h.writeMeta({ ...meta, guestAddress: lease.guestAddress, agentKey });
+      // Restored from a snapshot's memory, the agent answers to its source's key (memory-snapshots.ts).
+      const source = request.fromSnapshot && this.capabilities.snapshotMemory ? this.snapshots.meta(request.fromSnapshot) : undefined;
+      const fromMemory = source?.memory ? source : undefined;
+      const agentKey = fromMemory?.memory?.agentKey ?? randomBytes(24).toString('base64url');
+      const keyFrom = fromMemory ? { agentKeyFrom: { snapshotId: fromMemory.snapshotId, instanceId: fromMemory.sourceInstanceId } } : {};
+      h.writeMeta({ ...meta, guestAddress: lease.guestAddress, agentKey, ...keyFrom });
       // The network and the file system do not depend on each other: both at once (one
       // after the other they took ~120 and ~50 ms at p50). The steps are still recorded in
       // the spec's order, and both are waited for before a failure is thrown, so that the
@@ -342,10 +360,12 @@ export class GvisorRuntime implements Runtime {
       for (const outcome of settledSteps) if (outcome.status === 'rejected') throw outcome.reason;
       await onStep('image_generated');
 
-      await this.runsc.create(h.netns, instanceId, h.bundle, h.consoleLog, h.pidFile);
+      const note = fromMemory ? await this.restoreSnapshot(h, fromMemory.snapshotId, lease, log) : undefined;
+      const restored = note?.code === 'memory_restored';
+      if (!restored) await this.runsc.create(h.netns, instanceId, h.bundle, h.consoleLog, h.pidFile);
       this.guardMemory(instanceId, spec.memory_mb);
-      await this.runsc.start(h.netns, instanceId);
-      await onStep('vm_started');
+      if (!restored) await this.runsc.start(h.netns, instanceId);
+      await onStep('vm_started', note);
 
       const exec: Exec = (argv, options) => this.exec(instanceId, argv, options);
       // The agent's init has started the root service by the time it answers.
@@ -354,7 +374,9 @@ export class GvisorRuntime implements Runtime {
 
       // Independent of each other: at once (one after another they took 222 ms at p50).
       // All are waited for before a failure is thrown, so that the cleanup finds each done.
-      const settled = await Promise.allSettled([checkReady(exec, spec), this.watchSandbox(instanceId, h, true), this.watchChanges(h)]);
+      // A restored guest was ready when its memory was saved.
+      const checked = restored ? Promise.resolve() : checkReady(exec, spec);
+      const settled = await Promise.allSettled([checked, this.watchSandbox(instanceId, h, true), this.watchChanges(h)]);
       for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
       await onStep('ready');
       // The first command's files_changed needs the image's index: build it now.
@@ -366,6 +388,27 @@ export class GvisorRuntime implements Runtime {
         log.error({ err: cleanupErr }, 'cleanup after a failed start failed');
       }
       throw err;
+    }
+  }
+
+  /**
+   * Starts the new instance's sandbox from the snapshot's memory (memory-snapshots.ts);
+   * what the history says of it. A restore that fails is undone, for a boot over the
+   * snapshot's files, and the note says why its memory was lost.
+   */
+  private async restoreSnapshot(h: InstanceHandle, snapshotId: string, lease: Lease, log: Logger): Promise<ProvisionNote> {
+    try {
+      await this.restores.restore(h, this.runsc, this.snapshots.memoryDirOf(snapshotId));
+      return { code: 'memory_restored', reason: `restored from the memory of snapshot ${snapshotId}: its processes go on from there` };
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      log.warn({ instanceId: h.id, snapshotId, err }, "could not restore the snapshot's memory: booting over its files instead");
+      await stopMachine(h, this.runsc);
+      await this.runsc.destroy(null, h.id);
+      removeCgroups(h.id);
+      // The failed sandbox's network stack may have taken the guest's address.
+      await setGuestAddress(h.netns, lease);
+      return { code: 'memory_lost', reason: `booted over the files of snapshot ${snapshotId}: its memory could not be restored (${why}), so its processes are not there` };
     }
   }
 
@@ -563,8 +606,14 @@ export class GvisorRuntime implements Runtime {
   async health(instanceId: string): Promise<RuntimeHealth> {
     const h = this.handle(instanceId);
     if (!existsSync(netnsPath(h.netns))) return { healthy: false, reason: 'its network namespace is gone' };
-    const state = await this.runsc.state(h.netns, instanceId);
+    let state = await this.runsc.state(h.netns, instanceId);
     if (!state) return { healthy: false, reason: 'runsc does not know its sandbox' };
+    // Held still for a snapshot when the service stopped (memory-snapshots.ts): it goes on.
+    if (state.status === 'paused' && !this.layerWork.busy(instanceId)) {
+      await resumeSandbox(h, this.runsc, this.log).catch(() => {});
+      state = await this.runsc.state(h.netns, instanceId);
+      if (!state) return { healthy: false, reason: 'runsc does not know its sandbox' };
+    }
     if (state.status !== 'running') return { healthy: false, reason: `its sandbox is ${state.status}` };
     const endpoint = this.agentOf(h);
     if (!endpoint) return { healthy: false, reason: "it runs without roomkit's agent (an older roomkit made it), the only way into it" };

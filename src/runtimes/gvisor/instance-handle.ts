@@ -21,6 +21,11 @@ export interface InstanceMeta {
   guestAddress?: string;
   /** The key of the instance's agent; absent when the instance runs without one. */
   agentKey?: string;
+  /**
+   * Restored from a snapshot's memory, its agent kept the key it had in the instance the
+   * snapshot was taken of (memory-snapshots.ts): which snapshot and instance.
+   */
+  agentKeyFrom?: { snapshotId: string; instanceId: string };
   /** Its layer is btrfs and can keep undo points (undo.ts); absent: ext4. */
   undoLayer?: boolean;
 }

@@ -10,8 +10,12 @@
 // host freezes the layer's file system (fsfreeze, which also flushes the host's cache),
 // the image is copied, and the file system is thawed. The instance's writes wait while
 // it is frozen (for the copy: milliseconds for a layer of a few MiB). A paused
-// instance's layer is not mounted, and is copied as it is. Memory is never kept: this
-// runsc cannot checkpoint sandboxes on the host network stack (see pause.ts).
+// instance's layer is not mounted, and is copied as it is.
+//
+// A snapshot with memory also holds the sandbox's saved state under `memory/`, taken at
+// the same instant as the layer so that the two agree (memory-snapshots.ts: the sandbox
+// is held still while both are taken, and goes on running after); a paused instance's
+// saved memory, when its pause kept one, is copied with its layer, which it matches.
 //
 // A btrfs layer (one that keeps undo points) is copied the same way; each copy made
 // from it gets a file system id of its own (btrfstune -m) so that both can be mounted
@@ -24,6 +28,7 @@ import { isMountPoint } from '../../host/mounts.ts';
 import { run, runChecked } from '../../host/run.ts';
 import { formatBytes } from '../../lib/format-size.ts';
 import { HostOutOfSpace } from '../types.ts';
+import { imageBytes } from './checkpoint.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 
 /** How long copying one layer may take (a full 10 GiB layer at ~100 MiB/s, with room). */
@@ -46,8 +51,19 @@ export interface SnapshotMeta {
   imageKey: string;
   /** The layer is btrfs (it kept undo points); absent: ext4. */
   undoLayer?: boolean;
+  /**
+   * It holds the sandbox's memory and processes too (`memory/`). Its agent, restored
+   * from that memory, answers to the source's key (it read its key once, at its
+   * boot): an instance restored from it takes that key.
+   */
+  memory?: { agentKey: string };
   createdAt: string;
 }
+
+/** Where a snapshot's memory comes from: the running sandbox, or the saved state of a paused one. */
+export type MemorySource =
+  | { running: (memoryDir: string, copyLayer: () => Promise<void>) => Promise<void>; agentKey: string }
+  | { savedDir: string; agentKey: string };
 
 export class LayerSnapshots {
   readonly dir: string;
@@ -77,21 +93,27 @@ export class LayerSnapshots {
     }
   }
 
+  /** The directory of the snapshot's saved memory (it holds one when its record says `memory`). */
+  memoryDirOf(snapshotId: string): string {
+    return join(this.dirOf(snapshotId), 'memory');
+  }
+
   /**
-   * Copies the instance's layer into a new snapshot; the bytes of host disk it holds.
-   * `flush` makes the guest write out what it holds (for a running instance).
+   * Copies the instance's layer into a new snapshot, with its memory when `memory` says
+   * where from; the bytes of host disk it holds. `flush` makes the guest write out what
+   * it holds (for a running instance).
    */
-  async save(h: InstanceHandle, snapshotId: string, flush: () => Promise<void>): Promise<{ diskBytes: number }> {
+  async save(h: InstanceHandle, snapshotId: string, flush: () => Promise<void>, memory?: MemorySource): Promise<{ diskBytes: number; memoryKept: boolean }> {
     const meta = h.readMeta();
     if (!meta?.imageKey) throw new Error(`instance ${h.id} has no record of what it was made from`);
     if (!existsSync(h.diskImage)) throw new Error(`instance ${h.id} has no writable layer`);
-    assertRoomFor(this.dir, allocatedBytes(h.diskImage));
+    const memoryBytes = memory && 'savedDir' in memory ? imageBytes(memory.savedDir) : memory ? (meta.memoryMb ?? 0) * 1024 * 1024 : 0;
+    assertRoomFor(this.dir, allocatedBytes(h.diskImage) + memoryBytes);
     const dir = this.dirOf(snapshotId);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const partial = join(dir, 'layer.img.partial');
-    try {
+    const copyLayer = async () => {
       if (isMountPoint(h.layer)) {
-        await flush();
         await runChecked('fsfreeze', ['--freeze', h.layer], { timeoutMs: TOOL_TIMEOUT_MS });
         try {
           await copySparse(h.diskImage, partial);
@@ -101,12 +123,21 @@ export class LayerSnapshots {
       } else {
         await copySparse(h.diskImage, partial);
       }
+    };
+    try {
+      if (isMountPoint(h.layer)) await flush();
+      if (memory && 'running' in memory) await memory.running(this.memoryDirOf(snapshotId), copyLayer);
+      else {
+        await copyLayer();
+        if (memory) await runChecked('cp', ['-r', '--sparse=always', '--', memory.savedDir, this.memoryDirOf(snapshotId)], { timeoutMs: COPY_TIMEOUT_MS });
+      }
       renameSync(partial, this.imageOf(snapshotId));
       const record: SnapshotMeta = {
         snapshotId,
         sourceInstanceId: h.id,
         imageKey: meta.imageKey,
         ...(meta.undoLayer ? { undoLayer: true } : {}),
+        ...(memory ? { memory: { agentKey: memory.agentKey } } : {}),
         createdAt: new Date().toISOString(),
       };
       // Written last: a directory without it is a half-made snapshot, removed by a sweep.
@@ -115,7 +146,7 @@ export class LayerSnapshots {
       rmSync(dir, { recursive: true, force: true });
       throw err;
     }
-    return { diskBytes: allocatedBytes(this.imageOf(snapshotId)) };
+    return { diskBytes: allocatedBytes(this.imageOf(snapshotId)) + imageBytes(this.memoryDirOf(snapshotId)), memoryKept: memory !== undefined };
   }
 
   /**

@@ -19,11 +19,13 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
         operationId: 'createSnapshot',
         summary: 'Take a snapshot of the room\'s instance',
         description:
-          'Saves the instance\'s file system under a new snapshot id that the organization owns; it outlives the instance. ' +
-          'The instance may be ready (its writes wait for the moment the copy takes) or paused (it stays paused). Only its ' +
-          'writable layer is stored, so a snapshot costs the disk the instance\'s changes take (`disk_bytes`), not its ' +
-          'disk size; `memory_kept` says whether memory was saved too (not on this host: processes are not in a snapshot). ' +
-          'Start instances from it with `snapshot_id` in a create body. Counts against the `snapshots` quota.',
+          'Saves the instance\'s file system, and by default its memory and processes, under a new snapshot id that the ' +
+          'organization owns; it outlives the instance. The instance may be ready (it is held still for the moment the copy ' +
+          'takes, then goes on running) or paused (it stays paused; its memory is in the snapshot when its pause kept it). Only ' +
+          'its writable layer and its memory are stored, so a snapshot costs the disk the instance\'s changes and memory take ' +
+          '(`disk_bytes`), not its disk size; `memory_kept` says whether memory was saved too (`memory: false` asks for files ' +
+          'only). Start instances from it with `snapshot_id` in a create body: from a snapshot with memory they start with its ' +
+          'processes running, at their own address. Counts against the `snapshots` quota.',
         tags: ['snapshots'],
         params: RoomParams,
         body: Type.Optional(CreateSnapshotBody),
@@ -34,6 +36,7 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
       const { profile_id, room_id } = request.params;
       const snapshot = await snapshots.create(callerOf(request).organizationId, profile_id, room_id, {
         ...(request.body?.name === undefined ? {} : { name: request.body.name }),
+        ...(request.body?.memory === undefined ? {} : { memory: request.body.memory }),
       });
       return reply.code(201).send(snapshot);
     },
@@ -47,8 +50,10 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
         operationId: 'forkInstance',
         summary: 'Fork the room\'s instance into other rooms',
         description:
-          'Starts a copy of the instance\'s file system in each room of `rooms` (same profile), in one call: a snapshot, then ' +
-          'one new instance from it per room, started at once. Each copy has its own id, address and files from then on. ' +
+          'Starts a copy of the instance in each room of `rooms` (same profile), in one call: a snapshot (with its memory and ' +
+          'processes unless `memory` is false), then one new instance from it per room. The source goes on running. Each copy ' +
+          'has its own id, address, files and memory from then on; with memory, its processes go on from the moment of the ' +
+          'snapshot (established TCP connections are dropped, listeners stay). ' +
           'Answers once every copy is ready or failed (a failed one is in the list with its `failure_reason`). A refusal ' +
           '(a room that has a live instance: `room_occupied`; a quota) starts none. The snapshot is deleted afterwards ' +
           'unless `keep_snapshot` is true.',
@@ -63,6 +68,7 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
       const result = await snapshots.fork(callerOf(request).organizationId, profile_id, room_id, {
         rooms: request.body.rooms,
         keepSnapshot: request.body.keep_snapshot ?? false,
+        ...(request.body.memory === undefined ? {} : { memory: request.body.memory }),
       });
       return reply.code(201).send(result);
     },
