@@ -63,10 +63,12 @@ func newCommandRecord(commandID string, pty bool, stdin, terminal *os.File) *com
 }
 
 // emit keeps a piece of output and passes it to the attached connection, if any; a
-// connection that cannot take it is let go (the output stays kept).
+// connection that cannot take it is let go (the output stays kept). The send is made
+// outside the lock: a connection that a pause dropped may block a write until attach
+// closes it, and attach must be able to. emit is called by one goroutine per command,
+// so its sends keep their order.
 func (c *commandRecord) emit(kind byte, data []byte) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.chunks = append(c.chunks, outputChunk{kind, append([]byte(nil), data...)})
 	c.kept += int64(len(data))
 	c.total += int64(len(data))
@@ -82,9 +84,10 @@ func (c *commandRecord) emit(kind byte, data []byte) {
 			c.kept -= excess
 		}
 	}
-	if c.att != nil && c.att.w.send(kind, data) != nil {
-		c.att.release()
-		c.att = nil
+	a := c.att
+	c.mu.Unlock()
+	if a != nil && a.w.send(kind, data) != nil {
+		c.detach(a)
 	}
 }
 
@@ -93,12 +96,13 @@ func (c *commandRecord) finish(end execEnd) {
 	c.mu.Lock()
 	c.end = &end
 	c.endedAt = time.Now()
-	if c.att != nil {
-		c.att.w.sendJSON(frameEnd, end)
-		c.att.release()
-		c.att = nil
-	}
+	a := c.att
+	c.att = nil
 	c.mu.Unlock()
+	if a != nil {
+		a.w.sendJSON(frameEnd, end)
+		a.release()
+	}
 	commands.ended(c)
 }
 
