@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"net"
 	"testing"
 	"time"
 )
@@ -112,5 +113,39 @@ func TestEndedCommandsAreKeptWithinTheirCountAndTime(t *testing.T) {
 	g.endedKeepMs = 60_000
 	if g.find("c", 0) != nil {
 		t.Fatal("an ended command is kept past its time")
+	}
+}
+
+func TestAnAttachIsNotHeldUpByAWriteBlockedOnTheOldConnection(t *testing.T) {
+	c := newCommandRecord("c2", false, nil, nil)
+	// A connection nobody reads: a write on it blocks, as on one a pause dropped.
+	stuck, other := net.Pipe()
+	defer other.Close()
+	c.attachFirst(newAttachment(newFrameWriter(stuck), stuck))
+	emitted := make(chan struct{})
+	go func() {
+		c.emit(frameStdout, []byte("while away"))
+		close(emitted)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	var out bytes.Buffer
+	attached := make(chan struct{})
+	go func() {
+		c.attach(newAttachment(newFrameWriter(&out), nopCloser{}), 0)
+		close(attached)
+	}()
+	select {
+	case <-attached:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the attach waited for a write blocked on the old connection")
+	}
+	select {
+	case <-emitted:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the blocked write did not end when the attach closed its connection")
+	}
+	kinds, payloads := frames(t, out.Bytes())
+	if len(kinds) != 2 || string(payloads[1]) != "while away" {
+		t.Fatalf("the new connection got %q", kinds)
 	}
 }
