@@ -35,6 +35,7 @@ export const ERROR_STATUS = {
   organization_not_found: 404,
   file_not_found: 404,
   command_not_found: 404,
+  terminal_not_found: 404,
   snapshot_not_found: 404,
   // 405
   method_not_allowed: 405,

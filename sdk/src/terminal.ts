@@ -15,22 +15,30 @@ export interface TerminalOptions extends RequestOptions {
   rows?: number;
   /** Run this with `sh -c` on the terminal instead of the login shell. */
   command?: string;
+  /**
+   * Attach again to this terminal (a TerminalClosedError's `terminalId`, after a pause of
+   * its instance with memory): the same shell, its recent output replayed.
+   */
+  terminalId?: string;
 }
 
 /** Why the server ended a terminal other than by its program's exit. */
-export type TerminalClosedReason = 'closed' | 'instance_stopped' | 'idle' | 'shutting_down' | 'lost';
+export type TerminalClosedReason = 'closed' | 'instance_stopped' | 'instance_paused' | 'idle' | 'shutting_down' | 'lost';
 
 /** A terminal ended without its program's exit; `reason` says why. */
 export class TerminalClosedError extends Error {
   readonly reason: TerminalClosedReason | 'connection_closed';
   /** The WebSocket's close code. */
   readonly closeCode: number;
+  /** With reason `instance_paused`: the terminal to attach again to (`terminalId` of TerminalOptions) once the instance runs. */
+  readonly terminalId: string | undefined;
 
-  constructor(reason: TerminalClosedReason | 'connection_closed', message: string, closeCode: number) {
+  constructor(reason: TerminalClosedReason | 'connection_closed', message: string, closeCode: number, terminalId?: string) {
     super(message);
     this.name = 'TerminalClosedError';
     this.reason = reason;
     this.closeCode = closeCode;
+    this.terminalId = terminalId;
   }
 }
 
@@ -53,7 +61,7 @@ export class Terminal {
     this.terminalId = opened.terminal_id;
     this.instanceId = opened.instance_id;
     let exitCode: number | undefined;
-    let closedBy: { reason: TerminalClosedReason; message: string } | undefined;
+    let closedBy: { reason: TerminalClosedReason; message: string; terminalId?: string } | undefined;
     this.exited = new Promise<number>((resolve, reject) => {
       socket.addEventListener('message', (event) => {
         if (typeof event.data !== 'string') {
@@ -64,11 +72,17 @@ export class Terminal {
         }
         const message = parseMessage(event.data);
         if (message.type === 'exit' && typeof message.exit_code === 'number') exitCode = message.exit_code;
-        if (message.type === 'closed') closedBy = { reason: message.reason as TerminalClosedReason, message: String(message.message ?? message.reason) };
+        if (message.type === 'closed') {
+          closedBy = {
+            reason: message.reason as TerminalClosedReason,
+            message: String(message.message ?? message.reason),
+            ...(typeof message.terminal_id === 'string' ? { terminalId: message.terminal_id } : {}),
+          };
+        }
       });
       socket.addEventListener('close', (event) => {
         if (exitCode !== undefined) return resolve(exitCode);
-        if (closedBy) return reject(new TerminalClosedError(closedBy.reason, `the terminal was closed: ${closedBy.message}`, event.code));
+        if (closedBy) return reject(new TerminalClosedError(closedBy.reason, `the terminal was closed: ${closedBy.message}`, event.code, closedBy.terminalId));
         reject(new TerminalClosedError('connection_closed', `the terminal's connection closed (WebSocket code ${event.code}${event.reason ? `: ${event.reason}` : ''})`, event.code));
       });
     });
@@ -102,7 +116,7 @@ export class Terminal {
 /** Opens a terminal in a room: a ticket over HTTP, then the WebSocket. */
 export async function openTerminal(transport: Transport, params: { profile_id: string; room_id: string }, options: TerminalOptions = {}): Promise<Terminal> {
   const { ticket } = await transport.json('post', `${TERMINAL}/ticket`, { params }, { ...(options.signal ? { signal: options.signal } : {}) });
-  const query = { cols: options.cols, rows: options.rows, command: options.command, ticket };
+  const query = { cols: options.cols, rows: options.rows, command: options.command, terminal_id: options.terminalId, ticket };
   const url = transport.url(TERMINAL, params, query).replace(/^http/, 'ws');
   const shown = url.replace(/ticket=[^&]*/, 'ticket=…');
   const socket = new WebSocket(url);

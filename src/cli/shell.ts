@@ -17,18 +17,23 @@ const END_OF_INPUT_REPEAT_MS = 1000;
 export function registerShellCommand(program: Command): void {
   roomCommand(program, 'shell <room>', 'open an interactive terminal (the login shell) in the room\'s instance', { json: false })
     .option('-c, --command <command>', 'run this on the terminal instead of the login shell')
+    .option('--attach <terminal_id>', 'attach again to a terminal closed by a pause of its instance (the same shell)')
     .addHelpText(
       'after',
       '\nOn a terminal, keys go to the instance as typed (Ctrl-C too); the shell\'s `exit` ends the session.\n' +
         'With piped input, the input is typed into the shell, then an end of input (^D).\n' +
         `Exit code: the shell's (or the command's) own; ${SHELL_FAILURE_EXIT} when roomkit itself failed or the terminal was closed.`,
     )
-    .action(run(async (roomId: string, options: RoomOptions & { command?: string }) => {
+    .action(run(async (roomId: string, options: RoomOptions & { command?: string; attach?: string }) => {
       const stdin = process.stdin;
       const stdout = process.stdout;
       const tty = stdin.isTTY === true;
       const size = () => ({ cols: stdout.columns > 0 ? stdout.columns : 80, rows: stdout.rows > 0 ? stdout.rows : 24 });
-      const terminal = await roomOf(roomId, options).terminal({ ...(tty ? size() : {}), ...(options.command === undefined ? {} : { command: options.command }) });
+      const terminal = await roomOf(roomId, options).terminal({
+        ...(tty ? size() : {}),
+        ...(options.command === undefined ? {} : { command: options.command }),
+        ...(options.attach === undefined ? {} : { terminalId: options.attach }),
+      });
       let spoke = false;
       let spoken: () => void = () => {};
       const firstOutput = new Promise<void>((resolve) => (spoken = resolve));
@@ -63,7 +68,9 @@ export function registerShellCommand(program: Command): void {
         process.exitCode = await terminal.exited;
       } catch (err) {
         if (!(err instanceof TerminalClosedError)) throw err;
-        throw new ClientError(err.reason, err.message, SHELL_FAILURE_EXIT);
+        // A pause with memory keeps the shell: say how to get back to it.
+        const again = err.terminalId === undefined ? '' : `; attach again with: roomkit shell ${roomId} --attach ${err.terminalId}`;
+        throw new ClientError(err.reason, `${err.message}${again}`, SHELL_FAILURE_EXIT);
       } finally {
         clearInterval(endOfInput);
         if (tty) {

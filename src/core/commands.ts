@@ -243,9 +243,10 @@ export class Commands {
         const durationMs = Math.round(performance.now() - started);
         const changes = outcome.changes ?? [];
         const limit = this.config.filesChangedLimit;
-        // A command cut off by its instance stopping did not end on its own.
+        // A command cut off by its instance stopping did not end on its own (one that went
+        // on across a pause with memory may end while its instance is still resuming).
         const stopped =
-          session.state !== 'killed' && !outcome.timedOut && (outcome.instanceGone === true || !(await this.instances.isReady(instance.id)));
+          session.state !== 'killed' && !outcome.timedOut && (outcome.instanceGone === true || !(await this.instances.isRunning(instance.id)));
         const state: CommandState = outcome.timedOut ? 'timed_out' : session.state === 'killed' ? 'killed' : stopped ? 'interrupted' : 'exited';
         const endReason = endReasonOf(outcome, state, session.killRequested === true);
         await this.records.finish(commandId, state, {

@@ -52,6 +52,9 @@ interface Provisioning {
   abort: AbortController;
 }
 
+/** Told that an instance begins to stop; `pause` when it is being paused (and whether its memory is kept). */
+export type StoppingListener = (instanceId: string, why: EndReason, pause?: { keepsMemory: boolean }) => void;
+
 export class Instances {
   private readonly db: Db;
   private readonly records: InstanceRecords;
@@ -66,7 +69,7 @@ export class Instances {
   private closing = false;
   private expiryTimer: NodeJS.Timeout | undefined;
   private readonly busyChecks: ((instanceId: string) => boolean)[] = [];
-  private readonly stoppingListeners: ((instanceId: string, why: EndReason) => void)[] = [];
+  private readonly stoppingListeners: StoppingListener[] = [];
   private readonly metrics: Metrics | undefined;
   /** The profiles' warm pools: instances booted before a room asks (warm-pool.ts). */
   readonly warmPool: WarmPool;
@@ -126,7 +129,7 @@ export class Instances {
       quotas: deps.quotas,
       admission: deps.admission,
       log: deps.log,
-      onPausing: (id, why) => this.notifyStopping(id, why),
+      onPausing: (id, why, keepsMemory) => this.notifyStopping(id, why, { keepsMemory }),
       makingRoom: (admit, resuming) => this.memoryPressure.makingRoom(admit, resuming),
     });
     this.warmPool = new WarmPool({
@@ -471,6 +474,17 @@ export class Instances {
     return (await this.records.stateNow(instanceId)) === 'ready';
   }
 
+  /** The instance's state now (undefined when there is no such instance). */
+  async stateOf(instanceId: string): Promise<string | undefined> {
+    return this.records.stateNow(instanceId);
+  }
+
+  /** Whether the instance runs: ready, or being resumed (its processes may already run again). */
+  async isRunning(instanceId: string): Promise<boolean> {
+    const state = await this.records.stateNow(instanceId);
+    return state === 'ready' || state === 'resuming';
+  }
+
   /** Adds a check of whether an instance is busy (a command runs, a terminal is open), which keeps it from going idle. */
   addBusyCheck(check: (instanceId: string) => boolean): void {
     this.busyChecks.push(check);
@@ -482,17 +496,18 @@ export class Instances {
 
   /**
    * Subscribes to instances that begin to stop (deleted, expired, the service stopping
-   * them) or whose machine ended by itself, before their machine is torn down: what
-   * holds a connection into one (a terminal) can end it with the reason.
+   * them, a pause) or whose machine ended by itself, before their machine is torn down:
+   * what holds a connection into one (a terminal) can end it with the reason, or let it
+   * go to be attached again after a pause that keeps memory.
    */
-  onStopping(listener: (instanceId: string, why: EndReason) => void): void {
+  onStopping(listener: StoppingListener): void {
     this.stoppingListeners.push(listener);
   }
 
-  private notifyStopping(instanceId: string, why: EndReason): void {
+  private notifyStopping(instanceId: string, why: EndReason, pause?: { keepsMemory: boolean }): void {
     for (const listener of this.stoppingListeners) {
       try {
-        listener(instanceId, why);
+        listener(instanceId, why, pause);
       } catch (err) {
         this.log.error({ instanceId, err }, 'a listener of stopping instances failed');
       }

@@ -25,8 +25,8 @@ export interface PausesDeps {
   quotas: Quotas;
   admission: Admission;
   log: Logger;
-  /** Told when an instance's machine is about to stop for a pause (its terminals end). */
-  onPausing(instanceId: string, why: EndReason): void;
+  /** Told when an instance's machine is about to stop for a pause (its terminals end, or are let go when its memory is kept). */
+  onPausing(instanceId: string, why: EndReason, keepsMemory: boolean): void;
   /** Runs a resume's admission, making room under memory pressure (memory-pressure.ts) when it is refused for memory. */
   makingRoom<T>(admit: () => Promise<T>, resuming: string): Promise<T>;
 }
@@ -67,7 +67,7 @@ export class Pauses {
       throw stateConflict(await records.getRow(row.id), 'pause');
     }
     const op = (async () => {
-      this.deps.onPausing(row.id, why);
+      this.deps.onPausing(row.id, why, options.memory && runtime.capabilities.pauseMemory === true);
       const started = performance.now();
       let outcome;
       try {

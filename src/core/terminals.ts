@@ -5,7 +5,11 @@
 // when their instance stops or the service shuts down. Ending a terminal hangs up its
 // shell and then kills whatever the terminal started that is still running, so nothing
 // of it outlives it. It knows nothing of WebSockets: adapters/rest/routes/terminal.ts carries a
-// terminal over one.
+// terminal over one. A terminal open when its instance is paused with its memory is
+// let go without a hang-up: its shell goes on in the instance, and the client may attach
+// to it again (by its id) within TERMINAL_REATTACH_MS of the instance running again.
+// Somewhat over 400 lines: the open terminals and the ones let go at a pause share
+// their counting, cleanup and ids, and stay together here.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
@@ -23,6 +27,10 @@ export const TERMINAL_SIZE = { minCols: 1, maxCols: 1000, minRows: 1, maxRows: 1
 export const MAX_TERMINAL_COMMAND_BYTES = 4096;
 /** How long an ended terminal's shell has to exit after its hang-up before what is left is killed. */
 const HANGUP_GRACE_MS = 2_500;
+/** How long a terminal let go at a pause with memory may be attached again once its instance runs; then its shell is ended. */
+export const TERMINAL_REATTACH_MS = 10 * 60_000;
+/** How often terminals let go at a pause are looked at (attach window, instance gone). */
+const DETACHED_SWEEP_MS = 15_000;
 
 /** Why a terminal ended other than by its program exiting. */
 export type TerminalEndReason =
@@ -30,6 +38,8 @@ export type TerminalEndReason =
   | 'closed'
   /** Its instance is stopping (deleted, expired, stopped by the service) or its machine ended. */
   | 'instance_stopped'
+  /** Its instance is being paused with its memory: the shell goes on, and the terminal can be attached again after the resume. */
+  | 'instance_paused'
   /** Neither input nor output for ROOMKIT_TERMINAL_IDLE_TIMEOUT_S. */
   | 'idle'
   /** The service is shutting down. */
@@ -44,6 +54,8 @@ export interface TerminalOptions {
   rows?: number;
   /** Run by `sh -c` instead of the user's login shell. */
   command?: string;
+  /** Attach again to this terminal, let go at a pause with memory, instead of opening one. */
+  terminalId?: string;
 }
 
 /** An open terminal: its output, input and size; `ended` settles once, with why. */
@@ -111,6 +123,12 @@ export class Terminal {
     return this.end !== undefined;
   }
 
+  /** Lets the terminal's connection go without a hang-up: its shell goes on. */
+  detach(): void {
+    this.session.resume();
+    this.session.detach();
+  }
+
   /** Hangs up the terminal: its shell ends, the runtime kills what stays after a grace period. */
   hangUp(): void {
     this.session.resume();
@@ -139,6 +157,9 @@ export class Terminals {
   /** Each terminal's cleanup, until it is done. */
   private readonly cleanups = new Set<Promise<void>>();
   private readonly idleTimer: NodeJS.Timeout | undefined;
+  /** Terminals let go at a pause with memory, by id: where they are, and since when their instance runs again. */
+  private readonly detached = new Map<string, { instanceId: string; organizationId: string; readySince?: number }>();
+  private readonly detachedTimer: NodeJS.Timeout;
   private closing = false;
 
   constructor(deps: { instances: Instances; config: Config; log: Logger }) {
@@ -147,7 +168,9 @@ export class Terminals {
     this.log = deps.log;
     // An instance with an open terminal is in use, whether or not anyone types.
     this.instances.addBusyCheck((instanceId) => (this.openByInstance.get(instanceId)?.size ?? 0) > 0);
-    this.instances.onStopping((instanceId, why) => this.endInstance(instanceId, why));
+    this.instances.onStopping((instanceId, why, pause) => this.endInstance(instanceId, why, pause?.keepsMemory === true));
+    this.detachedTimer = setInterval(() => void this.sweepDetached(), DETACHED_SWEEP_MS);
+    this.detachedTimer.unref();
     const idleS = deps.config.terminalIdleTimeoutS;
     if (idleS > 0) {
       this.idleTimer = setInterval(() => this.closeIdle(), Math.min(30_000, Math.max(1_000, (idleS * 1000) / 4)));
@@ -196,7 +219,7 @@ export class Terminals {
   }
 
   async openAt(address: InstanceAddress, options: TerminalOptions = {}): Promise<Terminal> {
-    noteOperation('terminal.open', { ...addressFacts(address), command: options.command });
+    noteOperation('terminal.open', { ...addressFacts(address), command: options.command, ...(options.terminalId === undefined ? {} : { terminalId: options.terminalId }) });
     if (this.closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
     const cols = options.cols ?? TERMINAL_SIZE.defaultCols;
     const rows = options.rows ?? TERMINAL_SIZE.defaultRows;
@@ -204,21 +227,36 @@ export class Terminals {
     if (options.command !== undefined) checkCommand(options.command);
     const { row: instance, spec } = await this.instances.requireReadyAt(address);
     const runtime = this.instances.activeRuntime();
+    const reattaching = options.terminalId;
+    const kept = reattaching === undefined ? undefined : this.detached.get(reattaching);
+    if (reattaching !== undefined && (kept === undefined || kept.instanceId !== instance.id || kept.organizationId !== instance.organization_id)) {
+      throw terminalNotFound(reattaching);
+    }
     this.checkLimit(instance.id);
     // Counted before the first await, so racing opens see it.
     this.slots.set(instance.id, this.countIn(instance.id) + 1);
-    const id = randomUUID();
+    const id = reattaching ?? randomUUID();
     let session: TerminalSession;
     try {
-      session = await runtime.openTerminal(instance.id, {
-        terminalId: id,
-        user: spec.user,
-        home: spec.home,
-        env: { ...spec.env, ...envOf(instance) },
-        cols,
-        rows,
-        ...(options.command === undefined ? {} : { command: options.command }),
-      });
+      if (reattaching !== undefined) {
+        if (!runtime.attachTerminal) throw terminalNotFound(reattaching);
+        this.detached.delete(reattaching);
+        session = await runtime.attachTerminal(instance.id, reattaching).catch((err: unknown) => {
+          this.log.warn({ instanceId: instance.id, terminalId: reattaching, err }, 'could not attach again to a terminal');
+          throw terminalNotFound(reattaching);
+        });
+        if (options.cols !== undefined || options.rows !== undefined) session.resize(cols, rows);
+      } else {
+        session = await runtime.openTerminal(instance.id, {
+          terminalId: id,
+          user: spec.user,
+          home: spec.home,
+          env: { ...spec.env, ...envOf(instance) },
+          cols,
+          rows,
+          ...(options.command === undefined ? {} : { command: options.command }),
+        });
+      }
     } catch (err) {
       this.release(instance.id);
       if (err instanceof RuntimeFeatureUnavailable) throw this.unavailable(err);
@@ -229,7 +267,7 @@ export class Terminals {
     if (!set) this.openByInstance.set(instance.id, (set = new Set()));
     set.add(terminal);
     const log = this.log.child({ instanceId: instance.id, terminalId: id });
-    log.info({ cols, rows, command: options.command !== undefined }, 'terminal opened');
+    log.info({ cols, rows, command: options.command !== undefined, reattached: reattaching !== undefined }, reattaching === undefined ? 'terminal opened' : 'terminal attached again');
     const cleanup = terminal.ended.then((end) => this.cleanUp(terminal, end, log));
     this.cleanups.add(cleanup);
     void cleanup.finally(() => this.cleanups.delete(cleanup));
@@ -243,14 +281,49 @@ export class Terminals {
   async close(): Promise<void> {
     this.closing = true;
     if (this.idleTimer) clearInterval(this.idleTimer);
+    clearInterval(this.detachedTimer);
     for (const set of this.openByInstance.values()) for (const terminal of set) terminal.close('shutting_down', 'the server is shutting down');
     await Promise.allSettled([...this.cleanups]);
   }
 
-  private endInstance(instanceId: string, why: EndReason): void {
+  private endInstance(instanceId: string, why: EndReason, keepsMemory: boolean): void {
     const set = this.openByInstance.get(instanceId);
     if (!set) return;
-    for (const terminal of set) terminal.close('instance_stopped', `the instance is stopping: ${why.reason}`);
+    for (const terminal of set) {
+      if (keepsMemory) {
+        terminal.close(
+          'instance_paused',
+          `the instance is being paused with its memory (${why.reason}): the terminal's shell goes on; open the terminal again with terminal_id=${terminal.id} once it runs, within ${TERMINAL_REATTACH_MS / 60_000} minutes of its resume`,
+        );
+      } else {
+        terminal.close('instance_stopped', `the instance is stopping: ${why.reason}`);
+      }
+    }
+  }
+
+  /**
+   * Ends the shells of terminals let go at a pause that were not attached again within
+   * TERMINAL_REATTACH_MS of their instance running, and forgets those whose instance is
+   * gone or did not keep them (an attach then fails, as it would now).
+   */
+  private async sweepDetached(now = Date.now()): Promise<void> {
+    for (const [terminalId, kept] of this.detached) {
+      const state = await this.instances.stateOf(kept.instanceId).catch(() => undefined);
+      if (state === 'ready') {
+        kept.readySince ??= now;
+        if (now - kept.readySince < TERMINAL_REATTACH_MS) continue;
+        this.detached.delete(terminalId);
+        const runtime = this.instances.activeRuntime();
+        await runtime.killCommand(kept.instanceId, terminalId, 'HUP').catch(() => 0);
+        await new Promise((resolve) => setTimeout(resolve, HANGUP_GRACE_MS).unref());
+        await runtime.killCommand(kept.instanceId, terminalId, 'KILL').catch(() => 0);
+        this.log.info({ instanceId: kept.instanceId, terminalId }, 'a terminal let go at a pause was not attached again in time: its shell was ended');
+      } else if (state === 'paused' || state === 'pausing' || state === 'resuming') {
+        kept.readySince = undefined;
+      } else {
+        this.detached.delete(terminalId);
+      }
+    }
   }
 
   private closeIdle(now = Date.now()): void {
@@ -272,6 +345,12 @@ export class Terminals {
    */
   private async cleanUp(terminal: Terminal, end: TerminalEnd, log: Logger): Promise<void> {
     try {
+      if (end.kind === 'ended' && end.reason === 'instance_paused') {
+        // Its shell is kept for an attach after the resume: no hang-up, nothing killed.
+        terminal.detach();
+        this.detached.set(terminal.id, { instanceId: terminal.instanceId, organizationId: terminal.organizationId });
+        return;
+      }
       if (end.kind === 'ended') {
         terminal.hangUp();
         await Promise.race([terminal.processExited, new Promise((resolve) => setTimeout(resolve, HANGUP_GRACE_MS).unref())]);
@@ -301,6 +380,15 @@ export class Terminals {
   private unavailable(err: RuntimeFeatureUnavailable): AppError {
     return new AppError('feature_unavailable', err.message);
   }
+}
+
+/** terminal_not_found: no terminal of this id can be attached again in the room's instance. */
+function terminalNotFound(terminalId: string): AppError {
+  return new AppError(
+    'terminal_not_found',
+    `no terminal ${terminalId} can be attached again in this room's instance: only a terminal let go at a pause with memory can, within ${TERMINAL_REATTACH_MS / 60_000} minutes of the resume; open a new one without terminal_id`,
+    { terminal_id: terminalId },
+  );
 }
 
 function checkSize(cols: number, rows: number): void {

@@ -280,6 +280,8 @@ export interface TerminalSession {
   resume(): void;
   /** Ends the terminal and every process it started. */
   close(): void;
+  /** Lets the terminal go without ending it: its shell goes on, for attachTerminal(). */
+  detach(): void;
   /** Settles when the terminal's first process has ended (or the terminal was closed). */
   readonly exited: Promise<{ exitCode: number }>;
 }
@@ -380,6 +382,12 @@ export interface Runtime {
   sendInput(instanceId: string, commandId: string, data: Buffer | null): Promise<boolean>;
   /** Opens a terminal in the instance; rejects with RuntimeFeatureUnavailable where it cannot. */
   openTerminal(instanceId: string, request: TerminalRequest): Promise<TerminalSession>;
+  /**
+   * Attaches again to a terminal that was let go without ending (detach(), or its
+   * instance paused with its memory), replaying its recent output; fails when the
+   * terminal's shell is no longer there. Absent: terminals cannot be attached again.
+   */
+  attachTerminal?(instanceId: string, terminalId: string): Promise<TerminalSession>;
   /**
    * Opens a regular file for reading as the VM user: its info, and its bytes from
    * `start` to `end` (inclusive) as a stream. Fails with GuestFileError.

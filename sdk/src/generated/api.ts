@@ -34,6 +34,7 @@ export type KnownErrorCode =
   | 'organization_not_found'
   | 'file_not_found'
   | 'command_not_found'
+  | 'terminal_not_found'
   | 'snapshot_not_found'
   | 'method_not_allowed'
   | 'profile_in_use'
@@ -1445,6 +1446,8 @@ export interface Paths {
         command?: string;
         /** A ticket from POST …/terminal/ticket, in place of the Authorization header */
         ticket?: string;
+        /** Attach again to this terminal, closed with reason `instance_paused` when its instance was paused with its memory: the same shell, its recent output replayed (resumes the instance first, as any terminal request does) */
+        terminal_id?: string;
       };
       body: undefined;
       responses: {

@@ -1,6 +1,8 @@
 // Programs and commands run through the instance's agent (images/guest/agent/process.go):
 // as the VM user in its home or as root, with stdout and stderr apart, stdin, and the
-// time limit kept by the agent inside the instance; and the kill of a command's processes.
+// time limit kept by the agent inside the instance; the kill of a command's processes;
+// and attaching again to a command whose connection dropped (attach.go in the agent
+// keeps its output and end for that), from the output offset the host had.
 import type { RunResult } from '../../host/run.ts';
 import { HeadTailBuffer } from '../../host/output.ts';
 import { VM_UID } from '../../images/builder.ts';
@@ -63,6 +65,42 @@ export interface AgentCommandOptions {
   onOutput?: (chunk: Buffer, stream: 'stdout' | 'stderr') => void;
   /** Called once the command runs, with its connection (with stdinOpen: once the input given at once was sent, to send more on). */
   onStarted?: (channel: AgentChannel) => void;
+  /**
+   * When the connection drops before the command's end: a new connection attached to
+   * the command from the output offset the host has (attachAgentCommand), or null when
+   * the command cannot be reached again (then the loss is AgentConnectionLost).
+   */
+  reattach?: (offset: number) => Promise<AgentChannel | null>;
+  /** Called with each connection attached again (input goes on through it). */
+  onReattached?: (channel: AgentChannel) => void;
+}
+
+/** What the agent answers an attach: where the replay starts and how much was no longer kept. */
+export interface Attached {
+  channel: AgentChannel;
+  pid: number;
+  offset: number;
+  /** Output bytes before `offset` the agent no longer kept (its bound is keptOutputBytes per command). */
+  dropped: number;
+  outputBytes: number;
+  running: boolean;
+}
+
+/**
+ * Attaches to a command the agent runs or ran lately (by command id, or by pid when the
+ * id is empty): its output from `offset` comes first, then live output and its end.
+ * Throws AgentFailure `not_found` when the agent keeps no such command.
+ */
+export async function attachAgentCommand(endpoint: AgentEndpoint, target: { commandId?: string; pid?: number; offset: number }): Promise<Attached> {
+  const { channel, reply } = await agentRequest(endpoint, { op: 'attach', command_id: target.commandId ?? '', pid: target.pid ?? 0, offset: target.offset });
+  return {
+    channel,
+    pid: Number(reply.pid ?? 0),
+    offset: Number(reply.offset ?? target.offset),
+    dropped: Number(reply.dropped ?? 0),
+    outputBytes: Number(reply.output_bytes ?? 0),
+    running: reply.running === true,
+  };
 }
 
 export type AgentCommandOutcome = KeptOutput & { exitCode: number; signal: string | null; timedOut: boolean };
@@ -118,16 +156,27 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
     stderrBytes: stderr.total,
     stderrTruncated: stderr.truncated,
   });
-  const guard =
-    options.timeoutMs > 0
-      ? setTimeout(() => channel.close(), Math.min(options.timeoutMs + ANSWER_GRACE_MS, 2 ** 31 - 1))
-      : undefined;
+  let current = channel;
+  // The time limit is the agent's; this only bounds the wait for its answer while connected.
+  const guarded = () =>
+    options.timeoutMs > 0 ? setTimeout(() => current.close(), Math.min(options.timeoutMs + ANSWER_GRACE_MS, 2 ** 31 - 1)) : undefined;
+  let guard = guarded();
   try {
     for (;;) {
-      const frame = await channel.next();
+      const frame = await current.next();
+      if (frame === null && options.reattach) {
+        clearTimeout(guard);
+        const again = await options.reattach(output.total);
+        if (again) {
+          current = again;
+          guard = guarded();
+          options.onReattached?.(again);
+          continue;
+        }
+      }
       if (frame === null) {
         throw new AgentConnectionLost(
-          `the instance's agent stopped answering while the command ran${channel.error ? `: ${channel.error.message}` : ''}`,
+          `the instance's agent stopped answering while the command ran${current.error ? `: ${current.error.message}` : ''}`,
           kept(),
         );
       }
@@ -149,7 +198,7 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
     }
   } finally {
     clearTimeout(guard);
-    channel.close();
+    current.close();
   }
 }
 

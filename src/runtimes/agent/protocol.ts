@@ -22,6 +22,12 @@ export const AGENT_PROTOCOL = {
     maxFrameBytes: 16 * 1024 * 1024,
     /** Tasks the root service and everything started through it may have at once (its pids cgroup's limit). */
     rootServiceTasks: 256,
+    /** The most of a command's latest output the agent keeps for a client that attaches later (ring buffer, per command). */
+    keptOutputBytes: 1024 * 1024,
+    /** How many ended commands the agent keeps (their end and kept output) for a late attach, the oldest dropped first. */
+    endedKept: 16,
+    /** How long the agent keeps an ended command for a late attach. */
+    endedKeepMs: 10 * 60 * 1000,
   },
   /** One byte of type, four bytes of payload length (big-endian), the payload. */
   frames: {
@@ -53,6 +59,19 @@ export const AGENT_PROTOCOL = {
     exec: {
       request: { argv: '[]string', env: '[]string', dir: 'string', uid: 'int', gid: 'int', command_id: 'string', timeout_ms: 'int64', stdin: 'bool', pty: 'winsize?' },
       reply: { pid: 'int' },
+      end: { exit_code: 'int', signal: 'string?', timed_out: 'bool' },
+    },
+    /**
+     * Connects to a command started by exec (by command_id, or by pid when command_id is
+     * empty), running or recently ended: replays its output from `offset` (a count of
+     * output bytes, stdout and stderr together; `dropped` says how many of those were no
+     * longer kept), then passes on live output and ends with the command's end frame.
+     * Input, close, resize and signal frames act on it as on exec's connection. A previous
+     * connection of the command is closed: one client at a time.
+     */
+    attach: {
+      request: { command_id: 'string', pid: 'int', offset: 'int64' },
+      reply: { pid: 'int', command_id: 'string', offset: 'int64', dropped: 'int64', output_bytes: 'int64', pty: 'bool', running: 'bool' },
       end: { exit_code: 'int', signal: 'string?', timed_out: 'bool' },
     },
     kill: { request: { command_id: 'string', signal: 'string' }, reply: { signalled: 'int' } },

@@ -1,10 +1,13 @@
 // Terminals through the instance's agent: a login shell (or a command) on a
 // pseudo-terminal in the guest, as the VM user, with input, resizes and output passed
-// through one agent connection for as long as the terminal lives.
-import { type AgentEndpoint, agentRequest, parseJson } from './client.ts';
+// through one agent connection for as long as the terminal lives. A terminal let go
+// without a hang-up (its instance paused with its memory) keeps its shell in the guest,
+// and attaching to it again replays the output the agent kept, so a screen can be drawn
+// again.
+import { type AgentChannel, type AgentEndpoint, agentRequest, parseJson } from './client.ts';
 import { FRAME } from './frames.ts';
 import type { TerminalRequest, TerminalSession } from '../types.ts';
-import { agentIdentity, COMMAND_MARKER } from './commands.ts';
+import { agentIdentity, attachAgentCommand, COMMAND_MARKER } from './commands.ts';
 
 /** The shell a terminal starts when no command is given: bash when the image has it. */
 const LOGIN_SHELL = 'if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi';
@@ -29,6 +32,16 @@ export async function openAgentTerminal(endpoint: AgentEndpoint, request: Termin
     stdin: true,
     pty: { cols: request.cols, rows: request.rows },
   });
+  return sessionOver(channel);
+}
+
+/** Attaches again to a terminal's shell the agent still runs (or ran lately), from the output it kept. */
+export async function attachAgentTerminal(endpoint: AgentEndpoint, terminalId: string): Promise<TerminalSession> {
+  const { channel } = await attachAgentCommand(endpoint, { commandId: terminalId, offset: 0 });
+  return sessionOver(channel);
+}
+
+function sessionOver(channel: AgentChannel): TerminalSession {
   const early: Buffer[] = [];
   const listeners: ((chunk: Buffer) => void)[] = [];
   const exited = (async () => {
@@ -60,6 +73,10 @@ export async function openAgentTerminal(endpoint: AgentEndpoint, request: Termin
     },
     resume() {
       channel.resume();
+    },
+    detach() {
+      // No hang-up: the agent keeps the shell and its output for a later attach.
+      channel.close();
     },
     close() {
       // Hang up: the shell and what it started end; the connection closes after its end frame.

@@ -3,15 +3,18 @@
 // files_changed is the layer's change between its start and end (change-tracker.ts), on
 // an undo layer with its undo point and journal entry (undo.ts); its end says whether
 // the memory guard killed a process of it, whether the layer is full, and whether the
-// instance went away under it. Reverts of one command (undo-revert.ts) and input to a
-// running command's stdin are here too.
+// instance went away under it. A command whose connection drops because its instance is
+// being paused with its memory waits for the resume and attaches again from the output
+// it has (the agent kept the rest); a pause that keeps no memory, or a delete, ends it.
+// Reverts of one command (undo-revert.ts) and input to a running command's stdin are
+// here too.
 import { statfsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { AgentChannel, AgentEndpoint } from '../agent/client.ts';
 import { FRAME } from '../agent/frames.ts';
 import type { CommandOutcome, CommandRequest, FileChangeEntry, RevertOutcome } from '../types.ts';
 import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
-import { AgentConnectionLost, type AgentCommandOptions, COMMAND_MARKER, runAgentCommand } from '../agent/commands.ts';
+import { AgentConnectionLost, type AgentCommandOptions, type AgentCommandOutcome, attachAgentCommand, COMMAND_MARKER, runAgentCommand } from '../agent/commands.ts';
 import { readHeads } from '../agent/files.ts';
 import type { LayerChangeTracking } from '../layer-changes/tracking.ts';
 import type { InstanceHandle } from './instance-handle.ts';
@@ -50,6 +53,10 @@ export class CommandRunner {
   private readonly inputs = new Map<string, AgentChannel>();
   /** Per running command (by id): the instance whose memory guard killed a process of it. */
   private readonly memoryKilled = new Map<string, string>();
+  /** Instances being paused with their memory: whether their resume brought it back, once known. */
+  private readonly suspended = new Map<string, { resumed: Promise<boolean>; settle: (resumed: boolean) => void }>();
+  /** Commands whose connection a pause took and that cannot be reached again: they were interrupted. */
+  private readonly pausedAway = new Set<string>();
 
   constructor(deps: CommandRunnerDeps) {
     this.deps = deps;
@@ -58,6 +65,34 @@ export class CommandRunner {
   /** Forgets what it kept about an instance that is being torn down. */
   forget(instanceId: string): void {
     for (const [commandId, id] of this.memoryKilled) if (id === instanceId) this.memoryKilled.delete(commandId);
+  }
+
+  /**
+   * The instance is about to be paused with its memory (before its connections end):
+   * its commands' connections that drop wait for wake() rather than end.
+   */
+  suspend(instanceId: string): void {
+    if (this.suspended.has(instanceId)) return;
+    let settle!: (resumed: boolean) => void;
+    const resumed = new Promise<boolean>((resolve) => (settle = resolve));
+    this.suspended.set(instanceId, { resumed, settle });
+  }
+
+  /**
+   * The instance is running again with the memory it was paused with (`true`: its
+   * commands attach again), or it will not be (a files-only pause, a lost memory, a
+   * delete: they end as interrupted).
+   */
+  wake(instanceId: string, resumed: boolean): void {
+    const suspension = this.suspended.get(instanceId);
+    if (!suspension) return;
+    this.suspended.delete(instanceId);
+    suspension.settle(resumed);
+  }
+
+  /** Ends every wait for a resume (the runtime is closing). */
+  wakeAll(): void {
+    for (const instanceId of [...this.suspended.keys()]) this.wake(instanceId, false);
   }
 
   /** The memory guard killed processes of these commands in the instance (their outcome says out of memory). */
@@ -148,6 +183,10 @@ export class CommandRunner {
           if (request.stdinOpen) this.inputs.set(request.commandId, channel);
           request.onStarted?.({ streamsApart: true });
         },
+        reattach: (offset: number) => this.reattach(h, endpoint, request.commandId, offset),
+        onReattached: (channel: AgentChannel) => {
+          if (request.stdinOpen) this.inputs.set(request.commandId, channel);
+        },
       }).finally(() => this.inputs.delete(request.commandId)),
     );
     const streams = {
@@ -160,7 +199,7 @@ export class CommandRunner {
     this.memoryKilled.delete(request.commandId);
     // Gone: its sandbox ended, or a delete began (which forgets the handle first).
     const gone = () => this.deps.hasEnded(instanceId) || !this.deps.isHeld(instanceId);
-    let instanceGone = gone();
+    let instanceGone = outcome.interrupted === true || gone();
     let changes: FileChangeEntry[] | null = null;
     let changesIncomplete = false;
     let changesMethod: CommandOutcome['changesMethod'];
@@ -201,14 +240,44 @@ export class CommandRunner {
    * the instance is gone (deleted, or its sandbox ended), that is the command's end, with
    * the output it had printed; otherwise the agent failed, and so does the command.
    */
-  private async agentCommand(h: InstanceHandle, endpoint: AgentEndpoint, options: AgentCommandOptions) {
+  private async agentCommand(h: InstanceHandle, endpoint: AgentEndpoint, options: AgentCommandOptions): Promise<AgentCommandOutcome & { interrupted?: boolean }> {
     try {
       return await runAgentCommand(endpoint, options);
     } catch (err) {
       if (!(err instanceof AgentConnectionLost)) throw err;
       await new Promise((r) => setTimeout(r, 200)); // the sandbox's end may take a moment to be seen
-      if (this.deps.isHeld(h.id) && !this.deps.hasEnded(h.id)) throw err;
-      return { ...err.partial, exitCode: KILLED_EXIT_CODE, signal: null, timedOut: false };
+      const interrupted = options.commandId !== undefined && this.pausedAway.delete(options.commandId);
+      if (!interrupted && this.deps.isHeld(h.id) && !this.deps.hasEnded(h.id)) throw err;
+      return { ...err.partial, exitCode: KILLED_EXIT_CODE, signal: null, timedOut: false, interrupted: true };
+    }
+  }
+
+  /**
+   * A dropped connection of a command whose instance is being paused with its memory:
+   * once it runs again, a new connection to the command from `offset` (the agent kept
+   * what came after). Null when the connection dropped for another reason, or the
+   * memory did not come back, or the agent no longer has the command; a command lost to
+   * a pause is then interrupted even though its instance runs (a lost memory's resume).
+   */
+  private async reattach(h: InstanceHandle, endpoint: AgentEndpoint, commandId: string, offset: number): Promise<AgentChannel | null> {
+    // The pause marks the instance before it ends the connections; a moment lets a drop
+    // that comes from something else be told apart from one that comes with a pause.
+    await new Promise((r) => setTimeout(r, 50));
+    const suspension = this.suspended.get(h.id);
+    if (!suspension) return null;
+    const lost = () => {
+      this.pausedAway.add(commandId);
+      return null;
+    };
+    if (!(await suspension.resumed)) return lost();
+    try {
+      const attached = await attachAgentCommand(endpoint, { commandId, offset });
+      if (attached.dropped > 0) this.deps.log.warn({ instanceId: h.id, commandId, droppedBytes: attached.dropped }, "part of a command's output across a pause was no longer kept by the agent");
+      this.deps.log.info({ instanceId: h.id, commandId, offset: attached.offset }, 'attached again to a command after its instance resumed');
+      return attached.channel;
+    } catch (err) {
+      this.deps.log.warn({ instanceId: h.id, commandId, err }, 'could not attach again to a command after its instance resumed');
+      return lost();
     }
   }
 

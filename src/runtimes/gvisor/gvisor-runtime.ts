@@ -60,7 +60,7 @@ import type { LayerChangeTracking } from '../layer-changes/tracking.ts';
 import * as agentFiles from '../agent/files.ts';
 import { agentRun, type ExecOptions, killCommand } from '../agent/commands.ts';
 import { CommandRunner } from './command-runner.ts';
-import { openAgentTerminal } from '../agent/terminal.ts';
+import { attachAgentTerminal, openAgentTerminal } from '../agent/terminal.ts';
 import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
@@ -198,7 +198,17 @@ export class GvisorRuntime implements Runtime {
 
   /** Pauses an instance: its files stay, and its memory and processes unless asked not to or it cannot (pause.ts). */
   async pause(instanceId: string, options: PauseOptions = { memory: true }): Promise<PauseOutcome> {
-    const { memoryKept, released } = await this.oneAtATime(instanceId, () => pauseInstance(this.handle(instanceId), this.pauseDeps, options));
+    // Its commands' connections drop at the checkpoint: they wait for the resume, unless no memory is kept.
+    if (options.memory && this.capabilities.pauseMemory) this.commands.suspend(instanceId);
+    let paused;
+    try {
+      paused = await this.oneAtATime(instanceId, () => pauseInstance(this.handle(instanceId), this.pauseDeps, options));
+    } catch (err) {
+      this.commands.wake(instanceId, false);
+      throw err;
+    }
+    const { memoryKept, released } = paused;
+    if (!memoryKept) this.commands.wake(instanceId, false);
     const settled = released.catch(() => {});
     this.pauseReleases.set(instanceId, settled);
     void settled.then(() => {
@@ -210,7 +220,10 @@ export class GvisorRuntime implements Runtime {
   /** Starts a paused instance again, from its saved memory or over its writable layer (pause.ts), once its pause's release is done. */
   async resume(request: ResumeRequest): Promise<ResumeOutcome> {
     await this.pauseReleases.get(request.instanceId);
-    return this.oneAtATime(request.instanceId, () => resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log));
+    const outcome = await this.oneAtATime(request.instanceId, () => resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log));
+    // A resume that fails leaves the instance paused, its commands still waiting for the next.
+    this.commands.wake(request.instanceId, outcome.memoryRestored);
+    return outcome;
   }
 
   /**
@@ -469,6 +482,7 @@ export class GvisorRuntime implements Runtime {
   async destroy(instanceId: string): Promise<Teardown> {
     // A snapshot copying the layer (frozen meanwhile) finishes first.
     await this.layerWork.idle(instanceId);
+    this.commands.wake(instanceId, false);
     return this.teardowns.begin(await this.forget(instanceId));
   }
 
@@ -521,6 +535,10 @@ export class GvisorRuntime implements Runtime {
 
   async openTerminal(instanceId: string, request: TerminalRequest): Promise<TerminalSession> {
     return this.withAgent(this.handle(instanceId), (endpoint) => openAgentTerminal(endpoint, request));
+  }
+
+  async attachTerminal(instanceId: string, terminalId: string): Promise<TerminalSession> {
+    return this.withAgent(this.handle(instanceId), (endpoint) => attachAgentTerminal(endpoint, terminalId));
   }
 
   portEndpoint(instanceId: string): PortEndpoint | undefined {
@@ -708,6 +726,7 @@ export class GvisorRuntime implements Runtime {
     // Releases under way finish first: a shutdown leaves no stopped instance's mounts,
     // network or lease behind.
     await this.releasesSettled();
+    this.commands.wakeAll();
     this.memoryGuard.stop();
     this.sandboxWatch.stop();
     await this.changeTracker.close();

@@ -33,6 +33,7 @@ export const CLOSE_CODES: Readonly<Record<TerminalEndReason, number>> = {
   lost: 1011,
   instance_stopped: 4001,
   idle: 4002,
+  instance_paused: 4003,
 };
 
 declare module 'fastify' {
@@ -53,6 +54,13 @@ const TerminalQuery = Type.Object(
       Type.String({ minLength: 1, maxLength: MAX_TERMINAL_COMMAND_BYTES, description: 'Run this with `sh -c` on the terminal instead of the login shell' }),
     ),
     ticket: Type.Optional(Type.String({ maxLength: 128, description: 'A ticket from POST …/terminal/ticket, in place of the Authorization header' })),
+    terminal_id: Type.Optional(
+      Type.String({
+        format: 'uuid',
+        description:
+          'Attach again to this terminal, closed with reason `instance_paused` when its instance was paused with its memory: the same shell, its recent output replayed (resumes the instance first, as any terminal request does)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -116,11 +124,12 @@ export function terminalRoutes(app: App, { terminals, terminalTickets, audit }: 
     preHandler: async (request) => {
       if (!request.ws) return;
       const { profile_id, room_id } = request.params;
-      const { cols, rows, command } = request.query;
+      const { cols, rows, command, terminal_id } = request.query;
       const terminal = await terminals.open(callerOf(request).organizationId, profile_id, room_id, {
         ...(cols === undefined ? {} : { cols: Number(cols) }),
         ...(rows === undefined ? {} : { rows: Number(rows) }),
         ...(command === undefined ? {} : { command }),
+        ...(terminal_id === undefined ? {} : { terminalId: terminal_id }),
       });
       request.terminal = terminal;
       // Whatever happens to the upgrade, the terminal ends with its connection.
@@ -199,7 +208,8 @@ function carry(socket: WebSocket, terminal: Terminal, request: FastifyRequest): 
       return;
     }
     if (end.reason === 'closed') return socket.close(CLOSE_CODES.closed);
-    sendJson({ type: 'closed', reason: end.reason, message: end.message });
+    // A terminal let go at a pause says which one to attach again to (?terminal_id=).
+    sendJson({ type: 'closed', reason: end.reason, message: end.message, ...(end.reason === 'instance_paused' ? { terminal_id: terminal.id } : {}) });
     socket.close(CLOSE_CODES[end.reason], end.reason);
   });
 }

@@ -1,5 +1,7 @@
 // A command's output on its way to the host: its stdout and stderr pipes read by one
-// loop (pipesOutput), or its terminal (terminalOutput), until the result is complete.
+// loop (pipesOutput), or its terminal (terminalOutput), until the result is complete,
+// each read handed to the command's record (attach.go), which keeps it and passes it to
+// whichever connection carries the command.
 package main
 
 import (
@@ -60,7 +62,7 @@ func (e *resultEnd) finished() bool {
 // lost the order much more often: the scheduler picked between them.
 type pipesOutput struct {
 	resultEnd
-	w      *frameWriter
+	rec    *commandRecord
 	ep     int
 	fds    [2]int // reading ends of stdout and stderr, non-blocking; -1 once closed
 	kinds  [2]byte
@@ -70,8 +72,8 @@ type pipesOutput struct {
 
 // newPipesOutput makes the two pipes; the writing ends are the command's stdout and
 // stderr, for the caller to pass to the process and then close.
-func newPipesOutput(w *frameWriter) (p *pipesOutput, stdout, stderr *os.File, err error) {
-	p = &pipesOutput{resultEnd: resultEnd{done: make(chan struct{})}, w: w, ep: -1, fds: [2]int{-1, -1}, wake: [2]int{-1, -1}, kinds: [2]byte{frameStdout, frameStderr}}
+func newPipesOutput(rec *commandRecord) (p *pipesOutput, stdout, stderr *os.File, err error) {
+	p = &pipesOutput{resultEnd: resultEnd{done: make(chan struct{})}, rec: rec, ep: -1, fds: [2]int{-1, -1}, wake: [2]int{-1, -1}, kinds: [2]byte{frameStdout, frameStderr}}
 	var writers [2]int
 	fail := func(e error) (*pipesOutput, *os.File, *os.File, error) {
 		p.abandon()
@@ -164,8 +166,8 @@ func (p *pipesOutput) pump() {
 					if p.exited.Load() {
 						quietFrom = time.Now()
 					}
-					if !p.finished() && p.w.send(p.kinds[i], buf[:got]) != nil {
-						p.finish() // the host went away: the command goes on; its output is dropped
+					if !p.finished() {
+						p.rec.emit(p.kinds[i], buf[:got])
 					}
 					continue
 				}
@@ -188,12 +190,12 @@ func (p *pipesOutput) pump() {
 type terminalOutput struct {
 	resultEnd
 	file   *os.File
-	w      *frameWriter
+	rec    *commandRecord
 	exited atomic.Bool
 }
 
-func newTerminalOutput(file *os.File, w *frameWriter) *terminalOutput {
-	return &terminalOutput{resultEnd: resultEnd{done: make(chan struct{})}, file: file, w: w}
+func newTerminalOutput(file *os.File, rec *commandRecord) *terminalOutput {
+	return &terminalOutput{resultEnd: resultEnd{done: make(chan struct{})}, file: file, rec: rec}
 }
 
 func (t *terminalOutput) abandon() { t.file.Close() }
@@ -205,8 +207,8 @@ func (t *terminalOutput) pump() {
 	for {
 		n, err := t.file.Read(buf)
 		if n > 0 {
-			if !t.finished() && t.w.send(frameStdout, buf[:n]) != nil {
-				t.finish() // the host went away: the command goes on; its output is dropped
+			if !t.finished() {
+				t.rec.emit(frameStdout, buf[:n])
 			}
 			if t.exited.Load() {
 				t.file.SetReadDeadline(time.Now().Add(outputQuiet))
@@ -238,9 +240,10 @@ func (t *terminalOutput) readWaiting(buf []byte) {
 			got, _ = syscall.Read(int(fd), buf)
 			return true // one try: never wait
 		})
-		if got <= 0 || t.w.send(frameStdout, buf[:got]) != nil {
+		if got <= 0 {
 			return
 		}
+		t.rec.emit(frameStdout, buf[:got])
 	}
 }
 

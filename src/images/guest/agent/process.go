@@ -1,6 +1,7 @@
 // Commands: started in a session of their own, as the user the host names, with their
-// output passed on as it comes (stdout and stderr apart, or one terminal), their input
-// from the host, a time limit, and their whole process tree killed when asked.
+// output passed on as it comes (stdout and stderr apart, or one terminal) and kept for a
+// client that attaches later (attach.go), their input from the host, a time limit, and
+// their whole process tree killed when asked.
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +19,7 @@ import (
 	"time"
 )
 
-func runExec(r *bufio.Reader, w *frameWriter, req *request) {
+func runExec(conn io.Closer, r *bufio.Reader, w *frameWriter, req *request) {
 	if len(req.Argv) == 0 {
 		w.fail(failBadRequest, "no program to run")
 		return
@@ -34,8 +36,7 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 	var (
 		childFiles []*os.File
 		output     commandOutput
-		stdin      *os.File
-		terminal   *os.File
+		record     *commandRecord
 	)
 	closeChildFiles := func() {
 		for _, f := range childFiles {
@@ -48,13 +49,13 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 			w.fail(failPTYFailed, err.Error())
 			return
 		}
-		terminal, stdin = master, master
+		record = newCommandRecord(req.CommandID, true, master, master)
 		childFiles = []*os.File{slave, slave, slave}
 		sys.Setctty = true
 		sys.Ctty = 0
-		output = newTerminalOutput(master, w)
+		output = newTerminalOutput(master, record)
 	} else {
-		var in *os.File
+		var in, stdin *os.File
 		if req.Stdin {
 			pr, pw, err := os.Pipe()
 			if err != nil {
@@ -66,7 +67,8 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 			w.fail(failStartFailed, err.Error())
 			return
 		}
-		pipes, outW, errW, err := newPipesOutput(w)
+		record = newCommandRecord(req.CommandID, false, stdin, nil)
+		pipes, outW, errW, err := newPipesOutput(record)
 		if err != nil {
 			in.Close()
 			if stdin != nil {
@@ -82,8 +84,8 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 	closeChildFiles()
 	if err != nil {
 		output.abandon()
-		if stdin != nil && stdin != terminal {
-			stdin.Close()
+		if record.stdin != nil && record.stdin != record.terminal {
+			record.stdin.Close()
 		}
 		kind := failStartFailed
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
@@ -93,8 +95,15 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 		return
 	}
 	pid := process.Pid
+	record.pid = pid
+	commands.add(record)
 	w.sendJSON(frameReply, execReply{Pid: pid})
+	// Attached before any output is read, so this connection gets all of it.
+	first := newAttachment(w, conn)
+	record.attachFirst(first)
+	go serveInput(r, record, first)
 	go output.pump()
+	go record.writeInput()
 
 	var timedOut atomic.Bool
 	var deadline *time.Timer
@@ -104,14 +113,14 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 			killTree(req.CommandID, pid, syscall.SIGKILL, true)
 		})
 	}
-	exited := make(chan struct{})
-	go commandInput(r, stdin, terminal, req.CommandID, pid, exited)
 
+	// The command is waited for whether or not a connection carries it: its end is kept
+	// for one that attaches later.
 	state, waitErr := process.Wait()
 	if deadline != nil {
 		deadline.Stop()
 	}
-	close(exited)
+	close(record.exited)
 	output.afterExit()
 	select {
 	case <-output.complete():
@@ -127,33 +136,13 @@ func runExec(r *bufio.Reader, w *frameWriter, req *request) {
 	} else {
 		result.ExitCode = state.ExitCode()
 	}
-	w.sendJSON(frameEnd, result)
+	record.finish(result)
 }
 
-// commandInput applies what the host sends while a command runs: input, its end, a
-// terminal's size, signals. It stops when the host closes the connection.
-func commandInput(r *bufio.Reader, stdin, terminal *os.File, commandID string, pid int, exited <-chan struct{}) {
-	// Input goes through a queue, so a command that does not read cannot hold up a signal.
-	queue := make(chan []byte, 64)
-	go func() {
-		for chunk := range queue {
-			if chunk == nil {
-				if stdin != nil && stdin != terminal {
-					stdin.Close()
-				} else if terminal != nil {
-					terminal.Write([]byte{4}) // ^D: end of input on a terminal
-				}
-				continue
-			}
-			if stdin != nil {
-				stdin.Write(chunk)
-			}
-		}
-		if stdin != nil && stdin != terminal {
-			stdin.Close()
-		}
-	}()
-	defer close(queue)
+// commandInput applies what the host sends on one connection while the command runs:
+// input, its end, a terminal's size, signals. It returns when that connection ends; the
+// command's input stays open for another connection that attaches.
+func commandInput(r *bufio.Reader, c *commandRecord) {
 	for {
 		kind, payload, err := readFrame(r)
 		if err != nil {
@@ -162,23 +151,23 @@ func commandInput(r *bufio.Reader, stdin, terminal *os.File, commandID string, p
 		switch kind {
 		case frameInput:
 			select {
-			case queue <- payload:
-			case <-exited:
+			case c.input <- payload:
+			case <-c.exited:
 			}
 		case frameClose:
 			select {
-			case queue <- nil:
-			case <-exited:
+			case c.input <- nil:
+			case <-c.exited:
 			}
 		case frameResize:
 			var size winsize
-			if terminal != nil && json.Unmarshal(payload, &size) == nil {
-				setWinsize(terminal, size)
+			if c.terminal != nil && json.Unmarshal(payload, &size) == nil {
+				setWinsize(c.terminal, size)
 			}
 		case frameSignal:
 			var s signalRequest
 			if json.Unmarshal(payload, &s) == nil {
-				killTree(commandID, pid, signalNumber(s.Signal), false)
+				killTree(c.commandID, c.pid, signalNumber(s.Signal), false)
 			}
 		}
 	}

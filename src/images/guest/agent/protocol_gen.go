@@ -12,6 +12,9 @@ const (
 	commandMarker    = "ROOMKIT_COMMAND_ID"
 	maxFrame         = 16777216
 	rootServiceTasks = 256
+	keptOutputBytes  = 1048576
+	endedKept        = 16
+	endedKeepMs      = 600000
 )
 
 // Frame types.
@@ -33,6 +36,7 @@ const (
 const (
 	opHello  = "hello"
 	opExec   = "exec"
+	opAttach = "attach"
 	opKill   = "kill"
 	opStat   = "stat"
 	opRead   = "read"
@@ -113,9 +117,10 @@ type request struct {
 	TimeoutMs int64    `json:"timeout_ms"`
 	Stdin     bool     `json:"stdin"`
 	PTY       *winsize `json:"pty,omitempty"`
+	Pid       int      `json:"pid"`
+	Offset    int64    `json:"offset"`
 	Signal    string   `json:"signal"`
 	Path      []byte   `json:"path"`
-	Offset    int64    `json:"offset"`
 	Length    int64    `json:"length"`
 	Limit     int      `json:"limit"`
 	Paths     [][]byte `json:"paths"`
@@ -138,6 +143,24 @@ type execReply struct {
 
 // execEnd is what exec's end frame carries.
 type execEnd struct {
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	TimedOut bool   `json:"timed_out"`
+}
+
+// attachReply is what attach's reply frame carries.
+type attachReply struct {
+	Pid         int    `json:"pid"`
+	CommandID   string `json:"command_id"`
+	Offset      int64  `json:"offset"`
+	Dropped     int64  `json:"dropped"`
+	OutputBytes int64  `json:"output_bytes"`
+	PTY         bool   `json:"pty"`
+	Running     bool   `json:"running"`
+}
+
+// attachEnd is what attach's end frame carries.
+type attachEnd struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out"`

@@ -88,7 +88,9 @@ func handle(conn net.Conn, key string) {
 	case opHello:
 		w.sendJSON(frameReply, helloReply{Agent: "roomkit", Protocol: protocolVersion, Pid: os.Getpid(), UptimeMs: time.Since(startedAt).Milliseconds(), BootError: bootError})
 	case opExec:
-		runExec(r, w, &req)
+		runExec(conn, r, w, &req)
+	case opAttach:
+		runAttach(conn, r, w, &req)
 	case opKill:
 		n := killTree(req.CommandID, 0, signalNumber(req.Signal), req.Signal == "KILL")
 		w.sendJSON(frameReply, killReply{Signalled: n})
