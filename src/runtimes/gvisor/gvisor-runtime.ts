@@ -23,8 +23,9 @@ import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
 import { AGENT_PORT, type AgentEndpoint, agentCall, endAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
-import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
+import { createNetns, createVethPair, hostTag, type InstanceNetworkNames, listHostInterfaces, listNetns, netnsPath } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
+import { type NetworkSlot, NetworkSlots, SLOT_LEASE_PREFIX } from '../../network/slots.ts';
 import type {
   CommandOutcome,
   CommandRequest,
@@ -89,6 +90,8 @@ export interface GvisorOptions {
   changeTrackingMaxPaths?: number;
   /** Bounds of each instance's undo points (config.ts). */
   undoLimits?: UndoLimits;
+  /** Network slots kept made ahead of creates (network/slots.ts); 0, the default here, makes each create's network on its path. */
+  networkSlots?: number;
 }
 
 export class GvisorRuntime implements Runtime {
@@ -125,6 +128,8 @@ export class GvisorRuntime implements Runtime {
   private readonly snapshots: LayerSnapshots;
   /** The pause, resume or snapshot under way per instance: one at a time, and a destroy waits for it. */
   private readonly layerWork = new KeyedSerial<string>();
+  /** Networks made ahead of creates (network/slots.ts). */
+  readonly networkSlots: NetworkSlots;
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -139,6 +144,7 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
+    this.networkSlots = new NetworkSlots({ pool: this.pool, tag: this.tag, size: options.networkSlots ?? 0, log: this.log });
     this.changeTracker = new ChangeTracker(this.images.dir, options.changeTrackingMaxPaths ?? 65_536);
     this.memoryGuard = new MemoryGuard({
       log: this.log,
@@ -268,7 +274,11 @@ export class GvisorRuntime implements Runtime {
     }
   }
 
-  /** Installs the firewall table; instances already running get their egress back from adopt(). */
+  /**
+   * Installs the firewall table (instances already running get their egress back from
+   * adopt()), removes the network slots a crash left, and starts making new ones in the
+   * background.
+   */
   async start(): Promise<void> {
     const addresses = await runChecked('ip', ['-4', '-o', 'addr', 'show'], { timeoutMs: 10_000 });
     await installRuleset({
@@ -277,12 +287,17 @@ export class GvisorRuntime implements Runtime {
       dnsServers: this.dnsServers,
       hostNetworks: hostNetworks(addresses.stdout, this.pool.cidr),
     });
+    const removed = await this.networkSlots.removeLeftovers();
+    if (removed.length > 0) this.log.info({ removed }, 'removed network slots left by an earlier run');
+    void this.networkSlots.fill();
   }
 
   async provision(request: ProvisionRequest): Promise<void> {
     const { instanceId, spec, signal, log, onStep } = request;
     const h = new InstanceHandle(this.instancesDir, this.tag, instanceId);
     this.handles.set(instanceId, h);
+    /** A network slot taken whose lease is not yet the instance's. */
+    let slotUnadopted: NetworkSlot | undefined;
     try {
       // Still `active`: the image is built once per profile and cached.
       // A build can take minutes: a delete or a shutdown does not wait for it (the build
@@ -314,18 +329,31 @@ export class GvisorRuntime implements Runtime {
           `the image ${image.key} has no roomkit agent (${GUEST_AGENT}), which every instance needs as its first process: remove it from the image cache (roomkit images prune, once no instance uses it) so that it is built again`,
         );
       }
-      const lease = await this.pool.allocate(instanceId);
       const agentKey = randomBytes(24).toString('base64url');
-      h.writeMeta({ ...meta, guestAddress: lease.guestAddress, agentKey });
+      // A network made ahead (network/slots.ts) is taken when there is one: its names are
+      // recorded as the instance's before its lease becomes the instance's, so that
+      // whatever removes the instance finds them.
+      const slot = this.networkSlots.take();
+      let lease;
+      if (slot) {
+        slotUnadopted = slot;
+        h.writeMeta({ ...meta, ...slot.names, guestAddress: slot.lease.guestAddress, agentKey });
+        await this.networkSlots.adopt(slot, instanceId);
+        slotUnadopted = undefined;
+        lease = slot.lease;
+      } else {
+        lease = await this.pool.allocate(instanceId);
+        h.writeMeta({ ...meta, guestAddress: lease.guestAddress, agentKey });
+      }
       // The network and the file system do not depend on each other: both at once (one
       // after the other they took ~120 and ~50 ms at p50). The steps are still recorded in
       // the spec's order, and both are waited for before a failure is thrown, so that the
       // cleanup finds each done or not begun.
       const settledSteps = await Promise.allSettled([
         (async () => {
-          await createNetns(h.netns);
+          if (!slot) await createNetns(h.netns);
           await onStep('network_allocated');
-          await createVethPair(h, lease);
+          if (!slot) await createVethPair(h, lease);
           if (spec.network.egress === 'internet') await allowEgress(this.tag, h.hostIf);
           await onStep('ftap_created');
         })(),
@@ -354,11 +382,21 @@ export class GvisorRuntime implements Runtime {
     } catch (err) {
       try {
         await this.destroyCompletely(instanceId);
+        // Its names went with the instance; the lease is still the slot's.
+        if (slotUnadopted) await this.pool.release(`${SLOT_LEASE_PREFIX}${slotUnadopted.id}`);
       } catch (cleanupErr) {
         log.error({ err: cleanupErr }, 'cleanup after a failed start failed');
       }
       throw err;
+    } finally {
+      // Off this create's path: the slot it took, if any, is made again once it is done.
+      void this.networkSlots.fill();
     }
+  }
+
+  /** The instance's network names (a slot's, when it took one), for benchmarks and tests that look at the host. */
+  networkOf(instanceId: string): InstanceNetworkNames {
+    return this.handle(instanceId).networkNames();
   }
 
   /** The writable layer, the overlay root over the image, the guest's configuration and the OCI bundle. */
@@ -587,7 +625,9 @@ export class GvisorRuntime implements Runtime {
   }
 
   async list(): Promise<string[]> {
-    const ids = new Set<string>([...(await this.runsc.list()), ...(await this.pool.leasedInstances())]);
+    // A network slot's lease is no instance's (slots.ts removes what a crash left of them).
+    const leased = (await this.pool.leasedInstances()).filter((id) => !id.startsWith(SLOT_LEASE_PREFIX));
+    const ids = new Set<string>([...(await this.runsc.list()), ...leased]);
     for (const name of existsSync(this.instancesDir) ? readdirSync(this.instancesDir) : []) ids.add(name);
     return [...ids];
   }
@@ -611,8 +651,9 @@ export class GvisorRuntime implements Runtime {
         }
       }),
     );
-    // Namespaces, veths and rules whose instance is unknown (e.g. lost with its directory).
-    const kept = [...keep].map((id) => this.handle(id));
+    // Namespaces, veths and rules whose instance is unknown (e.g. lost with its directory);
+    // the network slots made ahead are kept.
+    const kept: InstanceNetworkNames[] = [...[...keep].map((id) => this.handle(id)), ...this.networkSlots.names()];
     const keptNetns = new Set(kept.map((h) => h.netns));
     const keptIfs = new Set(kept.map((h) => h.hostIf));
     for (const netns of listNetns(this.tag)) {
@@ -646,6 +687,7 @@ export class GvisorRuntime implements Runtime {
     // Releases under way finish first: a shutdown leaves no stopped instance's mounts,
     // network or lease behind.
     await this.releasesSettled();
+    await this.networkSlots.close();
     this.memoryGuard.stop();
     this.sandboxWatch.stop();
     await this.changeTracker.close();
