@@ -137,26 +137,34 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
   const signal = AbortSignal.timeout(RESUME_TIMEOUT_MS);
   const saved = hasCheckpoint(h);
   try {
-    // The lease was kept, and the network with it unless the host restarted since: the
-    // same address comes back on the veth (a sandbox on its own network stack took it off).
     const lease = await deps.pool.allocate(h.id);
-    const kept = existsSync(netnsPath(h.netns)) && existsSync(`/sys/class/net/${h.hostIf}`);
-    if (kept) {
-      await setGuestAddress(h.netns, lease);
-    } else {
-      await createNetns(h.netns);
-      await createVethPair(h, lease);
-    }
-    // Added again even when the pause kept it: a start of the service in between made the
-    // firewall's table anew (adding an element that is there changes nothing). A kept
-    // rule the profile no longer allows is removed.
-    if (spec.network.egress === 'internet') await allowEgress(deps.tag, h.hostIf);
-    else if (kept && meta.egress !== 'none') await revokeEgress(deps.tag, h.hostIf);
-
-    // The layer's own file system, as the create made it (btrfs when it keeps undo points).
-    if (meta.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
-    else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
-    await mountOverlay({ lower: rootfs, upper: h.upper, work: h.work, target: h.rootfs });
+    // The network and the mounts do not depend on each other: both at once, each waited
+    // for before a failure is thrown, so that the undo finds each done or not begun.
+    const prepared = await Promise.allSettled([
+      (async () => {
+        // The lease was kept, and the network with it unless the host restarted since: the
+        // same address comes back on the veth (a sandbox on its own network stack took it off).
+        const kept = existsSync(netnsPath(h.netns)) && existsSync(`/sys/class/net/${h.hostIf}`);
+        if (kept) {
+          await setGuestAddress(h.netns, lease);
+        } else {
+          await createNetns(h.netns);
+          await createVethPair(h, lease);
+        }
+        // Added again even when the pause kept it: a start of the service in between made the
+        // firewall's table anew (adding an element that is there changes nothing). A kept
+        // rule the profile no longer allows is removed.
+        if (spec.network.egress === 'internet') await allowEgress(deps.tag, h.hostIf);
+        else if (kept && meta.egress !== 'none') await revokeEgress(deps.tag, h.hostIf);
+      })(),
+      (async () => {
+        // The layer's own file system, as the create made it (btrfs when it keeps undo points).
+        if (meta.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
+        else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+        await mountOverlay({ lower: rootfs, upper: h.upper, work: h.work, target: h.rootfs });
+      })(),
+    ]);
+    for (const outcome of prepared) if (outcome.status === 'rejected') throw outcome.reason;
     const endpoint = deps.agentOf(h);
     if (!endpoint) throw new Error(`instance ${h.id} has no address or agent key on record; it cannot be resumed`);
 
@@ -169,8 +177,9 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
       try {
         await restoreSandbox(h, deps.runsc);
         deps.remember(h, spec.memory_mb);
-        await waitForAgent(endpoint, signal, deps.booting(h));
-        await deps.watch(h);
+        // Watching the sandbox and its layer does not wait for the agent: both at once.
+        const settled = await Promise.allSettled([waitForAgent(endpoint, signal, deps.booting(h)), deps.watch(h)]);
+        for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
         // The layer moves on from here: this image would not match it again.
         removeCheckpoint(h);
         return { memoryRestored: true };
