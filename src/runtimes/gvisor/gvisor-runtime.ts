@@ -73,6 +73,12 @@ import { type Teardown, Teardowns } from './teardown.ts';
 
 /** Instances a sweep tears down at once. */
 const SWEEPS_AT_ONCE = 8;
+/**
+ * How long after a create the network slot it took is made again: each host program the
+ * refill starts blocks the event loop while Node forks (tens of milliseconds on a busy
+ * host), which the new instance's first requests would otherwise wait behind.
+ */
+const SLOT_REFILL_DELAY_MS = 500;
 
 export interface GvisorOptions {
   dataDir: string;
@@ -389,8 +395,8 @@ export class GvisorRuntime implements Runtime {
       }
       throw err;
     } finally {
-      // Off this create's path: the slot it took, if any, is made again once it is done.
-      void this.networkSlots.fill();
+      // Off this create's path: the slot it took, if any, is made again a little after.
+      setTimeout(() => void this.networkSlots.fill(), SLOT_REFILL_DELAY_MS).unref();
     }
   }
 
