@@ -94,7 +94,7 @@ export class NetworkSlots {
       // A namespace removed behind the service's back is no slot.
       if (existsSync(netnsPath(slot.names.netns))) return slot;
       this.log.warn({ netns: slot.names.netns }, 'a network slot lost its namespace; it is removed');
-      void this.discard(slot);
+      this.discard(slot).catch((err: unknown) => this.log.warn({ err, netns: slot.names.netns }, 'could not remove a network slot; the next start removes it'));
     }
     return undefined;
   }
