@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { createNetns, createVethPair, type InstanceNetworkNames, netnsPath, networkNames, removeNetwork } from './netns.ts';
-import type { AddressPool, Lease } from './pool.ts';
+import { type AddressPool, type Lease, PoolExhaustedError } from './pool.ts';
 
 /** Leases of slots not yet taken are held under this prefix and the slot's id. */
 export const SLOT_LEASE_PREFIX = 'slot:';
@@ -115,8 +115,10 @@ export class NetworkSlots {
           else this.ready.push(slot);
         }
       } catch (err) {
-        // The next create makes its own network; the next fill tries again.
-        this.log.warn({ err }, 'could not make a network slot ahead of creates');
+        // The next create makes its own network; the next fill tries again. A full pool
+        // is no fault of the slots': creates say so when they find it full.
+        if (err instanceof PoolExhaustedError) this.log.debug({ err }, 'no address block left for a network slot');
+        else this.log.warn({ err }, 'could not make a network slot ahead of creates');
       } finally {
         this.filling = undefined;
       }
