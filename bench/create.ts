@@ -1,7 +1,10 @@
-// Create-to-ready latency of an instance through the HTTP API, with a cached image,
-// next to the floor measured in the same run: raw `runsc create` + `start` of the same
-// root filesystem (fresh overlay, fresh network namespace) without the service; and a
-// create that claims an instance from a profile's warm pool (booted before the request).
+// Create latency of an instance through the HTTP API, with a cached image, next to the
+// floors measured in the same run: raw `runsc create` + `start` of the same root
+// filesystem (fresh overlay, fresh network namespace) without the service, and the same
+// followed by the first exec's output (`runsc exec … echo`); a cold create until its
+// first command's output (POST …/room/… then POST …/command, the target of issue 21:
+// at most 1.3 times that floor); and a create that claims an instance from a profile's
+// warm pool (booted before the request).
 //
 //   npm run bench            (as root; ROOMKIT_BENCH_RUNS=20 by default;
 //                             ROOMKIT_BENCH_NETWORK_POOL, default 10.217.0.0/24)
@@ -27,8 +30,10 @@ try {
   const image = await images.ensure({ image: profile.image, packages: profile.packages, user: profile.user, home: profile.home });
   console.log(`image ${image.key} ready (${((Date.now() - buildStarted) / 1000).toFixed(1)} s, built once before timing)\n`);
 
-  // Floor: what runsc itself takes for the same root filesystem.
+  // Floors: what runsc itself takes for the same root filesystem, to a started sandbox
+  // and to the first exec's output. The two alternate, so that both see the same host.
   const floor: number[] = [];
+  const floorFirstOutput: number[] = [];
   const floorDir = join(dataDir, 'floor');
   for (let i = 0; i < RUNS; i++) {
     await withRawSandbox(floorDir, `c${i}`, image, spec, async (sandbox) => {
@@ -36,10 +41,18 @@ try {
       await sandbox.start();
       floor.push(performance.now() - started);
     });
+    await withRawSandbox(floorDir, `e${i}`, image, spec, async (sandbox) => {
+      const started = performance.now();
+      await sandbox.start();
+      const said = await sandbox.runsc(['exec', '--user=1000:1000', sandbox.id, '/bin/echo', 'hello']);
+      floorFirstOutput.push(performance.now() - started);
+      if (said.stdout.trim() !== 'hello') throw new Error(`the floor's exec printed ${JSON.stringify(said.stdout)}`);
+    });
   }
 
-  // The service: POST .../room/... until it answers `ready`, over HTTP.
+  // The service: POST .../room/... until it answers `ready`, over HTTP, then its first command.
   const created: number[] = [];
+  const firstOutput: number[] = [];
   const deleted: number[] = [];
   const stateTimes = new Map<string, number[]>();
   for (let i = 0; i < RUNS; i++) {
@@ -49,6 +62,10 @@ try {
     const took = performance.now() - started;
     const body = (await res.json()) as { state: string; state_history: { state: string; at: string }[] };
     if (res.status !== 201 || body.state !== 'ready') throw new Error(`create ${i} answered ${res.status}: ${JSON.stringify(body)}`);
+    const command = await fetch(`${url}/command`, { method: 'POST', headers, body: JSON.stringify({ command: 'echo hello' }) });
+    const ran = (await command.json()) as { result?: { output: string } };
+    firstOutput.push(performance.now() - started);
+    if (command.status !== 200 || ran.result?.output.trim() !== 'hello') throw new Error(`the first command of ${i} answered ${command.status}: ${JSON.stringify(ran)}`);
     created.push(took);
     const history = body.state_history;
     for (let s = 1; s < history.length; s++) {
@@ -88,11 +105,15 @@ try {
   }
   await fetch(`${base}/api/profiles/${warmProfile}`, { method: 'DELETE', headers });
 
+  const p50 = (values: number[]) => percentile(values, 50);
   console.log(`floor   runsc create+start (same rootfs, fresh netns)   ${summary(floor)}`);
+  console.log(`floor   runsc create+start+exec echo, to its output     ${summary(floorFirstOutput)}`);
   console.log(`roomkit POST .../room/... -> ready (HTTP, 7 states)     ${summary(created)}`);
-  console.log(`        overhead over the floor at p50: ${(percentile(created, 50) - percentile(floor, 50)).toFixed(0)} ms`);
+  console.log(`        overhead over create+start at p50: ${(p50(created) - p50(floor)).toFixed(0)} ms`);
+  console.log(`roomkit cold create -> first command's output (HTTP)   ${summary(firstOutput)}`);
+  console.log(`        at p50: ${(p50(firstOutput) / p50(floorFirstOutput)).toFixed(2)}x the floor to the first output (target <= 1.3)`);
   console.log(`roomkit POST .../room/... claiming a warm pool instance ${summary(claimed)}`);
-  console.log(`        at p50: ${(percentile(claimed, 50) / percentile(floor, 50)).toFixed(3)}x the floor, ${(percentile(claimed, 50) / percentile(created, 50)).toFixed(3)}x a cold create`);
+  console.log(`        at p50: ${(p50(claimed) / p50(floor)).toFixed(3)}x the floor, ${(p50(claimed) / p50(created)).toFixed(3)}x a cold create (target <= 15 ms)`);
   console.log(`roomkit DELETE .../room/... -> stopped                  ${summary(deleted)}\n`);
   console.log('time spent reaching each state (from the previous one), from state_history:');
   for (const [state, values] of stateTimes) console.log(`  ${state.padEnd(18)} ${summary(values)}`);

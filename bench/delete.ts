@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { mountsUnder } from '../src/host/mounts.ts';
 import { ImageStore } from '../src/images/builder.ts';
 import { PROFILE_DEFAULTS } from '../src/core/profile-schema.ts';
-import { networkNames } from '../src/network/netns.ts';
+import type { InstanceNetworkNames } from '../src/network/netns.ts';
 import { withRawSandbox } from './raw-sandbox.ts';
 import { startBenchService } from './setup.ts';
 import { percentile, summary } from './stats.ts';
@@ -35,8 +35,7 @@ function running(pid: number): boolean {
 }
 
 /** What the host still holds of an instance of the service, by kind (empty when nothing). */
-async function heldBy(instanceId: string): Promise<string[]> {
-  const names = networkNames(runtime.tag, instanceId);
+async function heldBy(instanceId: string, names: InstanceNetworkNames): Promise<string[]> {
   const dir = join(dataDir, 'instances', instanceId);
   const held: string[] = [];
   if (mountsUnder(dir).length > 0) held.push('mounts');
@@ -83,6 +82,8 @@ try {
     const res = await fetch(url, { method: 'POST', headers, body: '{}' });
     const body = (await res.json()) as { instance_id: string; state: string };
     if (res.status !== 201 || body.state !== 'ready') throw new Error(`create ${i} answered ${res.status}: ${JSON.stringify(body)}`);
+    // Its record names its network (a slot's, when it took one made ahead): read before it goes.
+    const names = runtime.networkOf(body.instance_id);
     const started = performance.now();
     const del = await fetch(url, { method: 'DELETE', headers });
     const stopped = (await del.json()) as { state: string };
@@ -90,7 +91,7 @@ try {
     deleted.push(performance.now() - started);
     let networkAt: number | undefined;
     for (;;) {
-      const held = await heldBy(body.instance_id);
+      const held = await heldBy(body.instance_id, names);
       const now = performance.now() - started;
       if (networkAt === undefined && !held.includes('mounts') && !held.includes('network')) networkAt = now;
       if (held.length === 0) {

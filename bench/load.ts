@@ -20,7 +20,8 @@ import { parseArgs } from 'node:util';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mountsUnder } from '../src/host/mounts.ts';
-import { listNetns, networkNames } from '../src/network/netns.ts';
+import { listNetns } from '../src/network/netns.ts';
+import { InstanceHandle } from '../src/runtimes/gvisor/instance-handle.ts';
 import { Runsc } from '../src/runtimes/gvisor/runsc.ts';
 import { type Context, type Kind, KINDS, type Outcome, pick, random, READ_FILE, READ_FILE_TEXT, type Target } from './load-mix.ts';
 import { busyShare, hostCpu, type Sample, sample, table, verdict } from './process-sampler.ts';
@@ -163,7 +164,7 @@ async function main(): Promise<number> {
   let ok = false;
   try {
     service = await startBenchServiceProcess('10.237.0.0/24', RAISED);
-    const { base, headers, pid, tag } = service;
+    const { base, headers, pid, tag, dataDir } = service;
     const runsc = new Runsc({ root: join(service.dataDir, 'runsc') });
     const ctx: Context = { base, headers, runsc, signal: stop.signal };
     console.log(`service: pid ${pid} at ${base}; images ${process.env.ROOMKIT_IMAGES_DIR ? `cached in ${process.env.ROOMKIT_IMAGES_DIR}` : 'built in its scratch data directory'}`);
@@ -183,7 +184,8 @@ async function main(): Promise<number> {
         if (res.status !== 201 || body.state !== 'ready') throw new Error(`instance ${i} did not start: ${res.status} ${JSON.stringify(body)}`);
         const put = await fetch(`${roomUrl}/file/${READ_FILE}`, { method: 'PUT', headers, body: JSON.stringify({ content: READ_FILE_TEXT }), signal: stop.signal });
         if (put.status !== 201) throw new Error(`writing ${READ_FILE} answered ${put.status}: ${await put.text()}`);
-        return { instanceId: body.instance_id!, roomUrl, netns: networkNames(tag, body.instance_id!).netns };
+        // Its record names its network (a slot's, when it took one made ahead).
+        return { instanceId: body.instance_id!, roomUrl, netns: new InstanceHandle(join(dataDir, 'instances'), tag, body.instance_id!).netns };
       }),
     );
     console.log(`${INSTANCES} instances (512 MB, 1 vCPU, 1024 MB disk, egress none) created in parallel in ${((performance.now() - createStarted) / 1000).toFixed(1)} s\n`);

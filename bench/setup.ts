@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { INITIAL_KEY_FILE } from '../src/cli/serve.ts';
 import { type Config, type ConfigOverrides, loadConfig, PACKAGE_ROOT } from '../src/config.ts';
 import { mountsUnder } from '../src/host/mounts.ts';
-import { hostTag, listNetns, networkNames } from '../src/network/netns.ts';
+import { hostTag, listNetns } from '../src/network/netns.ts';
 import { buildApp } from '../src/app.ts';
 import { createLogger } from '../src/log.ts';
 import type { GvisorRuntime } from '../src/runtimes/gvisor/gvisor-runtime.ts';
@@ -89,7 +89,7 @@ export async function benchInstance(bench: BenchService, name: string): Promise<
   const created = await fetch(roomUrl, { method: 'POST', headers, body: '{}' });
   const instance = (await created.json()) as { instance_id: string; state: string };
   if (instance.state !== 'ready') throw new Error(`the instance did not start: ${JSON.stringify(instance)}`);
-  return { roomUrl, id: instance.instance_id, netns: networkNames(runtime.tag, instance.instance_id).netns };
+  return { roomUrl, id: instance.instance_id, netns: runtime.networkOf(instance.instance_id).netns };
 }
 
 export interface BenchServiceProcess {

@@ -32,6 +32,12 @@ export interface Config {
   readonly ociDir: string;
   /** IPv4 range split into one /30 per instance. */
   readonly networkPool: string;
+  /**
+   * Networks (namespace, veth pair, address) kept made ahead of creates, each taken by
+   * one create and made again in the background; 0 makes each create's network on its
+   * path. Each holds an address block of networkPool.
+   */
+  readonly networkSlots: number;
   /** On SIGTERM: `keep` instances running for the next start to adopt, or `stop` them. */
   readonly onShutdown: ShutdownPolicy;
   /** How often idle and lifetime limits are checked. */

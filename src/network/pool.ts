@@ -1,6 +1,7 @@
 // The address pool: an IPv4 range split into /30 blocks, one per instance (the host end
 // of its veth takes .1, the instance .2). Leases live in the store, so an address is
-// never handed out twice, also across restarts.
+// never handed out twice, also across restarts. A lease is held under an instance's id,
+// or under a network slot's key until an instance takes the slot (slots.ts).
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import { formatIp, parseCidr } from '../lib/cidr.ts';
@@ -55,6 +56,15 @@ export class AddressPool {
       }
     }
     throw new Error('could not allocate an address block after 5 attempts');
+  }
+
+  /**
+   * Hands the block leased under `from` to `to` (a network slot's to the instance that
+   * takes it, see slots.ts); the address does not change hands in between.
+   */
+  async transfer(from: string, to: string): Promise<void> {
+    const result = await this.db.updateTable('network_leases').set({ instance_id: to }).where('instance_id', '=', from).executeTakeFirst();
+    if (Number(result.numUpdatedRows) !== 1) throw new Error(`no address block is leased to ${from}`);
   }
 
   async release(instanceId: string): Promise<void> {

@@ -13,7 +13,7 @@ import { hostTag, networkNames } from '../../src/network/netns.ts';
 import type { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
 import { startTestApp, TEST_DATA_PREFIX, TEST_IMAGES_DIR, TEST_OWNER_FILE, type TestApp, type TestOrg } from '../support/app.ts';
 import { startServer, type Server } from '../support/cli.ts';
-import { hostObjects, NOTHING } from '../support/host.ts';
+import { hostObjects, instanceNetworkNames, NOTHING } from '../support/host.ts';
 
 /** The in-process service's instances. */
 const POOL = '10.240.0.0/26';
@@ -59,7 +59,7 @@ async function runningSandboxProcesses(dataDir: string, instanceId: string): Pro
 
 /** Everything the host holds of one instance of a data directory (empty lists when nothing). */
 async function heldBy(dataDir: string, instanceId: string, tag: string) {
-  const names = networkNames(tag, instanceId);
+  const names = instanceNetworkNames(dataDir, instanceId);
   const host = await hostObjects(dataDir, [instanceId]);
   return {
     netns: host.netns.filter((n) => n === names.netns),

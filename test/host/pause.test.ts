@@ -18,10 +18,10 @@ import { after, before, describe, it } from 'node:test';
 import { mountsUnder } from '../../src/host/mounts.ts';
 import { run } from '../../src/host/run.ts';
 import { tableName } from '../../src/network/firewall.ts';
-import { listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
+import { listHostInterfaces, listNetns } from '../../src/network/netns.ts';
 import { TEST_IMAGES_DIR, testDataDir } from '../support/app.ts';
 import { type Json, ServedService } from '../support/served-service.ts';
-import { hostObjects, NOTHING } from '../support/host.ts';
+import { hostObjects, instanceNetworkNames, NOTHING } from '../support/host.ts';
 
 const POOL = '10.245.0.0/25';
 const SERVER_ENV = {
@@ -103,7 +103,7 @@ async function command(name: string, text: string): Promise<Json> {
 
 /** The instance's machine on the host: sandbox, its processes' cgroups, namespace, veth, mounts, egress rule. */
 async function machineOf(instanceId: string) {
-  const names = networkNames(tag, instanceId);
+  const names = instanceNetworkNames(dataDir, instanceId);
   const host = await hostObjects(dataDir, [instanceId]);
   return {
     containers: host.containers.filter((c) => c === instanceId),
@@ -118,15 +118,21 @@ const NO_MACHINE = { containers: [], cgroups: [], netns: [], interfaces: [], mou
 
 /**
  * A paused instance holds no machine: at once no process of its sandbox runs and its
- * mounts and network are gone; runsc's record and the cgroups go once the host has
- * reaped the dead sandbox (about 1.5 s).
+ * mounts are gone; runsc's record and the cgroups go once the host has reaped the dead
+ * sandbox (about 1.5 s). Its network (namespace and veth, on its kept address; these
+ * profiles have no egress rule) stays for its resume, until it is deleted.
  */
 async function assertNoMachine(instanceId: string): Promise<void> {
+  const names = instanceNetworkNames(dataDir, instanceId);
   const now = await machineOf(instanceId);
-  assert.deepEqual({ mounts: now.mounts, netns: now.netns, interfaces: now.interfaces, egressRules: now.egressRules }, { mounts: [], netns: [], interfaces: [], egressRules: [] });
+  assert.deepEqual(
+    { mounts: now.mounts, netns: now.netns, interfaces: now.interfaces, egressRules: now.egressRules },
+    { mounts: [], netns: [names.netns], interfaces: [names.hostIf], egressRules: [] },
+  );
   const processes = await run('pgrep', ['-f', `runsc-sandbox.*${instanceId}`], { timeoutMs: 10_000 });
   assert.equal(processes.stdout.trim(), '', 'no process of its sandbox runs');
-  await waitFor('its sandbox record and cgroups to go', async () => (JSON.stringify(await machineOf(instanceId)) === JSON.stringify(NO_MACHINE) ? true : undefined), 10_000);
+  const pausedMachine = { ...NO_MACHINE, netns: [names.netns], interfaces: [names.hostIf] };
+  await waitFor('its sandbox record and cgroups to go', async () => (JSON.stringify(await machineOf(instanceId)) === JSON.stringify(pausedMachine) ? true : undefined), 10_000);
 }
 
 /**

@@ -18,10 +18,10 @@ import { run } from '../../src/host/run.ts';
 import { ImageStore } from '../../src/images/builder.ts';
 import { tableName } from '../../src/network/firewall.ts';
 import { runscBinary } from '../../src/runtimes/gvisor/runsc.ts';
-import { listHostInterfaces, listNetns, networkNames } from '../../src/network/netns.ts';
+import { listHostInterfaces, listNetns } from '../../src/network/netns.ts';
 import { TEST_IMAGES_DIR, testDataDir } from '../support/app.ts';
 import { type Json, ServedService } from '../support/served-service.ts';
-import { hostObjects, NOTHING } from '../support/host.ts';
+import { hostObjects, instanceNetworkNames, NOTHING } from '../support/host.ts';
 
 const POOL = '10.215.0.0/24';
 const MID_STATES = ['network_allocated', 'ftap_created', 'image_generated', 'vm_started'];
@@ -120,7 +120,7 @@ function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | unde
 
 /** What the host still holds for one instance (empty lists when nothing). */
 async function leftFor(instanceId: string) {
-  const names = networkNames(tag, instanceId);
+  const names = instanceNetworkNames(dataDir, instanceId);
   const host = await hostObjects(dataDir, [instanceId]);
   return {
     netns: host.netns.filter((n) => n === names.netns),
@@ -214,7 +214,7 @@ describe('crash recovery: roomkit serve killed with SIGKILL and started again', 
   it('adopts a ready instance that survived the crash, which then still works', async () => {
     const made = await createReady('r1');
     const id = made.instance_id;
-    const names = networkNames(tag, id);
+    const names = instanceNetworkNames(dataDir, id);
     const before = await hostObjects(dataDir, [id]);
     assert.ok(before.containers.includes(id) && before.netns.includes(names.netns));
     assert.ok(before.egressRules.includes(names.hostIf), 'the default profile has internet egress');

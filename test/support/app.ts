@@ -87,7 +87,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     {
       dataDir,
       logLevel: 'silent',
-      ...(real ? { runtime: 'gvisor', networkPool: options.gvisorPool, imagesDir: TEST_IMAGES_DIR } : {}),
+      // No network slots unless a test asks for them: tests that look at the host find
+      // exactly what their instances hold (test/host/network-slots.test.ts has the slots).
+      ...(real ? { runtime: 'gvisor', networkPool: options.gvisorPool, imagesDir: TEST_IMAGES_DIR, networkSlots: 0 } : {}),
       onShutdown: options.onShutdown ?? 'stop',
       ...options.config,
     },

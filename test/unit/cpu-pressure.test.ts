@@ -15,7 +15,7 @@ import { FakeRuntime } from '../support/fake-runtime.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 class FreezableFakeRuntime extends FakeRuntime {
-  override readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false, pauseMemory: false, snapshot: false, freeze: true };
+  override readonly capabilities = { network: false, diskLimit: false, interactive: false, pause: false, pauseMemory: false, snapshot: false, snapshotMemory: false, freeze: true };
   readonly frozen = new Set<string>();
   readonly cpuMs = new Map<string, number>();
   freeze(instanceId: string): boolean {

@@ -4,6 +4,7 @@
 // waiting for its first process, the agent, to answer (its init has set up the root
 // service by then) and checking that a command runs as the VM user.
 import { chmodSync, chownSync, mkdirSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import type { RunResult } from '../../host/run.ts';
 import { type AgentEndpoint, agentCall, AgentFailure, AgentUnavailable } from './client.ts';
@@ -14,6 +15,16 @@ import type { MachineSpec } from '../types.ts';
 import type { ExecOptions } from './commands.ts';
 
 export const BOOT_TIMEOUT_MS = 15_000;
+/** How often a booting agent's port is tried while nothing listens on it yet. */
+const BOOT_POLL_MS = 4;
+/**
+ * How long one try of a booting agent's port waits for the connection before a new one
+ * is tried: a SYN dropped while the sandbox's network stack takes over the interface
+ * would otherwise wait for the kernel's second SYN, a second later. Doubled after each
+ * try that times out, up to the last, so that a host too busy to connect quickly still
+ * gets there.
+ */
+const BOOT_CONNECT_TRIES_MS = [50, 100, 200, 400, 1_000];
 
 /** Runs a program in the instance being booted. */
 export type Exec = (argv: string[], options: ExecOptions) => Promise<RunResult>;
@@ -67,9 +78,19 @@ export interface BootingSandbox {
 export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal, sandbox: BootingSandbox): Promise<void> {
   const deadline = Date.now() + BOOT_TIMEOUT_MS;
   let last = '';
+  let connectTry = 0;
   while (Date.now() < deadline) {
     signal.throwIfAborted();
     if (!sandbox.running()) throw agentDidNotStart('the sandbox ended while it booted: its first process, the agent\'s init, exited', sandbox);
+    // The port is tried first, every few milliseconds: the agent's client waits 50 ms
+    // between refused connections, a quarter of a boot.
+    const listening = await portAnswers(endpoint, BOOT_CONNECT_TRIES_MS[Math.min(connectTry, BOOT_CONNECT_TRIES_MS.length - 1)]!);
+    if (listening !== 'connected') {
+      if (listening === 'timeout') connectTry++;
+      else last = listening;
+      await new Promise((r) => setTimeout(r, BOOT_POLL_MS));
+      continue;
+    }
     try {
       const hello = await agentCall(endpoint, { op: 'hello' });
       if (hello.protocol !== AGENT_PROTOCOL.version) {
@@ -88,6 +109,21 @@ export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal,
     await new Promise((r) => setTimeout(r, 5));
   }
   throw agentDidNotStart(`it did not answer within ${BOOT_TIMEOUT_MS / 1000} s${last ? ` (${last})` : ''}`, sandbox);
+}
+
+/** Whether a connection to the agent's port is taken within `timeoutMs`: 'connected', 'timeout', or why not. */
+function portAnswers(endpoint: AgentEndpoint, timeoutMs: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: endpoint.host, port: endpoint.port });
+    const done = (outcome: string) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(outcome);
+    };
+    const timer = setTimeout(() => done('timeout'), timeoutMs);
+    socket.once('connect', () => done('connected'));
+    socket.once('error', (err) => done(`cannot reach the instance's agent: ${err.message}`));
+  });
 }
 
 function agentDidNotStart(what: string, sandbox: BootingSandbox): Error {
@@ -111,7 +147,8 @@ export const ROOT_SERVICE_TASKS = AGENT_PROTOCOL.constants.rootServiceTasks;
 
 /** The readiness check: a command as the VM user, in its home, which it can write, answers with its uid. */
 export async function checkReady(exec: Exec, spec: MachineSpec): Promise<void> {
-  const check = await exec(['sh', '-c', 'cd "$HOME" && test -w . && id -u'], {
+  // `exec`: the shell's last fork is spared (a fork in the guest costs milliseconds).
+  const check = await exec(['sh', '-c', 'cd "$HOME" && test -w . && exec id -u'], {
     as: 'vm',
     home: spec.home,
     timeoutMs: BOOT_TIMEOUT_MS,

@@ -23,8 +23,9 @@ import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
 import { AGENT_PORT, type AgentEndpoint, agentCall, endAgentConnections, openAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
-import { createNetns, createVethPair, hostTag, listHostInterfaces, listNetns, netnsPath, setGuestAddress } from '../../network/netns.ts';
+import { createNetns, createVethPair, hostTag, type InstanceNetworkNames, listHostInterfaces, listNetns, netnsPath, setGuestAddress } from '../../network/netns.ts';
 import type { AddressPool, Lease } from '../../network/pool.ts';
+import { type NetworkSlot, NetworkSlots, SLOT_LEASE_PREFIX } from '../../network/slots.ts';
 import type {
   CommandOutcome,
   CommandRequest,
@@ -79,6 +80,12 @@ const FREEZE_AFTER_REACHED_MS = 5_000;
 
 /** Instances a sweep tears down at once. */
 const SWEEPS_AT_ONCE = 8;
+/**
+ * How long after a create the network slot it took is made again: each host program the
+ * refill starts blocks the event loop while Node forks (tens of milliseconds on a busy
+ * host), which the new instance's first requests would otherwise wait behind.
+ */
+const SLOT_REFILL_DELAY_MS = 500;
 
 export interface GvisorOptions {
   dataDir: string;
@@ -96,6 +103,8 @@ export interface GvisorOptions {
   changeTrackingMaxPaths?: number;
   /** Bounds of each instance's undo points (config.ts). */
   undoLimits?: UndoLimits;
+  /** Network slots kept made ahead of creates (network/slots.ts); 0, the default here, makes each create's network on its path. */
+  networkSlots?: number;
 }
 
 export class GvisorRuntime implements Runtime {
@@ -138,6 +147,8 @@ export class GvisorRuntime implements Runtime {
   private readonly frozen = new Set<string>();
   /** When an operation last reached into each instance (handle()). */
   private readonly lastReached = new Map<string, number>();
+  /** Networks made ahead of creates (network/slots.ts). */
+  readonly networkSlots: NetworkSlots;
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -152,6 +163,7 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
+    this.networkSlots = new NetworkSlots({ pool: this.pool, tag: this.tag, size: options.networkSlots ?? 0, log: this.log });
     this.changeTracker = new ChangeTracker(this.images.dir, options.changeTrackingMaxPaths ?? 65_536);
     this.memoryGuard = new MemoryGuard({
       log: this.log,
@@ -303,7 +315,11 @@ export class GvisorRuntime implements Runtime {
     }
   }
 
-  /** Installs the firewall table; instances already running get their egress back from adopt(). */
+  /**
+   * Installs the firewall table (instances already running get their egress back from
+   * adopt()), removes the network slots a crash left, and starts making new ones in the
+   * background.
+   */
   async start(): Promise<void> {
     const addresses = await runChecked('ip', ['-4', '-o', 'addr', 'show'], { timeoutMs: 10_000 });
     await installRuleset({
@@ -312,12 +328,17 @@ export class GvisorRuntime implements Runtime {
       dnsServers: this.dnsServers,
       hostNetworks: hostNetworks(addresses.stdout, this.pool.cidr),
     });
+    const removed = await this.networkSlots.removeLeftovers();
+    if (removed.length > 0) this.log.info({ removed }, 'removed network slots left by an earlier run');
+    void this.networkSlots.fill();
   }
 
   async provision(request: ProvisionRequest): Promise<void> {
     const { instanceId, spec, signal, log, onStep } = request;
     const h = new InstanceHandle(this.instancesDir, this.tag, instanceId);
     this.handles.set(instanceId, h);
+    /** A network slot taken whose lease is not yet the instance's. */
+    let slotUnadopted: NetworkSlot | undefined;
     try {
       // Still `active`: the image is built once per profile and cached.
       // A build can take minutes: a delete or a shutdown does not wait for it (the build
@@ -349,22 +370,35 @@ export class GvisorRuntime implements Runtime {
           `the image ${image.key} has no roomkit agent (${GUEST_AGENT}), which every instance needs as its first process: remove it from the image cache (roomkit images prune, once no instance uses it) so that it is built again`,
         );
       }
-      const lease = await this.pool.allocate(instanceId);
       // Restored from a snapshot's memory, the agent answers to its source's key (memory-snapshots.ts).
       const source = request.fromSnapshot && this.capabilities.snapshotMemory ? this.snapshots.meta(request.fromSnapshot) : undefined;
       const fromMemory = source?.memory ? source : undefined;
       const agentKey = fromMemory?.memory?.agentKey ?? randomBytes(24).toString('base64url');
       const keyFrom = fromMemory ? { agentKeyFrom: { snapshotId: fromMemory.snapshotId, instanceId: fromMemory.sourceInstanceId } } : {};
-      h.writeMeta({ ...meta, guestAddress: lease.guestAddress, agentKey, ...keyFrom });
+      // A network made ahead (network/slots.ts) is taken when there is one: its names are
+      // recorded as the instance's before its lease becomes the instance's, so that
+      // whatever removes the instance finds them.
+      const slot = this.networkSlots.take();
+      let lease;
+      if (slot) {
+        slotUnadopted = slot;
+        h.writeMeta({ ...meta, ...slot.names, guestAddress: slot.lease.guestAddress, agentKey, ...keyFrom });
+        await this.networkSlots.adopt(slot, instanceId);
+        slotUnadopted = undefined;
+        lease = slot.lease;
+      } else {
+        lease = await this.pool.allocate(instanceId);
+        h.writeMeta({ ...meta, guestAddress: lease.guestAddress, agentKey, ...keyFrom });
+      }
       // The network and the file system do not depend on each other: both at once (one
       // after the other they took ~120 and ~50 ms at p50). The steps are still recorded in
       // the spec's order, and both are waited for before a failure is thrown, so that the
       // cleanup finds each done or not begun.
       const settledSteps = await Promise.allSettled([
         (async () => {
-          await createNetns(h.netns);
+          if (!slot) await createNetns(h.netns);
           await onStep('network_allocated');
-          await createVethPair(h, lease);
+          if (!slot) await createVethPair(h, lease);
           if (spec.network.egress === 'internet') await allowEgress(this.tag, h.hostIf);
           await onStep('ftap_created');
         })(),
@@ -381,26 +415,37 @@ export class GvisorRuntime implements Runtime {
       await onStep('vm_started', note);
 
       const exec: Exec = (argv, options) => this.exec(instanceId, argv, options);
-      // The agent's init has started the root service by the time it answers.
-      await waitForAgent({ host: lease.guestAddress, port: AGENT_PORT, key: agentKey }, signal, this.booting(h));
-      await onStep('vm_booted');
-
-      // Independent of each other: at once (one after another they took 222 ms at p50).
-      // All are waited for before a failure is thrown, so that the cleanup finds each done.
-      // A restored guest was ready when its memory was saved.
-      const checked = restored ? Promise.resolve() : checkReady(exec, spec);
-      const settled = await Promise.allSettled([checked, this.watchSandbox(instanceId, h, true), this.watchChanges(h)]);
-      for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
+      // Watching the sandbox's process and its layer needs no agent: they go on while it
+      // boots and answers the readiness check (one after another, the three took 222 ms
+      // at p50). Both are waited for before a failure is thrown, so that the cleanup
+      // finds each done.
+      const watching = Promise.allSettled([this.watchSandbox(instanceId, h, true), this.watchChanges(h)]);
+      try {
+        // The agent's init has started the root service by the time it answers.
+        await waitForAgent({ host: lease.guestAddress, port: AGENT_PORT, key: agentKey }, signal, this.booting(h));
+        await onStep('vm_booted');
+        // A restored guest was ready when its memory was saved.
+        if (!restored) await checkReady(exec, spec);
+      } catch (err) {
+        await watching;
+        throw err;
+      }
+      for (const outcome of await watching) if (outcome.status === 'rejected') throw outcome.reason;
       await onStep('ready');
       // The first command's files_changed needs the image's index: build it now.
       this.indexImage(h).catch((err: unknown) => log.warn({ err }, 'could not index the image'));
     } catch (err) {
       try {
         await this.destroyCompletely(instanceId);
+        // Its names went with the instance; the lease is still the slot's.
+        if (slotUnadopted) await this.pool.release(`${SLOT_LEASE_PREFIX}${slotUnadopted.id}`);
       } catch (cleanupErr) {
         log.error({ err: cleanupErr }, 'cleanup after a failed start failed');
       }
       throw err;
+    } finally {
+      // Off this create's path: the slot it took, if any, is made again a little after.
+      setTimeout(() => void this.networkSlots.fill(), SLOT_REFILL_DELAY_MS).unref();
     }
   }
 
@@ -423,6 +468,11 @@ export class GvisorRuntime implements Runtime {
       await setGuestAddress(h.netns, lease);
       return { code: 'memory_lost', reason: `booted over the files of snapshot ${snapshotId}: its memory could not be restored (${why}), so its processes are not there` };
     }
+  }
+
+  /** The instance's network names (a slot's, when it took one), for benchmarks and tests that look at the host. */
+  networkOf(instanceId: string): InstanceNetworkNames {
+    return this.handle(instanceId).networkNames();
   }
 
   /** The writable layer, the overlay root over the image, the guest's configuration and the OCI bundle. */
@@ -665,7 +715,9 @@ export class GvisorRuntime implements Runtime {
   }
 
   async list(): Promise<string[]> {
-    const ids = new Set<string>([...(await this.runsc.list()), ...(await this.pool.leasedInstances())]);
+    // A network slot's lease is no instance's (slots.ts removes what a crash left of them).
+    const leased = (await this.pool.leasedInstances()).filter((id) => !id.startsWith(SLOT_LEASE_PREFIX));
+    const ids = new Set<string>([...(await this.runsc.list()), ...leased]);
     for (const name of existsSync(this.instancesDir) ? readdirSync(this.instancesDir) : []) ids.add(name);
     return [...ids];
   }
@@ -691,8 +743,9 @@ export class GvisorRuntime implements Runtime {
         }
       }),
     );
-    // Namespaces, veths and rules whose instance is unknown (e.g. lost with its directory).
-    const kept = [...keep].map((id) => this.handle(id));
+    // Namespaces, veths and rules whose instance is unknown (e.g. lost with its directory);
+    // the network slots made ahead are kept.
+    const kept: InstanceNetworkNames[] = [...[...keep].map((id) => this.handle(id)), ...this.networkSlots.names()];
     const keptNetns = new Set(kept.map((h) => h.netns));
     const keptIfs = new Set(kept.map((h) => h.hostIf));
     for (const netns of listNetns(this.tag)) {
@@ -727,6 +780,7 @@ export class GvisorRuntime implements Runtime {
     // network or lease behind.
     await this.releasesSettled();
     this.commands.wakeAll();
+    await this.networkSlots.close();
     this.memoryGuard.stop();
     this.sandboxWatch.stop();
     await this.changeTracker.close();

@@ -2,7 +2,10 @@
 // directory and carried to everything that touches the instance: its network namespace
 // and veth ends (tagged, see network/netns.ts), and its directory with the writable
 // layer, the overlay root, the bundle and the console log. Its record (instance.json)
-// says what it was made from and outlives a restart of the service.
+// says what it was made from and outlives a restart of the service. The network names
+// are the record's when it has them: an instance that took a network slot made ahead
+// (network/slots.ts) keeps the slot's names, derived from the slot's id; without a
+// record they are derived from the instance's id.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type InstanceNetworkNames, networkNames } from '../../network/netns.ts';
@@ -32,9 +35,8 @@ export interface InstanceMeta {
 
 export class InstanceHandle implements InstanceNetworkNames {
   readonly id: string;
-  readonly netns: string;
-  readonly hostIf: string;
-  readonly guestIf: string;
+  /** The names derived from the instance's id, for an instance whose record names none. */
+  private readonly ownNames: InstanceNetworkNames;
   /** Everything of the instance on disk is below it, and goes with it. */
   readonly dir: string;
   /** The sparse file of disk_mb that holds the writable layer (ext4, or btrfs for undo). */
@@ -57,11 +59,8 @@ export class InstanceHandle implements InstanceNetworkNames {
   private meta: Partial<InstanceMeta> | undefined;
 
   constructor(instancesDir: string, tag: string, instanceId: string) {
-    const names = networkNames(tag, instanceId);
     this.id = instanceId;
-    this.netns = names.netns;
-    this.hostIf = names.hostIf;
-    this.guestIf = names.guestIf;
+    this.ownNames = networkNames(tag, instanceId);
     this.dir = join(instancesDir, instanceId);
     this.diskImage = join(this.dir, 'disk.img');
     this.layer = join(this.dir, 'layer');
@@ -72,6 +71,28 @@ export class InstanceHandle implements InstanceNetworkNames {
     this.consoleLog = join(this.dir, 'console.log');
     this.pidFile = join(this.dir, 'sandbox.pid');
     this.metaFile = join(this.dir, 'instance.json');
+  }
+
+  /** Its network namespace. */
+  get netns(): string {
+    return this.networkNames().netns;
+  }
+
+  /** The host end of its veth pair. */
+  get hostIf(): string {
+    return this.networkNames().hostIf;
+  }
+
+  /** The guest end's name before it is moved into the namespace. */
+  get guestIf(): string {
+    return this.networkNames().guestIf;
+  }
+
+  /** Its network's names: its record's, else derived from its id. */
+  networkNames(): InstanceNetworkNames {
+    const meta = this.readMeta();
+    if (meta?.netns && meta.hostIf && meta.guestIf) return { netns: meta.netns, hostIf: meta.hostIf, guestIf: meta.guestIf };
+    return this.ownNames;
   }
 
   /** The overlay's upper directory: exactly what the instance changed since it started. */

@@ -1,13 +1,16 @@
 // Pausing and resuming a gVisor instance. A pause that keeps memory (where the runtime
 // can: its sandboxes run on gVisor's own network stack, see checkpoint.ts) flushes the
 // guest's writes, saves the sandbox's state with `runsc checkpoint` (which ends it), and
-// releases everything but the writable layer, the saved memory and the address lease;
-// its resume makes the network and mounts again and `runsc restore`s the sandbox, whose
+// releases everything but the writable layer, the saved memory and its network (the
+// namespace, the veth pair, the egress rule and the address lease: a resume then only
+// puts the guest's address back on the veth instead of making them again, about a
+// hundred milliseconds); its resume mounts the layer again and `runsc restore`s the sandbox, whose
 // processes go on with their memory, pids and listening sockets (established TCP
 // connections were dropped at the checkpoint: their peers see a reset). A files-only
 // pause (asked, or where memory cannot be kept) stops the sandbox instead (its
 // processes end), and its resume boots a new sandbox over the same layer, with the same
-// address and agent key, as provisioning boots one. A saved memory that cannot be
+// address and agent key, as provisioning boots one. A network a resume does not find
+// (the host restarted) is made again. A saved memory that cannot be
 // restored is not the end of the instance: its resume falls back to that files-only
 // boot and says why. A layer that keeps undo points (btrfs) keeps them across a pause.
 //
@@ -23,7 +26,7 @@ import { mountDiskImage, mountOverlay, unmountAll } from '../../host/mounts.ts';
 import type { RunResult } from '../../host/run.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { allowEgress, revokeEgress } from '../../network/firewall.ts';
-import { createNetns, createVethPair, removeNetwork, setGuestAddress } from '../../network/netns.ts';
+import { createNetns, createVethPair, netnsPath, setGuestAddress } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
 import type { AgentEndpoint } from '../agent/client.ts';
 import type { MachineSpec, PauseOptions, PauseOutcome, ResumeOutcome } from '../types.ts';
@@ -69,7 +72,7 @@ export interface PauseDeps {
  * processes; else its processes end. `save: false` keeps a saved memory already there
  * but saves none of a running sandbox (undoing a resume). Safe to call on an instance in
  * any condition (running, half paused or resumed after a crash, already paused). Resolves once no
- * process of it runs and its mounts and network are gone; runsc's record and the
+ * process of it runs and its mounts are gone (its network stays, for its resume); runsc's record and the
  * cgroups go once the host's init has reaped the dead sandbox (about 1.5 s, as at a
  * delete), in `released`, which a resume waits for.
  */
@@ -110,8 +113,6 @@ export async function pauseInstance(
   const released = deps.runsc.destroy(null, h.id).then(() => removeCgroups(h.id));
   try {
     await unmountAll(h.dir);
-    if (h.readMeta()?.egress !== 'none') await revokeEgress(deps.tag, h.hostIf);
-    await removeNetwork(h);
   } catch (err) {
     await released.catch(() => {});
     throw err;
@@ -136,17 +137,34 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
   const signal = AbortSignal.timeout(RESUME_TIMEOUT_MS);
   const saved = hasCheckpoint(h);
   try {
-    // The lease was kept: the same address comes back, on a new veth (so that the
-    // address a sandbox on its own network stack took off the old one is there again).
     const lease = await deps.pool.allocate(h.id);
-    await createNetns(h.netns);
-    await createVethPair(h, lease);
-    if (spec.network.egress === 'internet') await allowEgress(deps.tag, h.hostIf);
-
-    // The layer's own file system, as the create made it (btrfs when it keeps undo points).
-    if (meta.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
-    else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
-    await mountOverlay({ lower: rootfs, upper: h.upper, work: h.work, target: h.rootfs });
+    // The network and the mounts do not depend on each other: both at once, each waited
+    // for before a failure is thrown, so that the undo finds each done or not begun.
+    const prepared = await Promise.allSettled([
+      (async () => {
+        // The lease was kept, and the network with it unless the host restarted since: the
+        // same address comes back on the veth (a sandbox on its own network stack took it off).
+        const kept = existsSync(netnsPath(h.netns)) && existsSync(`/sys/class/net/${h.hostIf}`);
+        if (kept) {
+          await setGuestAddress(h.netns, lease);
+        } else {
+          await createNetns(h.netns);
+          await createVethPair(h, lease);
+        }
+        // Added again even when the pause kept it: a start of the service in between made the
+        // firewall's table anew (adding an element that is there changes nothing). A kept
+        // rule the profile no longer allows is removed.
+        if (spec.network.egress === 'internet') await allowEgress(deps.tag, h.hostIf);
+        else if (kept && meta.egress !== 'none') await revokeEgress(deps.tag, h.hostIf);
+      })(),
+      (async () => {
+        // The layer's own file system, as the create made it (btrfs when it keeps undo points).
+        if (meta.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
+        else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+        await mountOverlay({ lower: rootfs, upper: h.upper, work: h.work, target: h.rootfs });
+      })(),
+    ]);
+    for (const outcome of prepared) if (outcome.status === 'rejected') throw outcome.reason;
     const endpoint = deps.agentOf(h);
     if (!endpoint) throw new Error(`instance ${h.id} has no address or agent key on record; it cannot be resumed`);
 
@@ -159,8 +177,9 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
       try {
         await restoreSandbox(h, deps.runsc);
         deps.remember(h, spec.memory_mb);
-        await waitForAgent(endpoint, signal, deps.booting(h));
-        await deps.watch(h);
+        // Watching the sandbox and its layer does not wait for the agent: both at once.
+        const settled = await Promise.allSettled([waitForAgent(endpoint, signal, deps.booting(h)), deps.watch(h)]);
+        for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
         // The layer moves on from here: this image would not match it again.
         removeCheckpoint(h);
         return { memoryRestored: true };

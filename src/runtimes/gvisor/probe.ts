@@ -78,6 +78,7 @@ export const gvisorCandidate: RuntimeCandidate = {
       dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
       ...(metrics ? { onMemoryGuardKill: (_instanceId, kind) => metrics.memoryGuardKilled(kind) } : {}),
       maxHostTasks: config.maxHostTasksPerInstance,
+      networkSlots: config.networkSlots,
       changeTracking: config.changeTracking,
       changeTrackingMaxPaths: config.changeTrackingMaxPaths,
       undoLimits: { maxPoints: config.undoMaxPoints, maxBytes: config.undoMaxMb * 1024 * 1024 },

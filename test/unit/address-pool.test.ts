@@ -1,0 +1,38 @@
+// The address pool in the store: a block leased under a network slot's key is handed to
+// the instance that takes the slot (the same block, no other lease meanwhile), a
+// transfer of a key that holds nothing is refused, and the next allocation skips the
+// handed-over block. Slots themselves (namespaces, veths) are test/host/network-slots.test.ts.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { AddressPool } from '../../src/network/pool.ts';
+import { SLOT_LEASE_PREFIX } from '../../src/network/slots.ts';
+import { startTestApp, type TestApp } from '../support/app.ts';
+
+let t: TestApp;
+let pool: AddressPool;
+
+before(async () => {
+  t = await startTestApp();
+  pool = new AddressPool(t.services.db, '10.9.0.0/28');
+});
+after(async () => {
+  await t.close();
+});
+
+describe('address pool', () => {
+  it("hands a slot's block to the instance that takes it, and allocates past it", async () => {
+    const slotKey = `${SLOT_LEASE_PREFIX}0f0e0d0c-0b0a-4908-8706-050403020100`;
+    const slotLease = await pool.allocate(slotKey);
+    await pool.transfer(slotKey, 'instance-a');
+    assert.deepEqual(await pool.leaseOf('instance-a'), slotLease);
+    assert.equal(await pool.leaseOf(slotKey), undefined);
+    assert.deepEqual(await pool.allocate('instance-a'), slotLease, 'the instance already holds a block: the same one');
+    const next = await pool.allocate('instance-b');
+    assert.notEqual(next.slot, slotLease.slot);
+    await assert.rejects(pool.transfer(slotKey, 'instance-c'), /no address block is leased to slot:/);
+    assert.equal(await pool.leaseOf('instance-c'), undefined);
+    await pool.release('instance-a');
+    await pool.release('instance-b');
+    assert.deepEqual(await pool.leasedInstances(), []);
+  });
+});
