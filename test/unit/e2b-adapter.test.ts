@@ -1,0 +1,134 @@
+// The E2B adapter over the runtime test double, with E2B's own SDK (the `e2b` package)
+// as the client where it can be, and raw requests where the point is what goes over
+// the wire: E2B's error conventions, which credential each side takes, the templates
+// the SDK names by default, the header that names a process's command on roomkit's
+// API, the audit trail, and that E2B's routes stay out of roomkit's OpenAPI document.
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { AuthenticationError, NotFoundError, Sandbox } from 'e2b';
+import { Process } from '../../src/adapters/e2b/generated/process/process_pb.js';
+import { COMMAND_ID_HEADER } from '../../src/adapters/e2b/process-service.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+
+let t: TestApp;
+let org: TestOrg;
+let base: string;
+let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
+
+before(async () => {
+  t = await startTestApp();
+  await t.app.listen({ host: '127.0.0.1', port: 0 });
+  base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  org = await t.newOrg();
+  opts = { apiKey: org.apiKey, apiUrl: `${base}/e2b`, sandboxUrl: `${base}/e2b/envd` };
+});
+
+after(async () => {
+  await t.close();
+});
+
+/** A raw in-sandbox request, as the SDK would send it for this sandbox and token. */
+function envd(path: string, sandboxId: string, token: string | undefined, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers);
+  headers.set('E2b-Sandbox-Id', sandboxId);
+  headers.set('E2b-Sandbox-Port', '49983');
+  if (token !== undefined) headers.set('X-Access-Token', token);
+  return fetch(`${base}/e2b/envd${path}`, { ...init, headers });
+}
+
+describe('the control API', () => {
+  it("answers E2B's error body: 401 without a key or with a wrong one, 404 for an unknown sandbox or route", async () => {
+    const none = await fetch(`${base}/e2b/v2/sandboxes`);
+    assert.equal(none.status, 401);
+    const body = (await none.json()) as { code: number; message: string };
+    assert.equal(body.code, 401);
+    assert.match(body.message, /X-API-KEY/);
+    await assert.rejects(Sandbox.list({ ...opts, apiKey: 'rk_test_wrong' }).nextItems(), AuthenticationError);
+    await assert.rejects(Sandbox.getInfo('1b7e3c0a-0000-4000-8000-000000000000', opts), NotFoundError);
+    const unknown = await fetch(`${base}/e2b/v2/nothing`, { headers: { 'X-API-KEY': org.apiKey } });
+    assert.equal(unknown.status, 404);
+    assert.equal(((await unknown.json()) as { code: number }).code, 404);
+  });
+
+  it("resolves the SDK's default templates to the organization's default profile", async () => {
+    for (const template of ['base', 'code-interpreter-v1']) {
+      const sandbox = await Sandbox.create(template, opts);
+      const info = await sandbox.getInfo();
+      assert.equal(info.templateId, org.defaultProfileId);
+      assert.equal(info.name, 'default');
+      await sandbox.kill();
+    }
+  });
+
+  it('hides another organization\'s sandboxes as missing ones', async () => {
+    const sandbox = await Sandbox.create(opts);
+    const other = await t.newOrg();
+    await assert.rejects(Sandbox.getInfo(sandbox.sandboxId, { ...opts, apiKey: other.apiKey }), NotFoundError);
+    assert.equal(await Sandbox.kill(sandbox.sandboxId, { ...opts, apiKey: other.apiKey }), false);
+    assert.equal((await Sandbox.list({ ...opts, apiKey: other.apiKey }).nextItems()).length, 0);
+    await sandbox.kill();
+  });
+
+  it('records its calls in the audit trail with their real actions', async () => {
+    const sandbox = await Sandbox.create(opts);
+    await sandbox.files.write('/home/user/audited.txt', 'x');
+    await sandbox.kill();
+    await t.services.audit.flush();
+    const page = await t.services.audit.list(org.organizationId, { instanceId: sandbox.sandboxId }, { limit: 20 });
+    const actions = page.events.map((e) => `${e.action} ${e.route}`).sort();
+    assert.deepEqual(actions, ['file.write /e2b/envd/files', 'instance.create /e2b/v2/sandboxes', 'instance.delete /e2b/sandboxes/:sandboxID']);
+    assert.ok(page.events.every((e) => e.decision === 'allowed'));
+  });
+
+  it("stays out of roomkit's OpenAPI document", async () => {
+    const doc = (await (await fetch(`${base}/openapi.json`)).json()) as { paths: Record<string, unknown> };
+    assert.deepEqual(Object.keys(doc.paths).filter((p) => p.startsWith('/e2b')), []);
+  });
+});
+
+describe('the in-sandbox protocol', () => {
+  it("takes only the sandbox's own access token, and answers 502 once the sandbox is gone", async () => {
+    const a = await Sandbox.create(opts);
+    const b = await Sandbox.create(opts);
+    const tokenA = (a as unknown as { envdAccessToken: string }).envdAccessToken;
+    assert.equal((await envd('/health', a.sandboxId, tokenA)).status, 204);
+    assert.equal((await envd('/health', a.sandboxId, undefined)).status, 401);
+    assert.equal((await envd('/health', b.sandboxId, tokenA)).status, 401, "a token is good for its sandbox only");
+    assert.equal((await envd('/health', a.sandboxId, `${tokenA.slice(0, -2)}xx`)).status, 401);
+    await a.kill();
+    const gone = await envd('/health', a.sandboxId, tokenA);
+    assert.equal(gone.status, 502);
+    assert.equal(((await gone.json()) as { code: number }).code, 502);
+    assert.equal(await a.isRunning(), false);
+    await b.kill();
+  });
+
+  it("names a started process's command on roomkit's API in a response header", async () => {
+    const sandbox = await Sandbox.create(opts);
+    const token = (sandbox as unknown as { envdAccessToken: string }).envdAccessToken;
+    const client = createClient(Process, createConnectTransport({ baseUrl: `${base}/e2b/envd`, httpVersion: '1.1' }));
+    let commandId: string | null = null;
+    const events = client.start(
+      { process: { cmd: '/bin/bash', args: ['-l', '-c', 'true'], envs: {} } },
+      { headers: { 'E2b-Sandbox-Id': sandbox.sandboxId, 'X-Access-Token': token }, onHeader: (headers) => (commandId = headers.get(COMMAND_ID_HEADER)) },
+    );
+    const kinds: string[] = [];
+    for await (const response of events) kinds.push(response.event?.event.case ?? '');
+    assert.deepEqual(kinds, ['start', 'end']);
+    assert.ok(commandId, 'the header is there');
+    const room = (await t.services.instances.getAt({ organizationId: org.organizationId, instanceId: sandbox.sandboxId })).room_id;
+    const res = await t.app.inject({ method: 'GET', url: `/api/profile/${org.defaultProfileId}/room/${room}/commands/${commandId}`, headers: org.headers });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal((res.json() as { command: string }).command, '/bin/bash -l -c true');
+    await sandbox.kill();
+  });
+
+  it('answers "unimplemented" for what does not map yet', async () => {
+    const sandbox = await Sandbox.create(opts);
+    await assert.rejects(sandbox.pty.create({ cols: 80, rows: 24, onData: () => {} }), /unimplemented|not served/i);
+    await sandbox.kill();
+  });
+});
