@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { CommandExitError, NotFoundError, Sandbox, type SandboxOpts } from 'e2b';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { untilTrue } from '../support/until.ts';
 
 const PROFILE = 'e2b-host';
 
@@ -121,6 +122,20 @@ describe('commands through the SDK', () => {
     assert.ok(!(await sbx.commands.list()).some((p) => p.pid === handle.pid), 'gone from the list once it ended');
   });
 
+  it('runs as root when asked, through the image\'s sudo', async () => {
+    const result = await sbx.commands.run('whoami; echo "$FROM_RUN"', { user: 'root', envs: { FROM_RUN: 'kept' } });
+    assert.equal(result.stdout, 'root\nkept\n');
+  });
+
+  it('reconnects to a running command by pid: its output so far, then the rest', async () => {
+    const handle = await sbx.commands.run('echo before; read go; echo after', { background: true, stdin: true });
+    await untilTrue('the first line', () => handle.stdout.includes('before'));
+    const again = await sbx.commands.connect(handle.pid);
+    await sbx.commands.sendStdin(handle.pid, 'x\n');
+    const result = await again.wait();
+    assert.equal(result.stdout, 'before\nafter\n');
+  });
+
   it('kills a background command', async () => {
     const handle = await sbx.commands.run('sleep 600', { background: true });
     assert.equal(await sbx.commands.kill(handle.pid), true);
@@ -166,6 +181,39 @@ describe('files through the SDK', () => {
     assert.equal(await sbx.files.exists('/home/user/tree/leaf2.txt'), false);
     await sbx.files.remove('/home/user/tree');
     assert.equal(await sbx.files.exists('/home/user/tree'), false);
+  });
+});
+
+describe('a pseudo-terminal through the SDK', () => {
+  it('opens one, takes input, resizes it, and ends with its exit code', async () => {
+    const output: Buffer[] = [];
+    const text = () => Buffer.concat(output).toString('utf8');
+    const terminal = await sbx.pty.create({ cols: 80, rows: 24, onData: (data) => void output.push(Buffer.from(data)) });
+    await sbx.pty.sendInput(terminal.pid, new TextEncoder().encode('stty size; echo "tty=$TERM"\n'));
+    await untilTrue('the size and TERM in the output', () => text().includes('24 80') && text().includes('tty=xterm-256color'));
+    await sbx.pty.resize(terminal.pid, { cols: 100, rows: 30 });
+    await sbx.pty.sendInput(terminal.pid, new TextEncoder().encode('stty size; exit 7\n'));
+    const result = await terminal.wait().catch((err: unknown) => err);
+    assert.ok(text().includes('30 100'), text());
+    assert.ok(result instanceof CommandExitError && result.exitCode === 7, String(result));
+  });
+});
+
+describe('pause and connect', () => {
+  it('pauses a sandbox keeping its memory; connect resumes it with its processes, and only extends the deadline', async () => {
+    const sandbox = await create({ timeoutMs: 600_000 });
+    await sandbox.commands.run('sleep 900', { background: true });
+    const endAt = (await sandbox.getInfo()).endAt.getTime();
+    assert.equal(await Sandbox.pause(sandbox.sandboxId, opts), true);
+    assert.equal((await Sandbox.getInfo(sandbox.sandboxId, opts)).state, 'paused');
+    assert.equal(await Sandbox.pause(sandbox.sandboxId, opts), false, 'a paused sandbox is not paused again');
+    assert.equal(await sandbox.isRunning(), false);
+    const again = await Sandbox.connect(sandbox.sandboxId, { ...opts, timeoutMs: 60_000 });
+    const info = await again.getInfo();
+    assert.equal(info.state, 'running');
+    assert.ok(info.endAt.getTime() >= endAt - 1000, 'a shorter timeout leaves the deadline');
+    assert.equal((await again.commands.run('pgrep -x sleep >/dev/null && echo alive')).stdout, 'alive\n', 'the memory was kept');
+    await again.kill();
   });
 });
 

@@ -128,7 +128,7 @@ describe('the in-sandbox protocol', () => {
 
   it('answers "unimplemented" for what does not map yet', async () => {
     const sandbox = await Sandbox.create(opts);
-    await assert.rejects(sandbox.pty.create({ cols: 80, rows: 24, onData: () => {} }), /unimplemented|not served/i);
+    await assert.rejects(sandbox.files.watchDir('/home/user', () => {}), /not served/);
     await sandbox.kill();
   });
 });

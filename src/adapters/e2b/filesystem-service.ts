@@ -3,13 +3,13 @@
 // listing), removal of a file through core. What core has no file operation for yet
 // (making a directory, moving, removing a directory) runs as a command of the instance
 // through core's commands, so it is recorded, and tracked, like any other. Watching a
-// directory answers "unimplemented" until core has a watch.
+// directory answers "unimplemented" (in its own words, naming the docs) until core has a watch.
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import type { DirectoryListing } from '../../core/file-schema.ts';
 import type { Services } from '../../services.ts';
-import { connectErrorOf } from './errors.ts';
+import { connectErrorOf, unimplemented } from './errors.ts';
 import { type EntryInfoSchema, type Filesystem, FileType } from './generated/filesystem/filesystem_pb.js';
 import { SANDBOX_CALL, type SandboxCall } from './process-service.ts';
 
@@ -152,5 +152,18 @@ export function filesystemService(services: Services): Partial<ServiceImpl<typeo
       if ((await runFileCommand(call, `rm -rf -- ${shellWord(path)}`)) !== 0) throw new ConnectError(`could not remove ${path}`, Code.PermissionDenied);
       return {};
     }),
+
+    async *watchDir() {
+      throw unimplemented('Watching a directory (files.watchDir)');
+    },
+    async createWatcher() {
+      throw unimplemented('Watching a directory (files.watchDir)');
+    },
+    async getWatcherEvents() {
+      throw unimplemented('Watching a directory (files.watchDir)');
+    },
+    async removeWatcher() {
+      throw unimplemented('Watching a directory (files.watchDir)');
+    },
   };
 }

@@ -1,18 +1,21 @@
-// The processes service of E2B's in-sandbox protocol (process.Process), over core's
-// commands: a process is a command of the instance, started in the background so its
-// output streams as it comes, with E2B's pid standing for the command's id. The pids
-// are the adapter's (numbered per instance as processes start): roomkit's commands are
-// named by id, and the SDK only needs a number it can name the process by again.
-// Reattaching to a running process (Connect) and pseudo-terminals wait for the agent's
-// attach operation and a PTY over core's commands; they answer "unimplemented".
+// The processes service of E2B's in-sandbox protocol (process.Process), over core: a
+// process is a command of the instance (core's commands), started in the background so
+// its output streams as it comes; a process with a pseudo-terminal is a terminal of the
+// instance (core's terminals). E2B's pid stands for the command's or terminal's id: the
+// pids are the adapter's, numbered per instance as processes start, since roomkit names
+// commands by id and the SDK only needs a number to name the process by again.
+// Reconnecting to a command (Connect) replays the output core keeps, then follows it;
+// that holds for commands this server started, while it runs (reattaching after a
+// restart waits for the agent's attach), and not for terminals, whose output has one reader.
 import { Code, ConnectError, createContextKey, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { CommandSession } from '../../core/commands.ts';
 import type { InstanceRef } from '../../core/instance-address.ts';
 import type { OutputPiece } from '../../core/output-log.ts';
+import type { Terminal } from '../../core/terminals.ts';
 import type { Services } from '../../services.ts';
 import { connectErrorOf, unimplemented } from './errors.ts';
-import { type Process, type ProcessConfig, type ProcessSelector, type StartResponseSchema, Signal } from './generated/process/process_pb.js';
+import { type Process, type ProcessConfig, type ProcessSelector, type ProcessEventSchema, Signal } from './generated/process/process_pb.js';
 
 /** The sandbox (and caller) an in-sandbox call is for, set by the route before the service runs. */
 export interface SandboxCall {
@@ -30,27 +33,25 @@ export const COMMAND_ID_HEADER = 'Roomkit-Command-Id';
 const KEEPALIVE_MS = 50_000;
 /** Most output read from the log in one go when catching up. */
 const CATCH_UP_BYTES = 256 * 1024;
+/** The user E2B's SDK means when it names none: the instance's own. */
+const DEFAULT_USER = 'user';
 /** The first pid of an instance's processes: clear of the guest's own low pids. */
 const FIRST_PID = 1000;
 
-interface ProcessEntry {
-  pid: number;
-  commandId: string;
-  tag: string | undefined;
-  config: ProcessConfig;
-  session: CommandSession;
-}
+type NewEntry = { tag: string | undefined; config: ProcessConfig } & ({ kind: 'command'; session: CommandSession } | { kind: 'pty'; terminal: Terminal });
+type ProcessEntry = NewEntry & { pid: number };
 
 /** The processes started through E2B in each instance, by pid, while they run. */
 class ProcessTable {
   private readonly byInstance = new Map<string, { next: number; entries: Map<number, ProcessEntry> }>();
 
-  add(instanceId: string, entry: Omit<ProcessEntry, 'pid'>): ProcessEntry {
+  add(instanceId: string, entry: NewEntry): ProcessEntry {
     let table = this.byInstance.get(instanceId);
     if (!table) this.byInstance.set(instanceId, (table = { next: FIRST_PID, entries: new Map() }));
-    const added = { ...entry, pid: table.next++ };
+    const added: ProcessEntry = { ...entry, pid: table.next++ };
     table.entries.set(added.pid, added);
-    void entry.session.done.then(() => {
+    const ended: Promise<unknown> = entry.kind === 'command' ? entry.session.done : entry.terminal.ended;
+    void ended.then(() => {
       table.entries.delete(added.pid);
       if (table.entries.size === 0 && this.byInstance.get(instanceId) === table) this.byInstance.delete(instanceId);
     });
@@ -79,13 +80,24 @@ function shellWord(word: string): string {
   return /^[A-Za-z0-9_./=:@%+-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
+/**
+ * The shell line of a process: its program and arguments, each word quoted as needed,
+ * through the image's `sudo` for a user other than the instance's own (E2B's `root`).
+ */
+function commandLine(config: ProcessConfig, user: string | undefined, ownUser: string): string {
+  const words = [config.cmd, ...config.args].map(shellWord).join(' ');
+  if (user === undefined || user === ownUser || user === DEFAULT_USER) return words;
+  if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(user)) throw new ConnectError(`${user} is not a user name`, Code.InvalidArgument);
+  return user === 'root' ? `sudo -E -- ${words}` : `sudo -E -u ${user} -- ${words}`;
+}
+
 function callOf(context: HandlerContext): SandboxCall {
   const call = context.values.get(SANDBOX_CALL);
   if (!call) throw new ConnectError('no sandbox named', Code.Internal);
   return call;
 }
 
-type StartEvent = MessageInitShape<typeof StartResponseSchema>;
+type EventInit = MessageInitShape<typeof ProcessEventSchema>;
 
 export function processService(services: Services): Partial<ServiceImpl<typeof Process>> {
   const table = new ProcessTable();
@@ -93,15 +105,23 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
   return {
     async *start(request, context) {
       const call = callOf(context);
-      if (request.pty) throw unimplemented('A pseudo-terminal (pty.create)');
-      if (call.user !== undefined && call.user !== 'user') throw unimplemented(`Running as "${call.user}"`);
       const config = request.process;
       if (!config || config.cmd === '') throw new ConnectError('process.cmd names the program to run', Code.InvalidArgument);
+      let spec: { user: string };
+      try {
+        spec = (await services.instances.requireReadyAt(call.address)).spec;
+      } catch (err) {
+        throw connectErrorOf(err);
+      }
+      const line = commandLine(config, call.user, spec.user);
+      if (request.pty) {
+        for await (const event of startTerminal(services, table, call, request.tag, config, line, request.pty.size, context)) yield { event };
+        return;
+      }
       let session: CommandSession;
       try {
         session = await services.commands.startAt(call.address, {
-          // The program and its arguments as one shell line, each word quoted as needed.
-          command: [config.cmd, ...config.args].map(shellWord).join(' '),
+          command: line,
           background: true,
           ...(request.stdin === true ? { stdin_open: true } : {}),
           ...(config.cwd === undefined || config.cwd === '' ? {} : { cwd: config.cwd }),
@@ -110,12 +130,30 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
       } catch (err) {
         throw connectErrorOf(err);
       }
-      const entry = table.add(call.address.instanceId, { commandId: session.id, tag: request.tag, config, session });
+      const entry = table.add(call.address.instanceId, { kind: 'command', tag: request.tag, config, session });
       // roomkit's own view of the command (its files_changed, its undo) is one request away:
       // GET /api/profile/{templateID}/room/{its room}/commands/{this id} (the REST API).
       context.responseHeader.set(COMMAND_ID_HEADER, session.id);
-      yield { event: { event: { case: 'start', value: { pid: entry.pid } } } } satisfies StartEvent;
-      yield* followOutput(session, context.signal);
+      yield { event: { event: { case: 'start', value: { pid: entry.pid } } } };
+      for await (const event of followOutput(session, context.signal)) yield { event };
+    },
+
+    async *connect(request, context) {
+      const call = callOf(context);
+      const entry = table.find(call.address.instanceId, request.process);
+      if (entry.kind !== 'command') throw unimplemented('Reconnecting to a pseudo-terminal');
+      context.responseHeader.set(COMMAND_ID_HEADER, entry.session.id);
+      yield { event: { event: { case: 'start', value: { pid: entry.pid } } } };
+      for await (const event of followOutput(entry.session, context.signal)) yield { event };
+    },
+
+    async update(request, context) {
+      const call = callOf(context);
+      const entry = table.find(call.address.instanceId, request.process);
+      const size = request.pty?.size;
+      if (entry.kind !== 'pty') throw new ConnectError('only a process with a pseudo-terminal can be resized', Code.FailedPrecondition);
+      if (size) guard(() => entry.terminal.resize(size.cols, size.rows));
+      return {};
     },
 
     async list(_request, context) {
@@ -129,22 +167,33 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
       const call = callOf(context);
       const entry = table.find(call.address.instanceId, request.process);
       const input = request.input?.input;
-      if (input?.case !== 'stdin') throw unimplemented('Input to a pseudo-terminal');
-      await writeStdin(services, call, entry, { data: Buffer.from(input.value).toString('base64'), encoding: 'base64' });
+      if (entry.kind === 'pty') {
+        if (input?.case !== 'pty') throw new ConnectError('a pseudo-terminal takes its input as pty', Code.InvalidArgument);
+        entry.terminal.write(Buffer.from(input.value));
+        return {};
+      }
+      if (input?.case !== 'stdin') throw new ConnectError('a process without a pseudo-terminal takes its input as stdin', Code.InvalidArgument);
+      await writeStdin(services, call, entry.session.id, { data: Buffer.from(input.value).toString('base64'), encoding: 'base64' });
       return {};
     },
 
     async closeStdin(request, context) {
       const call = callOf(context);
-      await writeStdin(services, call, table.find(call.address.instanceId, request.process), { close: true });
+      const entry = table.find(call.address.instanceId, request.process);
+      if (entry.kind !== 'command') throw new ConnectError('a pseudo-terminal has no stdin to close', Code.FailedPrecondition);
+      await writeStdin(services, call, entry.session.id, { close: true });
       return {};
     },
 
     async sendSignal(request, context) {
       const call = callOf(context);
       const entry = table.find(call.address.instanceId, request.process);
+      if (entry.kind === 'pty') {
+        entry.terminal.close('closed', 'the process was sent a signal');
+        return {};
+      }
       try {
-        await services.commands.killAt(call.address, entry.commandId, request.signal === Signal.SIGTERM ? 'TERM' : 'KILL');
+        await services.commands.killAt(call.address, entry.session.id, request.signal === Signal.SIGTERM ? 'TERM' : 'KILL');
       } catch (err) {
         throw connectErrorOf(err);
       }
@@ -153,19 +202,101 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
   };
 }
 
-async function writeStdin(services: Services, call: SandboxCall, entry: ProcessEntry, input: { data?: string; encoding?: 'base64'; close?: boolean }): Promise<void> {
+async function writeStdin(services: Services, call: SandboxCall, commandId: string, input: { data?: string; encoding?: 'base64'; close?: boolean }): Promise<void> {
   try {
-    await services.commands.writeStdinAt(call.address, entry.commandId, input);
+    await services.commands.writeStdinAt(call.address, commandId, input);
+  } catch (err) {
+    throw connectErrorOf(err);
+  }
+}
+
+function guard(fn: () => void): void {
+  try {
+    fn();
   } catch (err) {
     throw connectErrorOf(err);
   }
 }
 
 /**
+ * A process with a pseudo-terminal: a terminal of the instance running its line (after
+ * its working directory and environment), its output as E2B's pty data events until it
+ * ends, then its exit code.
+ */
+async function* startTerminal(
+  services: Services,
+  table: ProcessTable,
+  call: SandboxCall,
+  tag: string | undefined,
+  config: ProcessConfig,
+  line: string,
+  size: { cols: number; rows: number } | undefined,
+  context: HandlerContext,
+): AsyncGenerator<EventInit> {
+  const exports = Object.entries(config.envs).map(([name, value]) => {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new ConnectError(`${name} is not an environment variable name`, Code.InvalidArgument);
+    return `export ${name}=${shellWord(value)}; `;
+  });
+  const cwd = config.cwd === undefined || config.cwd === '' ? '' : `cd ${shellWord(config.cwd)} && `;
+  let terminal: Terminal;
+  try {
+    terminal = await services.terminals.openAt(call.address, {
+      command: `${exports.join('')}${cwd}exec ${line}`,
+      ...(size ? { cols: size.cols, rows: size.rows } : {}),
+    });
+  } catch (err) {
+    throw connectErrorOf(err);
+  }
+  const entry = table.add(call.address.instanceId, { kind: 'pty', tag, config, terminal });
+  const chunks: Buffer[] = [];
+  let wake: (() => void) | undefined;
+  const notify = () => {
+    wake?.();
+    wake = undefined;
+  };
+  terminal.onOutput((chunk) => {
+    chunks.push(chunk);
+    notify();
+  });
+  let end: Awaited<Terminal['ended']> | undefined;
+  void terminal.ended.then((ended) => {
+    end = ended;
+    notify();
+  });
+  const stop = () => {
+    terminal.close('closed', 'the client went away');
+    notify();
+  };
+  context.signal.addEventListener('abort', stop, { once: true });
+  try {
+    yield { event: { case: 'start', value: { pid: entry.pid } } };
+    for (;;) {
+      while (chunks.length > 0) yield { event: { case: 'data', value: { output: { case: 'pty', value: chunks.shift()! } } } };
+      if (end || context.signal.aborted) break;
+      const quiet = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(true), KEEPALIVE_MS);
+        wake = () => {
+          clearTimeout(timer);
+          resolve(false);
+        };
+        if (chunks.length > 0 || end) wake();
+      });
+      if (quiet) yield { event: { case: 'keepalive', value: {} } };
+    }
+  } finally {
+    context.signal.removeEventListener('abort', stop);
+  }
+  if (!end) return;
+  const exitCode = end.kind === 'exit' ? end.exitCode : -1;
+  const status = end.kind === 'exit' ? `exit status ${exitCode}` : end.message;
+  yield { event: { case: 'end', value: { exitCode, exited: end.kind === 'exit', status, ...(end.kind === 'exit' ? {} : { error: status }) } } };
+}
+
+/**
  * A command's output as E2B's data events, from its first byte (kept output first, then
  * each piece as it comes), then its end; a keepalive while it is quiet.
  */
-async function* followOutput(session: CommandSession, signal: AbortSignal): AsyncGenerator<StartEvent> {
+async function* followOutput(session: CommandSession, signal: AbortSignal): AsyncGenerator<EventInit> {
   let sent = 0;
   const queue: OutputPiece[] = [];
   let wake: (() => void) | undefined;
@@ -190,7 +321,7 @@ async function* followOutput(session: CommandSession, signal: AbortSignal): Asyn
       for (let pieces = session.output.readPieces(sent, CATCH_UP_BYTES); pieces.length > 0; pieces = session.output.readPieces(sent, CATCH_UP_BYTES)) {
         for (const piece of pieces) {
           const data = Buffer.from(piece.data, 'utf8');
-          yield { event: { event: { case: 'data', value: { output: piece.stream === 'stderr' ? { case: 'stderr', value: data } : { case: 'stdout', value: data } } } } };
+          yield { event: { case: 'data', value: { output: piece.stream === 'stderr' ? { case: 'stderr', value: data } : { case: 'stdout', value: data } } } };
           sent = piece.end;
         }
       }
@@ -204,7 +335,7 @@ async function* followOutput(session: CommandSession, signal: AbortSignal): Asyn
         };
         if (queue.length > 0 || ended || signal.aborted) wake();
       });
-      if (quiet) yield { event: { event: { case: 'keepalive', value: {} } } };
+      if (quiet) yield { event: { case: 'keepalive', value: {} } };
     }
   } finally {
     unsubscribe();
@@ -215,10 +346,8 @@ async function* followOutput(session: CommandSession, signal: AbortSignal): Asyn
   const status = session.state === 'killed' ? 'signal: killed' : session.state === 'timed_out' ? 'timed out' : `exit status ${exitCode}`;
   yield {
     event: {
-      event: {
-        case: 'end',
-        value: { exitCode, exited: session.state === 'exited', status, ...(exitCode !== 0 && session.state !== 'exited' ? { error: status } : {}) },
-      },
+      case: 'end',
+      value: { exitCode, exited: session.state === 'exited', status, ...(exitCode !== 0 && session.state !== 'exited' ? { error: status } : {}) },
     },
   };
 }
