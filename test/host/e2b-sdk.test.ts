@@ -17,8 +17,8 @@ let opts: SandboxOpts & { apiKey: string; apiUrl: string; sandboxUrl: string };
 let sbx: Sandbox;
 const made: string[] = [];
 
-async function create(more: SandboxOpts = {}): Promise<Sandbox> {
-  const sandbox = await Sandbox.create(PROFILE, { ...opts, ...more });
+async function create(more: SandboxOpts = {}, template = PROFILE): Promise<Sandbox> {
+  const sandbox = await Sandbox.create(template, { ...opts, ...more });
   made.push(sandbox.sandboxId);
   return sandbox;
 }
@@ -196,6 +196,30 @@ describe('a pseudo-terminal through the SDK', () => {
     const result = await terminal.wait().catch((err: unknown) => err);
     assert.ok(text().includes('30 100'), text());
     assert.ok(result instanceof CommandExitError && result.exitCode === 7, String(result));
+  });
+});
+
+describe('snapshots and fork', () => {
+  it('snapshots a sandbox, starts a sandbox from the snapshot as a template, lists and deletes it', async () => {
+    await sbx.files.write('/home/user/snapshot-mark.txt', 'from the snapshot');
+    const snapshot = await sbx.createSnapshot();
+    const listed = await Sandbox.listSnapshots({ ...opts, sandboxId: sbx.sandboxId }).nextItems();
+    assert.ok(listed.some((s) => s.snapshotId === snapshot.snapshotId), JSON.stringify(listed));
+    const copy = await create({}, snapshot.snapshotId);
+    assert.equal(await copy.files.read('/home/user/snapshot-mark.txt'), 'from the snapshot');
+    await copy.kill();
+    assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId, opts), true);
+    assert.ok(!(await Sandbox.listSnapshots(opts).nextItems()).some((s) => s.snapshotId === snapshot.snapshotId));
+  });
+
+  it('forks a sandbox into a new one with its files', async () => {
+    await sbx.files.write('/home/user/fork-mark.txt', 'forked');
+    const [copy] = await Sandbox.fork(sbx.sandboxId, opts);
+    assert.ok(copy instanceof Sandbox, String(copy));
+    made.push(copy.sandboxId);
+    assert.notEqual(copy.sandboxId, sbx.sandboxId);
+    assert.equal(await copy.files.read('/home/user/fork-mark.txt'), 'forked');
+    await copy.kill();
   });
 });
 

@@ -11,7 +11,7 @@ import { callerOf } from '../../http/auth.ts';
 import type { App } from '../../http/types.ts';
 import type { Services } from '../../services.ts';
 import type { AccessTokens } from './access-tokens.ts';
-import { connectedSandbox, DEFAULT_TIMEOUT_S, newRoomId, profileOfTemplate, sandboxOf, sandboxState, type SandboxState } from './sandboxes.ts';
+import { connectedSandbox, DEFAULT_TIMEOUT_S, newRoomId, profileOfTemplate, sandboxOf, sandboxState, templateSource, type SandboxState } from './sandboxes.ts';
 
 const SandboxParams = Type.Object({ sandboxID: Type.String({ maxLength: 128 }) });
 const StringMap = Type.Record(Type.String(), Type.String());
@@ -61,9 +61,10 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
     if (body.autoPause === true) {
       throw new AppError('validation_error', 'autoPause (pause rather than kill at the timeout) is not served yet: give the profile idle_action "pause" for idle instances, or pause the sandbox yourself');
     }
-    const profile = await profileOfTemplate(services.profiles, caller.organizationId, body.templateID);
+    const { profile, snapshot } = await templateSource(services, caller.organizationId, body.templateID);
     const { instance } = await services.instances.create(caller.organizationId, profile.profile_id, newRoomId(), {
       wait: true,
+      ...(snapshot ? { snapshot } : {}),
       timeout_s: body.timeout ?? DEFAULT_TIMEOUT_S,
       ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
       ...(body.envVars === undefined ? {} : { env: body.envVars }),

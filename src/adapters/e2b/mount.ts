@@ -9,6 +9,7 @@ import { E2B_PREFIX, ENVD_PREFIX } from './auth.ts';
 import { controlRoutes } from './control-routes.ts';
 import { envdRoutes } from './envd-routes.ts';
 import { E2bHttpError, sendE2bError } from './errors.ts';
+import { snapshotRoutes } from './snapshot-routes.ts';
 
 export async function mountE2b(app: App, services: Services, tokens: AccessTokens): Promise<void> {
   // Uploads take as much as the REST API's file writes do, in form encoding's overhead.
@@ -19,5 +20,11 @@ export async function mountE2b(app: App, services: Services, tokens: AccessToken
     register(scope);
   };
   await app.register(scoped((scope) => envdRoutes(scope, services, { bodyLimit })), { prefix: ENVD_PREFIX });
-  await app.register(scoped((scope) => controlRoutes(scope, services, tokens)), { prefix: E2B_PREFIX });
+  await app.register(
+    scoped((scope) => {
+      controlRoutes(scope, services, tokens);
+      snapshotRoutes(scope, services, tokens);
+    }),
+    { prefix: E2B_PREFIX },
+  );
 }

@@ -1,14 +1,18 @@
 // How E2B's objects map onto roomkit's. A sandbox is an instance and its id is the
 // instance's id, so the same machine is found through REST, the CLI and the console; an
 // instance created through E2B lives in a room of its own named `e2b-` and twelve hex
-// digits. A template is one of the organization's profiles, by id or by name; the
-// SDK's own defaults (`base`, and `code-interpreter-v1` for the code interpreter) are
-// the organization's `default` profile.
+// digits. A template is one of the organization's profiles, by id or by name, or one
+// of its snapshots by id; the SDK's own defaults (`base`, and `code-interpreter-v1` for
+// the code interpreter) are the organization's `default` profile.
 import { randomBytes } from 'node:crypto';
 import type { Instance } from '../../core/instance-schema.ts';
 import type { Profile } from '../../core/profile-schema.ts';
 import { DEFAULT_PROFILE_NAME, type Profiles } from '../../core/profiles.ts';
+import type { SnapshotSource } from '../../core/instances.ts';
 import { AppError } from '../../errors.ts';
+import type { Services } from '../../services.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * The envd version sandboxes report. The SDK turns features on by it: 0.5.7 gives
@@ -32,6 +36,20 @@ export type SandboxState = 'running' | 'paused';
 /** The room of an instance created through E2B. */
 export function newRoomId(): string {
   return `e2b-${randomBytes(6).toString('hex')}`;
+}
+
+/**
+ * What a create's template names: a snapshot of the organization (by id: the instance
+ * starts from it, in its profile), else one of its profiles by id or name.
+ */
+export async function templateSource(services: Pick<Services, 'profiles' | 'snapshots'>, organizationId: string, template: string | undefined): Promise<{ profile: Profile; snapshot?: SnapshotSource }> {
+  if (template !== undefined && UUID.test(template)) {
+    const snapshot = await services.snapshots.get(organizationId, template).catch(() => undefined);
+    if (snapshot) {
+      return { profile: await services.profiles.get(organizationId, snapshot.profile_id), snapshot: await services.snapshots.source(organizationId, snapshot.snapshot_id) };
+    }
+  }
+  return { profile: await profileOfTemplate(services.profiles, organizationId, template) };
 }
 
 /** The profile a template names; 404 when the organization has none by that id or name. */
