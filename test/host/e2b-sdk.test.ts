@@ -241,6 +241,22 @@ describe('pause and connect', () => {
   });
 });
 
+describe('watching a directory through the SDK', () => {
+  it('reports files created, written and removed under it, recursively', async () => {
+    await sbx.files.makeDir('/home/user/watched/deep');
+    const events: string[] = [];
+    const handle = await sbx.files.watchDir('/home/user/watched', (event) => void events.push(`${event.type} ${event.name}`), { recursive: true });
+    await sbx.files.write('/home/user/watched/deep/new.txt', 'new');
+    await untilTrue('the create', () => events.includes('create deep/new.txt'));
+    await sbx.commands.run('echo more >> /home/user/watched/deep/new.txt');
+    await untilTrue('the write', () => events.includes('write deep/new.txt'));
+    await sbx.files.remove('/home/user/watched/deep/new.txt');
+    await untilTrue('the removal', () => events.includes('remove deep/new.txt'));
+    await handle.stop();
+    await assert.rejects(sbx.files.watchDir('/home/user/watched/nothing-here', () => {}), NotFoundError);
+  });
+});
+
 describe('a sandbox that ends', () => {
   it('answers the SDK as gone once killed: not running, its commands refused', async () => {
     const sandbox = await create();

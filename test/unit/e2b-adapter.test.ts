@@ -6,12 +6,14 @@
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { createClient } from '@connectrpc/connect';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { AuthenticationError, NotFoundError, Sandbox } from 'e2b';
+import { Filesystem } from '../../src/adapters/e2b/generated/filesystem/filesystem_pb.js';
 import { Process } from '../../src/adapters/e2b/generated/process/process_pb.js';
 import { COMMAND_ID_HEADER } from '../../src/adapters/e2b/process-service.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { untilTrue } from '../support/until.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -126,9 +128,28 @@ describe('the in-sandbox protocol', () => {
     await sandbox.kill();
   });
 
-  it('answers "unimplemented" for what does not map yet', async () => {
+  it('watches a directory: files written, changed and removed under it come as events', async () => {
     const sandbox = await Sandbox.create(opts);
-    await assert.rejects(sandbox.files.watchDir('/home/user', () => {}), /not served/);
+    await sandbox.files.write('/home/user/watched/old.txt', 'old');
+    const events: string[] = [];
+    const handle = await sandbox.files.watchDir('/home/user/watched', (event) => void events.push(`${event.type} ${event.name}`), { recursive: true });
+    await sandbox.files.write('/home/user/watched/new.txt', 'new');
+    await sandbox.files.write('/home/user/watched/old.txt', 'changed, longer');
+    await untilTrue('the create and the write', () => events.includes('create new.txt') && events.includes('write old.txt'));
+    await sandbox.files.remove('/home/user/watched/new.txt');
+    await untilTrue('the removal', () => events.includes('remove new.txt'));
+    await handle.stop();
+    await sandbox.kill();
+  });
+
+  it('answers "unimplemented", naming the docs, for what does not map yet', async () => {
+    const sandbox = await Sandbox.create(opts);
+    const token = (sandbox as unknown as { envdAccessToken: string }).envdAccessToken;
+    const client = createClient(Filesystem, createConnectTransport({ baseUrl: `${base}/e2b/envd`, httpVersion: '1.1' }));
+    await assert.rejects(
+      client.createWatcher({ path: '/home/user' }, { headers: { 'E2b-Sandbox-Id': sandbox.sandboxId, 'X-Access-Token': token } }),
+      (err: unknown) => err instanceof ConnectError && err.code === Code.Unimplemented && /docs\/e2b\.md/.test(err.message),
+    );
     await sandbox.kill();
   });
 });

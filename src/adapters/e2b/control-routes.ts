@@ -141,7 +141,10 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
     async (request, reply) => {
       const caller = callerOf(request);
       const address = ref(caller.organizationId, request.params.sandboxID);
-      await liveSandbox(address);
+      // E2B answers a pause of a paused sandbox 409, which the SDK reads as "it was paused already".
+      if ((await liveSandbox(address)).state === 'paused') {
+        throw new AppError('instance_state_conflict', `sandbox ${address.instanceId} is paused already`);
+      }
       await services.instances.pauseAt(address, { keyId: caller.keyId, memory: request.body.memory ?? true });
       return reply.code(204).send();
     },

@@ -56,8 +56,9 @@ export function envdRoutes(app: App, services: Services, options: { bodyLimit: n
     return { address, keyId: caller.keyId, user: userOf(request) };
   };
 
-  // Connect's streaming requests are read by the Connect library itself, from the request.
-  app.addContentTypeParser(/^application\/connect\+/, (_request, _payload, done) => done(null, undefined));
+  // Connect's streaming requests, and unary ones in binary, are read by the Connect
+  // library itself, from the request; unary JSON is parsed as any JSON body is.
+  app.addContentTypeParser(/^application\/(?:connect\+|proto\b)/, (_request, _payload, done) => done(null, undefined));
   app.addContentTypeParser(['application/octet-stream', 'multipart/form-data'], { parseAs: 'buffer', bodyLimit: options.bodyLimit }, (_request, body, done) =>
     done(null, body),
   );

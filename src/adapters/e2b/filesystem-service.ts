@@ -3,15 +3,20 @@
 // listing), removal of a file through core. What core has no file operation for yet
 // (making a directory, moving, removing a directory) runs as a command of the instance
 // through core's commands, so it is recorded, and tracked, like any other. Watching a
-// directory answers "unimplemented" (in its own words, naming the docs) until core has a watch.
+// directory polls core's listings (directory-watch.ts); the watcher calls of the
+// polling form (CreateWatcher and the rest) answer "unimplemented".
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import type { DirectoryListing } from '../../core/file-schema.ts';
 import type { Services } from '../../services.ts';
 import { connectErrorOf, unimplemented } from './errors.ts';
-import { type EntryInfoSchema, type Filesystem, FileType } from './generated/filesystem/filesystem_pb.js';
+import { type EntryInfoSchema, type Filesystem, FileType, type WatchDirResponseSchema } from './generated/filesystem/filesystem_pb.js';
+import { FIRST, watchDirectory } from './directory-watch.ts';
 import { SANDBOX_CALL, type SandboxCall } from './process-service.ts';
+
+/** How long a watch says nothing before it tells the client it is alive. */
+const KEEPALIVE_MS = 50_000;
 
 type Entry = MessageInitShape<typeof EntryInfoSchema>;
 type DirEntry = DirectoryListing['entries'][number];
@@ -153,8 +158,31 @@ export function filesystemService(services: Services): Partial<ServiceImpl<typeo
       return {};
     }),
 
-    async *watchDir() {
-      throw unimplemented('Watching a directory (files.watchDir)');
+    async *watchDir(request, context): AsyncGenerator<MessageInitShape<typeof WatchDirResponseSchema>> {
+      const call = callOf(context);
+      let root: string;
+      try {
+        root = await resolve(call, request.path);
+      } catch (err) {
+        throw connectErrorOf(err);
+      }
+      if (request.includeEntry) throw unimplemented('A watch event with its entry (includeEntry)');
+      let quietSince = Date.now();
+      try {
+        for await (const events of watchDirectory(services, call.address, root, { recursive: request.recursive, signal: context.signal })) {
+          if (events === FIRST) yield { event: { case: 'start', value: {} } };
+          for (const event of events) yield { event: { case: 'filesystem', value: { name: event.name, type: event.type } } };
+          if (events.length > 0) quietSince = Date.now();
+          else if (Date.now() - quietSince > KEEPALIVE_MS) {
+            quietSince = Date.now();
+            yield { event: { case: 'keepalive', value: {} } };
+          }
+        }
+      } catch (err) {
+        // The sandbox stopped under the watch: the stream ends as E2B's does when envd goes.
+        if (context.signal.aborted) return;
+        throw connectErrorOf(err);
+      }
     },
     async createWatcher() {
       throw unimplemented('Watching a directory (files.watchDir)');
