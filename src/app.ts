@@ -37,6 +37,7 @@ import { rawFileUrl } from './adapters/rest/raw-file-url.ts';
 import { usageRoutes } from './adapters/rest/routes/usage.ts';
 import { AccessTokens } from './adapters/e2b/access-tokens.ts';
 import { authenticateE2b, isE2bUrl } from './adapters/e2b/auth.ts';
+import { envdHostRewriter } from './adapters/e2b/envd-host.ts';
 import { mountE2b } from './adapters/e2b/mount.ts';
 import { checkReadiness } from './core/readiness.ts';
 import { installOpenApi } from './http/openapi.ts';
@@ -74,16 +75,20 @@ export interface AppOptions {
 
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<App> {
   const rewritePortUrl = portUrlRewriter(services.config);
+  const rewriteEnvdHost = envdHostRewriter(services.config.previewDomain);
   const app = Fastify({
     loggerInstance: options.logger ?? services.log,
     bodyLimit: services.config.bodyLimitBytes,
     // Behind trusted proxies, request.ip is the client's (from X-Forwarded-For).
     trustProxy: services.config.trustProxy.length > 0 ? [...services.config.trustProxy] : false,
     genReqId: requestIdGenerator(trustedPeers(services.config.trustProxy)),
-    // Requests to a preview host name go to its port whatever their path (adapters/rest/routes/ports.ts);
+    // Requests to a sandbox's envd host name go to the E2B adapter (adapters/e2b/envd-host.ts),
+    // requests to another preview host name to its port whatever their path (adapters/rest/routes/ports.ts);
     // file URLs whose paths are not UTF-8 are made routable.
     rewriteUrl: (req) => {
       const url = req.url ?? '/';
+      const envd = rewriteEnvdHost(req, url);
+      if (envd !== undefined) return envd;
       const port = rewritePortUrl(req, url);
       return port === url ? rewriteFileUrl(url) : port;
     },

@@ -15,13 +15,15 @@ import { COMMAND_ID_HEADER } from '../../src/adapters/e2b/process-service.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { untilTrue } from '../support/until.ts';
 
+const PREVIEW_DOMAIN = 'sandboxes.example.test';
+
 let t: TestApp;
 let org: TestOrg;
 let base: string;
 let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
 
 before(async () => {
-  t = await startTestApp();
+  t = await startTestApp({ config: { previewDomain: PREVIEW_DOMAIN } });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
   org = await t.newOrg();
@@ -106,6 +108,22 @@ describe('the in-sandbox protocol', () => {
     assert.equal(((await gone.json()) as { code: number }).code, 502);
     assert.equal(await a.isRunning(), false);
     await b.kill();
+  });
+
+  it("serves a sandbox's own host name, 49983-{id}.{preview domain}, as E2B's SDK addresses it without E2B_SANDBOX_URL", async () => {
+    const sandbox = await Sandbox.create(opts);
+    const token = (sandbox as unknown as { envdAccessToken: string }).envdAccessToken;
+    const host = `49983-${sandbox.sandboxId}.${PREVIEW_DOMAIN}`;
+    const health = await t.app.inject({ method: 'GET', url: '/health', headers: { host, 'x-access-token': token } });
+    assert.equal(health.statusCode, 204, health.body);
+    const other = await Sandbox.create(opts);
+    const crossed = await t.app.inject({ method: 'GET', url: '/health', headers: { host: `49983-${other.sandboxId}.${PREVIEW_DOMAIN}`, 'x-access-token': token } });
+    assert.equal(crossed.statusCode, 401, "another sandbox's host name does not take this one's token");
+    await sandbox.files.write('/home/user/by-host.txt', 'by host');
+    const read = await t.app.inject({ method: 'GET', url: '/files?path=/home/user/by-host.txt', headers: { host, 'x-access-token': token } });
+    assert.equal(read.body, 'by host');
+    await sandbox.kill();
+    await other.kill();
   });
 
   it("names a started process's command on roomkit's API in a response header", async () => {
