@@ -135,7 +135,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // router of all routes to tell a wrong method (405) from an unknown path (404).
   const auth = authenticate(services.organizations, services.terminalTickets);
   const e2bTokens = new AccessTokens(services.config.dataDir);
-  const e2bAuth = authenticateE2b(services.organizations, e2bTokens);
+  // A signed file URL names its sandbox only: its organization is that of the instance,
+  // looked up once it is known to be ready (so that no such request wakes a paused one).
+  const e2bAuth = authenticateE2b(services.organizations, e2bTokens, async (instanceId) =>
+    (await services.instances.isReady(instanceId)) ? (await services.instances.readyById(instanceId))?.row.organization_id : undefined,
+  );
   const limits = await installRateLimits(app, services.config, services.metrics);
   const known = FindMyWay({ ignoreTrailingSlash: true, defaultRoute: () => {} });
   const routes: RouteEntry[] = [];

@@ -126,6 +126,36 @@ describe('the in-sandbox protocol', () => {
     await other.kill();
   });
 
+  it("serves the SDK's signed file URLs at a sandbox's host name, and refuses them altered or expired", async () => {
+    const sandbox = await Sandbox.create(opts);
+    const host = `49983-${sandbox.sandboxId}.${PREVIEW_DOMAIN}`;
+    const at = (url: string) => {
+      const parsed = new URL(url);
+      return `${parsed.pathname}${parsed.search}`;
+    };
+    const upload = at(await sandbox.uploadUrl('/home/user/signed.txt'));
+    const form = new FormData();
+    form.append('file', new Blob(['signed upload']), '/home/user/signed.txt');
+    const body = new Response(form);
+    const uploaded = await t.app.inject({
+      method: 'POST',
+      url: upload,
+      headers: { host, 'content-type': body.headers.get('content-type')! },
+      payload: Buffer.from(await body.arrayBuffer()),
+    });
+    assert.equal(uploaded.statusCode, 200, uploaded.body);
+    const download = at(await sandbox.downloadUrl('/home/user/signed.txt', { useSignatureExpiration: 60 }));
+    const read = await t.app.inject({ method: 'GET', url: download, headers: { host } });
+    assert.equal(read.body, 'signed upload');
+    const otherPath = download.replace(encodeURIComponent('/home/user/signed.txt'), encodeURIComponent('/home/user/other.txt'));
+    assert.notEqual(otherPath, download);
+    assert.equal((await t.app.inject({ method: 'GET', url: otherPath, headers: { host } })).statusCode, 401, 'the signature covers the path');
+    assert.equal((await t.app.inject({ method: 'POST', url: download, headers: { host, 'content-type': 'application/octet-stream' }, payload: 'x' })).statusCode, 401, 'a read signature is no write one');
+    const expired = at(await sandbox.downloadUrl('/home/user/signed.txt', { useSignatureExpiration: -10 }));
+    assert.equal((await t.app.inject({ method: 'GET', url: expired, headers: { host } })).statusCode, 401, 'an expired URL');
+    await sandbox.kill();
+  });
+
   it("names a started process's command on roomkit's API in a response header", async () => {
     const sandbox = await Sandbox.create(opts);
     const token = (sandbox as unknown as { envdAccessToken: string }).envdAccessToken;
