@@ -79,12 +79,22 @@ describe('the control API', () => {
   it('records its calls in the audit trail with their real actions', async () => {
     const sandbox = await Sandbox.create(opts);
     await sandbox.files.write('/home/user/audited.txt', 'x');
+    await sandbox.files.list('/home/user');
+    await sandbox.commands.run('echo audited');
     await sandbox.kill();
     await t.services.audit.flush();
     const page = await t.services.audit.list(org.organizationId, { instanceId: sandbox.sandboxId }, { limit: 20 });
     const actions = page.events.map((e) => `${e.action} ${e.route}`).sort();
-    assert.deepEqual(actions, ['file.write /e2b/envd/files', 'instance.create /e2b/v2/sandboxes', 'instance.delete /e2b/sandboxes/:sandboxID']);
+    assert.deepEqual(actions, [
+      'command.run /e2b/envd/process.Process/Start',
+      'file.write /e2b/envd/files',
+      'instance.create /e2b/v2/sandboxes',
+      'instance.delete /e2b/sandboxes/:sandboxID',
+    ], 'a listing, which changes nothing, is no record');
     assert.ok(page.events.every((e) => e.decision === 'allowed'));
+    const run = page.events.find((e) => e.action === 'command.run');
+    assert.match(run?.command ?? '', /echo audited/);
+    assert.ok(run?.command_id, 'the record names the command');
   });
 
   it("stays out of roomkit's OpenAPI document", async () => {
