@@ -44,7 +44,7 @@ function envd(path: string, sandboxId: string, token: string | undefined, init: 
 }
 
 describe('the control API', () => {
-  it("answers E2B's error body: 401 without a key or with a wrong one, 404 for an unknown sandbox or route", async () => {
+  it("answers E2B's error body: 401 without a key or with a wrong one, 404 for an unknown sandbox, 501 for what is not served", async () => {
     const none = await fetch(`${base}/e2b/v2/sandboxes`);
     assert.equal(none.status, 401);
     const body = (await none.json()) as { code: number; message: string };
@@ -53,8 +53,11 @@ describe('the control API', () => {
     await assert.rejects(Sandbox.list({ ...opts, apiKey: 'rk_test_wrong' }).nextItems(), AuthenticationError);
     await assert.rejects(Sandbox.getInfo('1b7e3c0a-0000-4000-8000-000000000000', opts), NotFoundError);
     const unknown = await fetch(`${base}/e2b/v2/nothing`, { headers: { 'X-API-KEY': org.apiKey } });
-    assert.equal(unknown.status, 404);
-    assert.equal(((await unknown.json()) as { code: number }).code, 404);
+    assert.equal(unknown.status, 501, 'what E2B has and roomkit does not serve is no missing sandbox');
+    assert.equal(((await unknown.json()) as { code: number }).code, 501);
+    const sandbox = await Sandbox.create(opts);
+    await assert.rejects(Sandbox.getMetrics(sandbox.sandboxId, opts), (err: unknown) => !(err instanceof NotFoundError) && /501.*not served/.test(String(err)));
+    await sandbox.kill();
   });
 
   it("resolves the SDK's default templates to the organization's default profile", async () => {

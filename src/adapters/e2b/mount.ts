@@ -16,7 +16,12 @@ export async function mountE2b(app: App, services: Services, tokens: AccessToken
   const bodyLimit = Math.ceil(services.config.maxUploadBytes * 1.4) + 64 * 1024;
   const scoped = (register: (scope: App) => void) => async (scope: App) => {
     scope.setErrorHandler((err, _request, reply) => sendE2bError(reply, err));
-    scope.setNotFoundHandler((request, reply) => sendE2bError(reply, new E2bHttpError(404, `no route ${request.method} ${request.url.split('?')[0]}`)));
+    // What E2B's API has and this adapter does not (templates, volumes, secrets, metrics…)
+    // answers 501, which the SDK raises as an error saying so, rather than a 404 it would
+    // read as a missing sandbox.
+    scope.setNotFoundHandler((request, reply) =>
+      sendE2bError(reply, new E2bHttpError(501, `${request.method} ${request.url.split('?')[0]} is not served by roomkit's E2B adapter (see the compatibility table in docs/e2b.md)`)),
+    );
     register(scope);
   };
   await app.register(scoped((scope) => envdRoutes(scope, services, { bodyLimit })), { prefix: ENVD_PREFIX });
