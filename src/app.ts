@@ -3,7 +3,7 @@
 // authentication, rate limits, the Error body, audit hooks, /openapi.json, health); it
 // mounts the adapters that speak a protocol over core/: the REST API
 // (adapters/rest/) and the MCP endpoint (adapters/mcp/), both over the agent tool layer
-// (adapters/tools/) where they offer tools. Routes stay thin: authenticate, validate
+// (adapters/tools/) where they offer tools, and E2B's API (adapters/e2b/). Routes stay thin: authenticate, validate
 // (by their schemas), call a service, shape the response.
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
@@ -35,6 +35,10 @@ import { RoomTools } from './adapters/tools/room-tools.ts';
 import { restMessage } from './adapters/rest/hint-wording.ts';
 import { rawFileUrl } from './adapters/rest/raw-file-url.ts';
 import { usageRoutes } from './adapters/rest/routes/usage.ts';
+import { AccessTokens } from './adapters/e2b/access-tokens.ts';
+import { authenticateE2b, isE2bUrl } from './adapters/e2b/auth.ts';
+import { envdHostRewriter } from './adapters/e2b/envd-host.ts';
+import { mountE2b } from './adapters/e2b/mount.ts';
 import { checkReadiness } from './core/readiness.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installRateLimits } from './http/rate-limits.ts';
@@ -71,16 +75,20 @@ export interface AppOptions {
 
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<App> {
   const rewritePortUrl = portUrlRewriter(services.config);
+  const rewriteEnvdHost = envdHostRewriter(services.config.previewDomain);
   const app = Fastify({
     loggerInstance: options.logger ?? services.log,
     bodyLimit: services.config.bodyLimitBytes,
     // Behind trusted proxies, request.ip is the client's (from X-Forwarded-For).
     trustProxy: services.config.trustProxy.length > 0 ? [...services.config.trustProxy] : false,
     genReqId: requestIdGenerator(trustedPeers(services.config.trustProxy)),
-    // Requests to a preview host name go to its port whatever their path (adapters/rest/routes/ports.ts);
+    // Requests to a sandbox's envd host name go to the E2B adapter (adapters/e2b/envd-host.ts),
+    // requests to another preview host name to its port whatever their path (adapters/rest/routes/ports.ts);
     // file URLs whose paths are not UTF-8 are made routable.
     rewriteUrl: (req) => {
       const url = req.url ?? '/';
+      const envd = rewriteEnvdHost(req, url);
+      if (envd !== undefined) return envd;
       const port = rewritePortUrl(req, url);
       return port === url ? rewriteFileUrl(url) : port;
     },
@@ -126,6 +134,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // here, as routes register, so no route can be added without them. Also keeps a
   // router of all routes to tell a wrong method (405) from an unknown path (404).
   const auth = authenticate(services.organizations, services.terminalTickets);
+  const e2bTokens = new AccessTokens(services.config.dataDir);
+  // A signed file URL names its sandbox only: its organization is that of the instance,
+  // looked up once it is known to be ready (so that no such request wakes a paused one).
+  const e2bAuth = authenticateE2b(services.organizations, e2bTokens, async (instanceId) =>
+    (await services.instances.isReady(instanceId)) ? (await services.instances.readyById(instanceId))?.row.organization_id : undefined,
+  );
   const limits = await installRateLimits(app, services.config, services.metrics);
   const known = FindMyWay({ ignoreTrailingSlash: true, defaultRoute: () => {} });
   const routes: RouteEntry[] = [];
@@ -137,7 +151,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       if (method !== 'HEAD' && !known.hasRoute(method as HTTPMethod, route.url)) known.on(method as HTTPMethod, route.url, () => {});
     }
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
-    if (requiresAuth(route.url)) route.onRequest = [auth, limits.api, ...existing];
+    if (isE2bUrl(route.url)) route.onRequest = [e2bAuth, limits.api, ...existing];
+    else if (requiresAuth(route.url)) route.onRequest = [auth, limits.api, ...existing];
     else if (route.url.startsWith('/vm/')) route.onRequest = [limits.rawFiles, ...existing];
     else if (route.url.startsWith(`${SIGNED_PATH_ROUTE}/`) || route.url.startsWith(`${PREVIEW_HOST_ROUTE}/`)) route.onRequest = [limits.preview, ...existing];
   });
@@ -224,6 +239,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   operatorRoutes(app, services);
   metricsRoutes(app, services);
   auditRoutes(app, services);
+  await mountE2b(app, services, e2bTokens);
 
   app.get(
     '/healthz',

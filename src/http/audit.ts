@@ -61,6 +61,8 @@ interface AuditNote {
 const STATE_CHANGING: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const TERMINAL_ROUTE = '/api/profile/:profile_id/room/:room_id/terminal';
 const PORT_ROUTE = '/api/profile/:profile_id/room/:room_id/ports/:port/*';
+/** E2B's in-sandbox protocol reads with POST too: these of its calls change nothing. */
+const READ_ONLY_RPC = /^\/e2b\/envd\/(?:process\.Process\/(?:List|Connect)|filesystem\.Filesystem\/(?:Stat|ListDir|WatchDir|CreateWatcher|GetWatcherEvents|RemoveWatcher))$/;
 
 /**
  * Whether a request is one the audit trail records (when its caller is authenticated):
@@ -68,7 +70,7 @@ const PORT_ROUTE = '/api/profile/:profile_id/room/:room_id/ports/:port/*';
  * WebSocket into a port of an instance with the key (proxied GETs are not recorded).
  */
 export function isAuditable(method: string, url: string, route?: string, upgrade = false): boolean {
-  return (STATE_CHANGING.has(method) && requiresAuth(url)) || (method === 'GET' && (route === TERMINAL_ROUTE || (upgrade && route === PORT_ROUTE)));
+  return (STATE_CHANGING.has(method) && requiresAuth(url) && !READ_ONLY_RPC.test(url.split('?')[0] ?? url)) || (method === 'GET' && (route === TERMINAL_ROUTE || (upgrade && route === PORT_ROUTE)));
 }
 
 export function installAudit(app: App, trail: AuditTrail): void {

@@ -17,9 +17,13 @@ declare module 'fastify' {
   }
 }
 
-/** Whether a route (or request URL) needs an API key: the API under /api/, and the MCP endpoint. */
+/**
+ * Whether a route (or request URL) needs credentials: the API under /api/, the MCP
+ * endpoint, and the E2B adapter under /e2b/ (which takes them in E2B's headers: the app
+ * attaches that adapter's own hook to its routes).
+ */
 export function requiresAuth(url: string): boolean {
-  return url === '/api' || url.startsWith('/api/') || /^\/mcp(?:[/?]|$)/.test(url);
+  return url === '/api' || url.startsWith('/api/') || /^\/(?:mcp|e2b)(?:[/?]|$)/.test(url);
 }
 
 export function authenticate(organizations: Organizations, tickets: TerminalTickets): onRequestHookHandler {

@@ -10,7 +10,9 @@
 //   suite is that block), the SDK's `npm pack` (test/host/sdk-package.test.ts packs and
 //   installs it) and `npm run bench…` (benchmarks, not tests);
 // - in the TypeScript block, '@roomkit/sdk' is the SDK's source in this repository (the
-//   package's build is what sdk-package.test.ts checks).
+//   package's build is what sdk-package.test.ts checks);
+// - the E2B block runs with the E2B variables its shell block sets, pointed at the test
+//   server, and the organization's key.
 // Every curl's HTTP status is collected: any 4xx or 5xx fails the test, as does any
 // command that fails. The organization's profile has no egress, so the example's
 // `apt-get install` cannot leave this machine (it fails inside, which the walk-through
@@ -117,7 +119,7 @@ describe("the README's examples", () => {
   });
 
   it('runs the TypeScript block with the SDK', async () => {
-    const [ts] = blocks(README).filter((b) => b.lang === 'ts');
+    const [ts] = blocks(README).filter((b) => b.lang === 'ts' && b.text.includes("'@roomkit/sdk'"));
     assert.ok(ts, 'the README has a TypeScript block');
     // In the repository, where '@roomkit/sdk' resolves as the README says.
     const file = join(PACKAGE_ROOT, `.readme-block-${process.pid}.ts`);
@@ -127,6 +129,24 @@ describe("the README's examples", () => {
       assert.equal(ran.code, 0, ran.stderr);
       assert.match(ran.stdout, /^0 hello\n \[/m);
       assert.match(ran.stderr, /404 instance_not_found/);
+    } finally {
+      rmSync(file, { force: true });
+    }
+  });
+
+  it("runs the E2B block with E2B's own SDK, the environment set as the README says", async () => {
+    const [ts] = blocks(README).filter((b) => b.lang === 'ts' && b.text.includes("from 'e2b'"));
+    assert.ok(ts, 'the README has an E2B block');
+    const exports = blocks(README).find((b) => b.lang === 'sh' && b.text.includes('E2B_SANDBOX_URL'));
+    assert.ok(exports, 'the README says how to set the E2B variables');
+    const env = Object.fromEntries([...adapt(exports.text).matchAll(/(E2B_[A-Z_]+)=(\S+)/g)].map((m) => [m[1]!, m[2]!]));
+    assert.equal(env.E2B_SANDBOX_URL, `${base}/e2b/envd`);
+    const file = join(PACKAGE_ROOT, `.readme-e2b-block-${process.pid}.ts`);
+    writeFileSync(file, ts.text);
+    try {
+      const ran = await runIn(PACKAGE_ROOT, process.execPath, [file], { ...env, E2B_API_KEY: org.apiKey });
+      assert.equal(ran.code, 0, ran.stderr);
+      assert.equal(ran.stdout, 'hello from e2b code\n\n');
     } finally {
       rmSync(file, { force: true });
     }
