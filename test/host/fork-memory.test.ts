@@ -3,13 +3,16 @@
 // same value held in memory) and its HTTP server, each answering at its own address,
 // while the source goes on serving; what one copy writes the others do not see; a
 // snapshot with memory starts a new instance with the process; a snapshot whose memory
-// cannot be restored boots over its files and its history says so; a deleted snapshot
+// cannot be restored boots over its files and its history says so; a sandbox left held
+// still by a snapshot the service stopped during goes on when it is checked at the next
+// start; a deleted snapshot
 // and a refused fork leave nothing on the host (namespaces, mounts, cgroups, runsc
 // records are checked at the end by closeLeavingNothing).
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Runsc } from '../../src/runtimes/gvisor/runsc.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
@@ -160,5 +163,20 @@ describe('a snapshot with memory', () => {
     assert.match(started.reason, /could not be restored/);
     assert.equal(await run('s2', `cat site/who.txt; ${WRITTEN}`), 'src\ngone\n');
     await api('DELETE', `/api/snapshots/${taken.snapshot_id}`);
+  });
+});
+
+describe('a sandbox left held still by a snapshot', () => {
+  it('(the service stopped between runsc pause and resume) is resumed when the runtime checks it at start', async () => {
+    const source = (await api('GET', room('src'))).json();
+    const runtime = 'runtime' in t.services.runtime ? t.services.runtime.runtime : undefined;
+    assert.ok(runtime);
+    const runsc = new Runsc({ root: join(t.dataDir, 'runsc') });
+    const paused = await runsc.call(null, ['pause', source.instance_id]);
+    assert.equal(paused.code, 0, paused.stderr);
+    assert.equal((await runsc.state(null, source.instance_id))?.status, 'paused');
+    assert.deepEqual(await runtime.health(source.instance_id), { healthy: true });
+    assert.equal((await runsc.state(null, source.instance_id))?.status, 'running');
+    assert.equal((await run('src', HELD)).trim(), held, 'its processes go on');
   });
 });
