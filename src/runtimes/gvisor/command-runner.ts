@@ -343,7 +343,7 @@ interface ChangeTracking {
  * deleted and then made again is modified. Not complete: what it changed between the
  * restore and the new mark is not seen, so the list says incomplete.
  */
-function mergeDiffs(earlier: LayerDiff | undefined, later: LayerDiff): LayerDiff {
+export function mergeDiffs(earlier: LayerDiff | undefined, later: LayerDiff): LayerDiff {
   if (!earlier) return later;
   const byPath = new Map<string, FileChangeEntry>();
   for (const entry of earlier.changes) byPath.set(entry.path, entry);
