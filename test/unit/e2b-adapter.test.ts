@@ -70,6 +70,14 @@ describe('the control API', () => {
     }
   });
 
+  it('never gives the internet to a sandbox asked to be without it', async () => {
+    await assert.rejects(Sandbox.create({ ...opts, allowInternetAccess: false }), /400.*egress/);
+    await t.createProfile(org, { name: 'offline', network: { egress: 'none' } });
+    const offline = await Sandbox.create('offline', { ...opts, allowInternetAccess: false });
+    assert.equal((await offline.getInfo()).name, 'offline');
+    await offline.kill();
+  });
+
   it('hides another organization\'s sandboxes as missing ones', async () => {
     const sandbox = await Sandbox.create(opts);
     const other = await t.newOrg();
