@@ -74,8 +74,13 @@ export function envdRoutes(app: App, services: Services, options: { bodyLimit: n
         request.body === undefined ? undefined : (request.body as JsonValue),
         createContextValues().set(SANDBOX_CALL, call),
       );
-      const response = await handler(universal);
-      await universalResponseToNodeResponse(response, reply.raw);
+      try {
+        await universalResponseToNodeResponse(await handler(universal), reply.raw);
+      } catch (err) {
+        // The client went away mid-stream: nothing is left to answer.
+        request.log.debug({ err }, 'in-sandbox stream ended early');
+        if (!reply.raw.destroyed) reply.raw.destroy();
+      }
     });
   }
 
