@@ -111,13 +111,16 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
       const call = callOf(context);
       const config = request.process;
       if (!config || config.cmd === '') throw new ConnectError('process.cmd names the program to run', Code.InvalidArgument);
-      let spec: { user: string };
-      try {
-        spec = (await services.instances.requireReadyAt(call.address)).spec;
-      } catch (err) {
-        throw connectErrorOf(err);
+      // The instance's own user is looked up only when another is named: most calls name none.
+      let ownUser = DEFAULT_USER;
+      if (call.user !== undefined && call.user !== DEFAULT_USER) {
+        try {
+          ownUser = (await services.instances.requireReadyAt(call.address)).spec.user;
+        } catch (err) {
+          throw connectErrorOf(err);
+        }
       }
-      const line = commandLine(config, call.user, spec.user);
+      const line = commandLine(config, call.user, ownUser);
       if (request.pty) {
         const entry = await openTerminal(services, table, call, request.tag, config, line, request.pty.size);
         yield { event: { event: { case: 'start', value: { pid: entry.pid } } } };
