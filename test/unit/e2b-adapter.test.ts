@@ -115,7 +115,7 @@ describe('the control API', () => {
 });
 
 describe('the in-sandbox protocol', () => {
-  it("takes only the sandbox's own access token, and answers 502 once the sandbox is gone", async () => {
+  it("takes only the sandbox's own access token, while its key is active, and answers 502 once the sandbox is gone", async () => {
     const a = await Sandbox.create(opts);
     const b = await Sandbox.create(opts);
     const tokenA = (a as unknown as { envdAccessToken: string }).envdAccessToken;
@@ -123,6 +123,15 @@ describe('the in-sandbox protocol', () => {
     assert.equal((await envd('/health', a.sandboxId, undefined)).status, 401);
     assert.equal((await envd('/health', b.sandboxId, tokenA)).status, 401, "a token is good for its sandbox only");
     assert.equal((await envd('/health', a.sandboxId, `${tokenA.slice(0, -2)}xx`)).status, 401);
+    // A key revoked takes its sandboxes' tokens with it.
+    const other = await t.newOrg();
+    const otherOpts = { ...opts, apiKey: other.apiKey };
+    const c = await Sandbox.create(otherOpts);
+    const tokenC = (c as unknown as { envdAccessToken: string }).envdAccessToken;
+    assert.equal((await envd('/health', c.sandboxId, tokenC)).status, 204);
+    const keyId = (await t.services.organizations.authenticate(other.apiKey)).keyId;
+    await t.services.organizations.revokeKey(other.organizationId, keyId);
+    assert.equal((await envd('/health', c.sandboxId, tokenC)).status, 401);
     await a.kill();
     const gone = await envd('/health', a.sandboxId, tokenA);
     assert.equal(gone.status, 502);
