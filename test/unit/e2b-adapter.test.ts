@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { AuthenticationError, NotFoundError, Sandbox } from 'e2b';
-import { Filesystem } from '../../src/adapters/e2b/generated/filesystem/filesystem_pb.js';
+import { EventType, Filesystem } from '../../src/adapters/e2b/generated/filesystem/filesystem_pb.js';
 import { Process } from '../../src/adapters/e2b/generated/process/process_pb.js';
 import { COMMAND_ID_HEADER } from '../../src/adapters/e2b/process-service.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
@@ -225,9 +225,26 @@ describe('the in-sandbox protocol', () => {
     const token = (sandbox as unknown as { envdAccessToken: string }).envdAccessToken;
     const client = createClient(Filesystem, createConnectTransport({ baseUrl: `${base}/e2b/envd`, httpVersion: '1.1' }));
     await assert.rejects(
-      client.createWatcher({ path: '/home/user' }, { headers: { 'E2b-Sandbox-Id': sandbox.sandboxId, 'X-Access-Token': token } }),
+      client.createWatcher({ path: '/home/user', includeEntry: true }, { headers: { 'E2b-Sandbox-Id': sandbox.sandboxId, 'X-Access-Token': token } }),
       (err: unknown) => err instanceof ConnectError && err.code === Code.Unimplemented && /docs\/e2b\.md/.test(err.message),
     );
+    await sandbox.kill();
+  });
+
+  it('watches a directory in the polled form too: a watcher, its events since the last read, its removal', async () => {
+    const sandbox = await Sandbox.create(opts);
+    const headers = { 'E2b-Sandbox-Id': sandbox.sandboxId, 'X-Access-Token': (sandbox as unknown as { envdAccessToken: string }).envdAccessToken };
+    const client = createClient(Filesystem, createConnectTransport({ baseUrl: `${base}/e2b/envd`, httpVersion: '1.1', useBinaryFormat: false }));
+    const { watcherId } = await client.createWatcher({ path: '/home/user/polled', recursive: true }, { headers });
+    await sandbox.files.write('/home/user/polled/one.txt', '1');
+    const seen: string[] = [];
+    await untilTrue('the create', async () => {
+      seen.push(...(await client.getWatcherEvents({ watcherId }, { headers })).events.map((e) => `${e.type} ${e.name}`));
+      return seen.includes(`${EventType.CREATE} one.txt`);
+    });
+    assert.deepEqual((await client.getWatcherEvents({ watcherId }, { headers })).events, [], 'read events are not given again');
+    await client.removeWatcher({ watcherId }, { headers });
+    await assert.rejects(client.getWatcherEvents({ watcherId }, { headers }), (err: unknown) => err instanceof ConnectError && err.code === Code.NotFound);
     await sandbox.kill();
   });
 });
