@@ -78,8 +78,9 @@ function parentOf(path: string): { parent: string; name: string } {
 
 export function filesystemService(services: Services): Partial<ServiceImpl<typeof Filesystem>> {
   const watchers = new Watchers();
+  // The home directory is read only for a relative path.
   const homeOf = async (call: SandboxCall) => (await services.instances.requireReadyAt(call.address)).spec.home;
-  const resolve = async (call: SandboxCall, path: string) => absolutePath(path, await homeOf(call));
+  const resolve = async (call: SandboxCall, path: string) => absolutePath(path, path.startsWith('/') ? '/' : await homeOf(call));
 
   const stat = async (call: SandboxCall, path: string): Promise<Entry> => {
     if (path === '/') return { name: '/', type: FileType.DIRECTORY, path: '/', mode: 0o755, permissions: 'drwxr-xr-x' };
