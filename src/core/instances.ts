@@ -469,6 +469,17 @@ export class Instances {
     return 'runtime' in selection ? this.admission.inUseOf(this.db, selection.runtime, organizationId) : undefined;
   }
 
+  /**
+   * What one instance's machine uses now, as the runtime measures it: host memory (MiB)
+   * and CPU time since it started (ms); each undefined when there is no machine to
+   * measure (not started, paused, ended) or the runtime cannot say.
+   */
+  measuredUse(instanceId: string): { memoryMb: number | undefined; cpuMs: number | undefined } {
+    const selection = this.runtimeSelection;
+    if (!('runtime' in selection)) return { memoryMb: undefined, cpuMs: undefined };
+    return { memoryMb: selection.runtime.memoryInUseMb(instanceId), cpuMs: selection.runtime.cpuUsedMs?.(instanceId) };
+  }
+
   /** Whether the instance is ready now (not stopping, stopped or failed). */
   async isReady(instanceId: string): Promise<boolean> {
     return (await this.records.stateNow(instanceId)) === 'ready';
