@@ -265,6 +265,36 @@ describe('pause and connect', () => {
   });
 });
 
+describe('the timeout', () => {
+  // E2B's sandboxes are killed at their timeout unless created with onTimeout 'pause',
+  // whatever the profile does with idle instances.
+  it('kills a sandbox at its timeout, or pauses it with lifecycle.onTimeout pause; connect resumes that one', async () => {
+    const killed = await create({ timeoutMs: 2_000 });
+    const paused = await create({ timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } });
+    await paused.files.write('/home/user/kept.txt', 'kept across the timeout');
+    await untilTrue('the killed one gone', async () => !(await Sandbox.getInfo(killed.sandboxId, opts).then(() => true, () => false)), { timeoutMs: 30_000 });
+    await untilTrue('the other paused', async () => (await Sandbox.getInfo(paused.sandboxId, opts)).state === 'paused', { timeoutMs: 60_000 });
+    await assert.rejects(Sandbox.getInfo(killed.sandboxId, opts), NotFoundError);
+    const again = await Sandbox.connect(paused.sandboxId, { ...opts, timeoutMs: 120_000 });
+    assert.equal((await again.getInfo()).state, 'running');
+    assert.equal(await again.files.read('/home/user/kept.txt'), 'kept across the timeout');
+    await again.kill();
+  });
+});
+
+describe('metrics', () => {
+  it("answers the sandbox's measured memory and CPU beside its resources", async () => {
+    // CPU use is the share used since the previous reading: one before some work, one after.
+    await sbx.getMetrics();
+    await sbx.commands.run('head -c 20000000 /dev/urandom | sha256sum >/dev/null');
+    const [metric] = await sbx.getMetrics();
+    assert.ok(metric, 'one point');
+    assert.ok(metric.memUsed > 0 && metric.memUsed <= metric.memTotal + 256 * 1024 * 1024, `memory ${metric.memUsed} of ${metric.memTotal}`);
+    assert.equal(metric.memTotal, 512 * 1024 * 1024);
+    assert.ok(metric.cpuUsedPct > 0 && metric.cpuUsedPct <= 100, `cpu ${metric.cpuUsedPct}%`);
+  });
+});
+
 describe('watching a directory through the SDK', () => {
   it('reports files created, written and removed under it, recursively', async () => {
     await sbx.files.makeDir('/home/user/watched/deep');

@@ -74,6 +74,13 @@ describe('the control API', () => {
     await assert.rejects(Sandbox.getMetrics(sandbox.sandboxId, opts), NotFoundError);
   });
 
+  it('refuses what onTimeout asks and roomkit cannot do: a pause without memory, a resume by traffic', async () => {
+    await assert.rejects(Sandbox.create({ ...opts, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }), /400.*keepMemory/);
+    await assert.rejects(Sandbox.create({ ...opts, lifecycle: { onTimeout: 'pause', autoResume: true } }), /400.*autoResume/);
+    const listed = await Sandbox.list(opts).nextItems();
+    assert.equal(listed.length, 0, 'no sandbox was made for them');
+  });
+
   it("resolves the SDK's default templates to the organization's default profile", async () => {
     for (const template of ['base', 'code-interpreter-v1']) {
       const sandbox = await Sandbox.create(template, opts);

@@ -23,6 +23,7 @@ const NewSandbox = Type.Object({
   envVars: Type.Optional(StringMap),
   autoPause: Type.Optional(Type.Boolean()),
   autoPauseMemory: Type.Optional(Type.Boolean()),
+  autoResume: Type.Optional(Type.Object({ enabled: Type.Optional(Type.Boolean()) })),
   secure: Type.Optional(Type.Boolean()),
   allow_internet_access: Type.Optional(Type.Boolean()),
 });
@@ -58,8 +59,13 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
   };
 
   const create = async (caller: ReturnType<typeof callerOf>, body: Type.Static<typeof NewSandbox>) => {
-    if (body.autoPause === true) {
-      throw new AppError('validation_error', 'autoPause (pause rather than kill at the timeout) is not served yet: give the profile idle_action "pause" for idle instances, or pause the sandbox yourself');
+    // At its timeout a sandbox is killed, as E2B's are, or paused with its memory (autoPause),
+    // whatever its profile does with idle instances.
+    if (body.autoPause === true && body.autoPauseMemory === false) {
+      throw new AppError('validation_error', 'onTimeout: {action: "pause", keepMemory: false} is not served: a sandbox paused at its timeout keeps its memory where the host can');
+    }
+    if (body.autoResume?.enabled === true) {
+      throw new AppError('validation_error', 'autoResume (a paused sandbox resumed by traffic) is not served: resume it with Sandbox.connect()');
     }
     const { profile, snapshot } = await templateSource(services, caller.organizationId, body.templateID);
     // A sandbox asked to be cut off from the internet is never given it silently.
@@ -73,6 +79,7 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       wait: true,
       ...(snapshot ? { snapshot } : {}),
       timeout_s: body.timeout ?? DEFAULT_TIMEOUT_S,
+      timeoutAction: body.autoPause === true ? 'pause' : 'stop',
       ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
       ...(body.envVars === undefined ? {} : { env: body.envVars }),
     });
