@@ -239,11 +239,14 @@ describe('snapshots and fork', () => {
 });
 
 describe('pause and connect', () => {
-  // A process the sandbox runs on its own (not a command the service follows, which a
-  // pause ends today) comes back with the memory.
-  it('pauses a sandbox keeping its memory; connect resumes it with its processes, and only extends the deadline', async (test) => {
+  // Both a process the sandbox runs on its own and a command started through the SDK
+  // (one the service follows, which it attaches to again after the resume) come back
+  // with the memory.
+  it('pauses a sandbox keeping its memory; connect resumes it with its processes and commands, and only extends the deadline', async (test) => {
     const sandbox = await create({ timeoutMs: 600_000 });
     await sandbox.commands.run('nohup sleep 900 >/dev/null 2>&1 &');
+    const across = await sandbox.commands.run('echo before; while [ ! -e /tmp/go ]; do sleep 0.2; done; echo after; exit 3', { background: true });
+    await untilTrue('the command\'s first line', () => across.stdout.includes('before'));
     const endAt = (await sandbox.getInfo()).endAt.getTime();
     assert.equal(await Sandbox.pause(sandbox.sandboxId, opts), true);
     assert.equal((await Sandbox.getInfo(sandbox.sandboxId, opts)).state, 'paused');
@@ -261,6 +264,17 @@ describe('pause and connect', () => {
     assert.equal(info.state, 'running');
     assert.ok(info.endAt.getTime() >= endAt - 1000, 'a shorter timeout leaves the deadline');
     assert.equal((await again.commands.run('pgrep -x sleep >/dev/null && echo alive')).stdout, 'alive\n', 'the memory was kept');
+    assert.ok((await again.commands.list()).some((p) => p.pid === across.pid), 'the command is still listed after the resume');
+    const followed = await again.commands.connect(across.pid);
+    await again.commands.run('touch /tmp/go');
+    for (const handle of [followed, across]) {
+      await assert.rejects(handle.wait(), (err: unknown) => {
+        assert.ok(err instanceof CommandExitError, String(err));
+        assert.equal(err.exitCode, 3);
+        assert.equal(err.stdout, 'before\nafter\n');
+        return true;
+      });
+    }
     await again.kill();
   });
 });
