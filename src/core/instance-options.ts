@@ -19,7 +19,14 @@ import type { ProfileSpec } from './profile-schema.ts';
 import { decodeEnv, type InstanceRecord } from './stored-json.ts';
 
 /** The columns of the instance's row that a create's options set. */
-export type OptionColumns = Pick<InstanceRow, 'env' | 'timeout_s' | 'expires_at'>;
+export type OptionColumns = Pick<InstanceRow, 'env' | 'timeout_s' | 'expires_at' | 'timeout_action'>;
+
+/**
+ * A create's options as core takes them: the API's, and what an adapter may ask beyond
+ * them (not part of the REST create): what the deadline does when it passes, over the
+ * profile's idle_action (E2B's onTimeout, kill or pause).
+ */
+export type InstanceOptions = CreateOptions & { timeoutAction?: 'pause' | 'stop' };
 
 /**
  * The writes of instance-records.ts that options make, named here so that the records
@@ -31,7 +38,7 @@ export interface OptionWrites {
 }
 
 /** The columns of an instance made without options (a warm pool's, or a create that gave none). */
-export const NO_OPTIONS: OptionColumns = { env: null, timeout_s: 0, expires_at: null };
+export const NO_OPTIONS: OptionColumns = { env: null, timeout_s: 0, expires_at: null, timeout_action: null };
 
 /**
  * Checks what the schema cannot: no reserved variable names, the env's total size, and a
@@ -67,17 +74,18 @@ export function checkTimeout(timeoutS: number, spec: ProfileSpec): void {
 }
 
 /** The row's columns for a create's options, its deadline counted from `now`. */
-export function optionColumns(options: CreateOptions, now = Date.now()): OptionColumns {
+export function optionColumns(options: InstanceOptions, now = Date.now()): OptionColumns {
   const env = options.env ?? {};
   return {
     env: Object.keys(env).length === 0 ? null : JSON.stringify(env),
     timeout_s: options.timeout_s ?? 0,
     expires_at: options.timeout_s === undefined ? null : deadline(now, options.timeout_s),
+    timeout_action: options.timeoutAction ?? null,
   };
 }
 
 /** Writes the options onto the instance: its row's columns and its labels. For a new row or one a room just claimed. */
-export async function applyOptions(db: Db, records: OptionWrites, instanceId: string, options: CreateOptions): Promise<OptionColumns> {
+export async function applyOptions(db: Db, records: OptionWrites, instanceId: string, options: InstanceOptions): Promise<OptionColumns> {
   const columns = optionColumns(options);
   await records.setOptions(instanceId, columns);
   await writeMetadata(db, instanceId, options.metadata ?? {});

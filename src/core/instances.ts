@@ -30,7 +30,7 @@ import { CpuPressure } from './cpu-pressure.ts';
 import { MemoryPressure } from './memory-pressure.ts';
 import type { Config } from '../config.ts';
 import type { CreateOptions } from './instance-options-schema.ts';
-import { applyOptions, assertSameOptions, checkCreateOptions, deadlinePassed, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
+import { applyOptions, assertSameOptions, checkCreateOptions, deadlinePassed, type InstanceOptions, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
 import { noteFacts, noteOperation, refineOperation } from './operations.ts';
 import { addressFacts, type InstanceAddress, type InstanceRef, instanceIdNotFound, isInstanceRef, type RoomRef, roomRef } from './instance-address.ts';
 import { isUuid } from '../lib/ids.ts';
@@ -156,7 +156,7 @@ export class Instances {
     organizationId: string,
     profileId: string,
     roomId: string,
-    options: { wait: boolean; snapshot?: SnapshotSource } & CreateOptions,
+    options: { wait: boolean; snapshot?: SnapshotSource } & InstanceOptions,
   ): Promise<{ instance: Instance; created: boolean }> {
     noteOperation('instance.create', { profileId, roomId });
     const profile = await this.profiles.get(organizationId, profileId);
@@ -469,6 +469,17 @@ export class Instances {
     return 'runtime' in selection ? this.admission.inUseOf(this.db, selection.runtime, organizationId) : undefined;
   }
 
+  /**
+   * What one instance's machine uses now, as the runtime measures it: host memory (MiB)
+   * and CPU time since it started (ms); each undefined when there is no machine to
+   * measure (not started, paused, ended) or the runtime cannot say.
+   */
+  measuredUse(instanceId: string): { memoryMb: number | undefined; cpuMs: number | undefined } {
+    const selection = this.runtimeSelection;
+    if (!('runtime' in selection)) return { memoryMb: undefined, cpuMs: undefined };
+    return { memoryMb: selection.runtime.memoryInUseMb(instanceId), cpuMs: selection.runtime.cpuUsedMs?.(instanceId) };
+  }
+
   /** Whether the instance is ready now (not stopping, stopped or failed). */
   async isReady(instanceId: string): Promise<boolean> {
     return (await this.records.stateNow(instanceId)) === 'ready';
@@ -561,7 +572,9 @@ export class Instances {
       this.log.info({ instanceId: row.id, reason: why.reason, reasonCode: why.code }, 'instance expired');
       try {
         const runtime = this.runtime();
-        if ((why.code === 'idle' || why.code === 'timeout') && idleAction(row) === 'pause' && Pauses.supported(runtime)) await this.pauses.pause(runtime, row, why);
+        // A deadline does what the instance's create said, else what its profile does with an idle one.
+        const action = why.code === 'timeout' ? (row.timeout_action ?? idleAction(row)) : idleAction(row);
+        if ((why.code === 'idle' || why.code === 'timeout') && action === 'pause' && Pauses.supported(runtime)) await this.pauses.pause(runtime, row, why);
         else await this.stop(row, why);
         expired.push(row.id);
       } catch (err) {

@@ -147,12 +147,13 @@ export class Snapshots {
    * (with its memory unless `memory` is false), then one instance from it per room, all
    * asked at once (the runtime restores a few at a time). Answers once every copy is
    * ready or failed. A refusal (a room taken, a quota) leaves nothing behind.
+   * `timeoutAction` is what each copy's deadline does (as a create's).
    */
   async fork(
     organizationId: string,
     profileId: string,
     roomId: string,
-    options: { rooms: string[]; keepSnapshot: boolean; memory?: boolean },
+    options: { rooms: string[]; keepSnapshot: boolean; memory?: boolean; timeoutAction?: 'pause' | 'stop' },
   ): Promise<ForkResult> {
     noteOperation('instance.fork', { profileId, roomId });
     const { instances, log } = this.deps;
@@ -169,7 +170,11 @@ export class Snapshots {
       try {
         // Each create is admitted (quotas, host capacity) before the next is asked for.
         for (const room of options.rooms) {
-          const { instance } = await instances.create(organizationId, profileId, room, { wait: false, snapshot: source });
+          const { instance } = await instances.create(organizationId, profileId, room, {
+            wait: false,
+            snapshot: source,
+            ...(options.timeoutAction ? { timeoutAction: options.timeoutAction } : {}),
+          });
           made.push(room);
           ids.push(instance.instance_id);
         }

@@ -295,6 +295,13 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('instance_metadata_key_value').on('instance_metadata').columns(['key', 'value']).execute();
     },
   },
+  '0015_timeout_action': {
+    async up(db: Kysely<any>) {
+      // What an instance's deadline does when it passes, when its create said (E2B's
+      // onTimeout); null: its profile's idle_action.
+      await db.schema.alterTable('instances').addColumn('timeout_action', 'text').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

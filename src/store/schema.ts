@@ -79,6 +79,8 @@ export interface InstancesTable {
   timeout_s: number;
   /** When its deadline passes (timeout_s, moved by keep-alives); null when it has none. */
   expires_at: string | null;
+  /** What its deadline does, `pause` or `stop`, when its create said; null: its profile's idle_action. */
+  timeout_action: 'pause' | 'stop' | null;
 }
 
 export interface SnapshotsTable {

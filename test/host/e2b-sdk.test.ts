@@ -239,11 +239,14 @@ describe('snapshots and fork', () => {
 });
 
 describe('pause and connect', () => {
-  // A process the sandbox runs on its own (not a command the service follows, which a
-  // pause ends today) comes back with the memory.
-  it('pauses a sandbox keeping its memory; connect resumes it with its processes, and only extends the deadline', async (test) => {
+  // Both a process the sandbox runs on its own and a command started through the SDK
+  // (one the service follows, which it attaches to again after the resume) come back
+  // with the memory.
+  it('pauses a sandbox keeping its memory; connect resumes it with its processes and commands, and only extends the deadline', async (test) => {
     const sandbox = await create({ timeoutMs: 600_000 });
     await sandbox.commands.run('nohup sleep 900 >/dev/null 2>&1 &');
+    const across = await sandbox.commands.run('echo before; while [ ! -e /tmp/go ]; do sleep 0.2; done; echo after; exit 3', { background: true });
+    await untilTrue('the command\'s first line', () => across.stdout.includes('before'));
     const endAt = (await sandbox.getInfo()).endAt.getTime();
     assert.equal(await Sandbox.pause(sandbox.sandboxId, opts), true);
     assert.equal((await Sandbox.getInfo(sandbox.sandboxId, opts)).state, 'paused');
@@ -261,7 +264,48 @@ describe('pause and connect', () => {
     assert.equal(info.state, 'running');
     assert.ok(info.endAt.getTime() >= endAt - 1000, 'a shorter timeout leaves the deadline');
     assert.equal((await again.commands.run('pgrep -x sleep >/dev/null && echo alive')).stdout, 'alive\n', 'the memory was kept');
+    assert.ok((await again.commands.list()).some((p) => p.pid === across.pid), 'the command is still listed after the resume');
+    const followed = await again.commands.connect(across.pid);
+    await again.commands.run('touch /tmp/go');
+    for (const handle of [followed, across]) {
+      await assert.rejects(handle.wait(), (err: unknown) => {
+        assert.ok(err instanceof CommandExitError, String(err));
+        assert.equal(err.exitCode, 3);
+        assert.equal(err.stdout, 'before\nafter\n');
+        return true;
+      });
+    }
     await again.kill();
+  });
+});
+
+describe('the timeout', () => {
+  // E2B's sandboxes are killed at their timeout unless created with onTimeout 'pause',
+  // whatever the profile does with idle instances.
+  it('kills a sandbox at its timeout, or pauses it with lifecycle.onTimeout pause; connect resumes that one', async () => {
+    const killed = await create({ timeoutMs: 2_000 });
+    const paused = await create({ timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } });
+    await paused.files.write('/home/user/kept.txt', 'kept across the timeout');
+    await untilTrue('the killed one gone', async () => !(await Sandbox.getInfo(killed.sandboxId, opts).then(() => true, () => false)), { timeoutMs: 30_000 });
+    await untilTrue('the other paused', async () => (await Sandbox.getInfo(paused.sandboxId, opts)).state === 'paused', { timeoutMs: 60_000 });
+    await assert.rejects(Sandbox.getInfo(killed.sandboxId, opts), NotFoundError);
+    const again = await Sandbox.connect(paused.sandboxId, { ...opts, timeoutMs: 120_000 });
+    assert.equal((await again.getInfo()).state, 'running');
+    assert.equal(await again.files.read('/home/user/kept.txt'), 'kept across the timeout');
+    await again.kill();
+  });
+});
+
+describe('metrics', () => {
+  it("answers the sandbox's measured memory and CPU beside its resources", async () => {
+    // CPU use is the share used since the previous reading: one before some work, one after.
+    await sbx.getMetrics();
+    await sbx.commands.run('head -c 20000000 /dev/urandom | sha256sum >/dev/null');
+    const [metric] = await sbx.getMetrics();
+    assert.ok(metric, 'one point');
+    assert.ok(metric.memUsed > 0 && metric.memUsed <= metric.memTotal + 256 * 1024 * 1024, `memory ${metric.memUsed} of ${metric.memTotal}`);
+    assert.equal(metric.memTotal, 512 * 1024 * 1024);
+    assert.ok(metric.cpuUsedPct > 0 && metric.cpuUsedPct <= 100, `cpu ${metric.cpuUsedPct}%`);
   });
 });
 

@@ -55,9 +55,30 @@ describe('the control API', () => {
     const unknown = await fetch(`${base}/e2b/v2/nothing`, { headers: { 'X-API-KEY': org.apiKey } });
     assert.equal(unknown.status, 501, 'what E2B has and roomkit does not serve is no missing sandbox');
     assert.equal(((await unknown.json()) as { code: number }).code, 501);
+  });
+
+  it("serves a sandbox's metrics from what roomkit measures: its machine's memory in use beside its resources", async () => {
     const sandbox = await Sandbox.create(opts);
-    await assert.rejects(Sandbox.getMetrics(sandbox.sandboxId, opts), (err: unknown) => !(err instanceof NotFoundError) && /501.*not served/.test(String(err)));
+    t.runtime.memoryInUse.set(sandbox.sandboxId, 96);
+    const [metric, ...more] = await sandbox.getMetrics();
+    assert.equal(more.length, 0, 'one point: now');
+    assert.ok(metric);
+    const info = await sandbox.getInfo();
+    assert.equal(metric.memUsed, 96 * 1024 * 1024);
+    assert.equal(metric.memTotal, info.memoryMB * 1024 * 1024);
+    assert.equal(metric.cpuCount, info.cpuCount);
+    assert.ok(metric.diskTotal > 0 && metric.diskUsed === 0, `disk: ${metric.diskUsed} of ${metric.diskTotal}`);
+    assert.ok(Math.abs(metric.timestamp.getTime() - Date.now()) < 5000, metric.timestamp.toISOString());
+    assert.deepEqual(await sandbox.getMetrics({ start: new Date(Date.now() - 3_600_000), end: new Date(Date.now() - 1_800_000) }), [], 'a window in the past holds no point');
     await sandbox.kill();
+    await assert.rejects(Sandbox.getMetrics(sandbox.sandboxId, opts), NotFoundError);
+  });
+
+  it('refuses what onTimeout asks and roomkit cannot do: a pause without memory, a resume by traffic', async () => {
+    await assert.rejects(Sandbox.create({ ...opts, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }), /400.*keepMemory/);
+    await assert.rejects(Sandbox.create({ ...opts, lifecycle: { onTimeout: 'pause', autoResume: true } }), /400.*autoResume/);
+    const listed = await Sandbox.list(opts).nextItems();
+    assert.equal(listed.length, 0, 'no sandbox was made for them');
   });
 
   it("resolves the SDK's default templates to the organization's default profile", async () => {

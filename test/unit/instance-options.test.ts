@@ -133,6 +133,26 @@ describe('a create\'s env, metadata and timeout_s', () => {
     assert.equal(gone.body.details.reason_code, 'timeout');
   });
 
+  it('a deadline action given at create (an adapter\'s, as E2B\'s onTimeout) wins over the profile\'s idle_action, for the deadline only', async () => {
+    const stops = (await call('GET', '/api/profiles/stops')).body.profile_id as string;
+    const create = (p: string, roomId: string, timeoutAction: 'pause' | 'stop') =>
+      t.services.instances.create(org.organizationId, p, roomId, { wait: true, timeout_s: 30, timeoutAction });
+    const paused = (await create(stops, 'pause-at-deadline', 'pause')).instance.instance_id;
+    const stopped = (await create(profile, 'stop-at-deadline', 'stop')).instance.instance_id;
+    assert.ok(!(await t.services.instances.expire(Date.now() + 29_000)).includes(paused), 'not before its deadline');
+    const expired = await t.services.instances.expire(Date.now() + 31_000);
+    assert.ok(expired.includes(paused) && expired.includes(stopped), JSON.stringify(expired));
+    const pausedNow = (await call('GET', room('pause-at-deadline', stops))).body;
+    assert.equal(pausedNow.state, 'paused', 'paused although its profile stops idle instances');
+    assert.deepEqual(codes(pausedNow), ['pausing:timeout', 'paused:timeout']);
+    const gone = await call('GET', room('stop-at-deadline'));
+    assert.equal(gone.status, 404, 'stopped although its profile pauses idle instances');
+    assert.equal(gone.body.details.reason_code, 'timeout');
+    const resumed = await call('POST', `${room('pause-at-deadline', stops)}/resume`);
+    assert.equal(resumed.body.state, 'ready', resumed.text);
+    await call('DELETE', room('pause-at-deadline', stops));
+  });
+
   it('refuses bad options with 400s, and makes no instance for them', async () => {
     const bad: [string, unknown][] = [
       ['env name', { env: { '1BAD': 'x' } }],

@@ -2,6 +2,7 @@
 // connect sandboxes, over core's instances by id. Bodies and answers keep E2B's field
 // names, since the SDK reads them; the routes are hidden from roomkit's /openapi.json
 // (E2B's API is described by E2B). Failures answer E2B's {code, message} (errors.ts).
+import { setTimeout as sleep } from 'node:timers/promises';
 import Type from 'typebox';
 import { instanceIdNotFound, type InstanceRef } from '../../core/instance-address.ts';
 import type { Instance } from '../../core/instance-schema.ts';
@@ -23,6 +24,7 @@ const NewSandbox = Type.Object({
   envVars: Type.Optional(StringMap),
   autoPause: Type.Optional(Type.Boolean()),
   autoPauseMemory: Type.Optional(Type.Boolean()),
+  autoResume: Type.Optional(Type.Object({ enabled: Type.Optional(Type.Boolean()) })),
   secure: Type.Optional(Type.Boolean()),
   allow_internet_access: Type.Optional(Type.Boolean()),
 });
@@ -41,6 +43,9 @@ const TimeoutBody = Type.Object({ timeout: Type.Integer({ minimum: 0 }) });
 const PauseBody = Type.Object({ memory: Type.Optional(Type.Boolean()) });
 const ConnectBody = Type.Object({ timeout: Type.Optional(Type.Integer({ minimum: 0 })), memory: Type.Optional(Type.Boolean()) });
 
+/** Longest a connect waits for a sandbox being paused to be paused, before resuming it. */
+const PAUSE_WAIT_MS = 120_000;
+const PAUSE_POLL_MS = 100;
 /** Most sandboxes one page of a list holds, as E2B bounds it. */
 const MAX_LIST_LIMIT = 100;
 const DEFAULT_LIST_LIMIT = 100;
@@ -57,9 +62,25 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
     return { instance, state };
   };
 
+  /** A sandbox being paused, once it is (or once it is something else); 409 if that takes too long. */
+  const pausedSandbox = async (address: InstanceRef): Promise<{ instance: Instance; state: SandboxState }> => {
+    const deadline = Date.now() + PAUSE_WAIT_MS;
+    for (;;) {
+      const found = await liveSandbox(address);
+      if (found.instance.state !== 'pausing') return found;
+      if (Date.now() > deadline) throw new AppError('instance_state_conflict', `sandbox ${address.instanceId} is still being paused; connect again in a moment`);
+      await sleep(PAUSE_POLL_MS);
+    }
+  };
+
   const create = async (caller: ReturnType<typeof callerOf>, body: Type.Static<typeof NewSandbox>) => {
-    if (body.autoPause === true) {
-      throw new AppError('validation_error', 'autoPause (pause rather than kill at the timeout) is not served yet: give the profile idle_action "pause" for idle instances, or pause the sandbox yourself');
+    // At its timeout a sandbox is killed, as E2B's are, or paused with its memory (autoPause),
+    // whatever its profile does with idle instances.
+    if (body.autoPause === true && body.autoPauseMemory === false) {
+      throw new AppError('validation_error', 'onTimeout: {action: "pause", keepMemory: false} is not served: a sandbox paused at its timeout keeps its memory where the host can');
+    }
+    if (body.autoResume?.enabled === true) {
+      throw new AppError('validation_error', 'autoResume (a paused sandbox resumed by traffic) is not served: resume it with Sandbox.connect()');
     }
     const { profile, snapshot } = await templateSource(services, caller.organizationId, body.templateID);
     // A sandbox asked to be cut off from the internet is never given it silently.
@@ -73,6 +94,7 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       wait: true,
       ...(snapshot ? { snapshot } : {}),
       timeout_s: body.timeout ?? DEFAULT_TIMEOUT_S,
+      timeoutAction: body.autoPause === true ? 'pause' : 'stop',
       ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
       ...(body.envVars === undefined ? {} : { env: body.envVars }),
     });
@@ -164,6 +186,8 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       const caller = callerOf(request);
       const address = ref(caller.organizationId, request.params.sandboxID);
       let { instance, state } = await liveSandbox(address);
+      // A sandbox still being paused (at its timeout, say) is resumed once it is paused, as E2B does.
+      if (instance.state === 'pausing') ({ instance, state } = await pausedSandbox(address));
       const resumed = state === 'paused';
       if (resumed) instance = await services.instances.resumeAt(address, { keyId: caller.keyId });
       const timeout = request.body.timeout;

@@ -9,6 +9,7 @@ import { E2B_PREFIX, ENVD_PREFIX } from './auth.ts';
 import { controlRoutes } from './control-routes.ts';
 import { envdRoutes } from './envd-routes.ts';
 import { E2bHttpError, sendE2bError } from './errors.ts';
+import { metricsRoute } from './metrics-route.ts';
 import { snapshotRoutes } from './snapshot-routes.ts';
 
 export async function mountE2b(app: App, services: Services, tokens: AccessTokens): Promise<void> {
@@ -16,7 +17,7 @@ export async function mountE2b(app: App, services: Services, tokens: AccessToken
   const bodyLimit = Math.ceil(services.config.maxUploadBytes * 1.4) + 64 * 1024;
   const scoped = (register: (scope: App) => void) => async (scope: App) => {
     scope.setErrorHandler((err, _request, reply) => sendE2bError(reply, err));
-    // What E2B's API has and this adapter does not (templates, volumes, secrets, metrics…)
+    // What E2B's API has and this adapter does not (templates, volumes, secrets…)
     // answers 501, which the SDK raises as an error saying so, rather than a 404 it would
     // read as a missing sandbox.
     scope.setNotFoundHandler((request, reply) =>
@@ -29,6 +30,7 @@ export async function mountE2b(app: App, services: Services, tokens: AccessToken
     scoped((scope) => {
       controlRoutes(scope, services, tokens);
       snapshotRoutes(scope, services, tokens);
+      metricsRoute(scope, services);
     }),
     { prefix: E2B_PREFIX },
   );

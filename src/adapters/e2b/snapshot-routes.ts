@@ -71,7 +71,7 @@ export function snapshotRoutes(app: App, services: Services, tokens: AccessToken
       const caller = callerOf(request);
       const source = await services.instances.getAt(ref(caller.organizationId, request.params.sandboxID));
       const rooms = Array.from({ length: request.body.count ?? 1 }, () => newRoomId());
-      const forked = await services.snapshots.fork(caller.organizationId, source.profile_id, source.room_id, { rooms, keepSnapshot: false });
+      const forked = await services.snapshots.fork(caller.organizationId, source.profile_id, source.room_id, { rooms, keepSnapshot: false, timeoutAction: 'stop' });
       const results = [];
       for (const copy of forked.instances) {
         if (copy.state !== 'ready') {
