@@ -470,6 +470,11 @@ export class GvisorRuntime implements Runtime {
     }
   }
 
+  /** Networks for `count` creates about to come together, made in one batch as network slots (network/slots.ts). */
+  async prepareCreates(count: number): Promise<void> {
+    await this.networkSlots.addBatch(count);
+  }
+
   /** The instance's network names (a slot's, when it took one), for benchmarks and tests that look at the host. */
   networkOf(instanceId: string): InstanceNetworkNames {
     return this.handle(instanceId).networkNames();
