@@ -3,8 +3,8 @@
 // authentication, rate limits, the Error body, audit hooks, /openapi.json, health); it
 // mounts the adapters that speak a protocol over core/: the REST API
 // (adapters/rest/) and the MCP endpoint (adapters/mcp/), both over the agent tool layer
-// (adapters/tools/) where they offer tools, and E2B's API (adapters/e2b/). Routes stay thin: authenticate, validate
-// (by their schemas), call a service, shape the response.
+// (adapters/tools/) where they offer tools, and E2B's API (adapters/e2b/). Routes stay
+// thin: authenticate, validate (by their schemas), call a service, shape the response.
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';

@@ -197,6 +197,21 @@ describe('a pseudo-terminal through the SDK', () => {
     assert.ok(text().includes('30 100'), text());
     assert.ok(result instanceof CommandExitError && result.exitCode === 7, String(result));
   });
+
+  it('outlives its stream: a reconnect replays its output and follows it, and a kill ends it', async () => {
+    const first: Buffer[] = [];
+    const terminal = await sbx.pty.create({ cols: 80, rows: 24, onData: (data) => void first.push(Buffer.from(data)) });
+    await sbx.pty.sendInput(terminal.pid, new TextEncoder().encode('echo before-$((40+2))\n'));
+    await untilTrue('the first output', () => Buffer.concat(first).toString().includes('before-42'));
+    await terminal.disconnect();
+    const again: Buffer[] = [];
+    const reconnected = await sbx.pty.connect(terminal.pid, { onData: (data) => void again.push(Buffer.from(data)) });
+    await sbx.pty.sendInput(terminal.pid, new TextEncoder().encode('echo after-$((40+3))\n'));
+    await untilTrue('the replay and the new output', () => Buffer.concat(again).toString().includes('before-42') && Buffer.concat(again).toString().includes('after-43'));
+    assert.equal(await sbx.pty.kill(terminal.pid), true);
+    await assert.rejects(reconnected.wait());
+    assert.ok(!(await sbx.commands.list()).some((p) => p.pid === terminal.pid), 'gone once killed');
+  });
 });
 
 describe('snapshots and fork', () => {

@@ -1,10 +1,11 @@
 // Network slots made ahead of creates (network/slots.ts), with real sandboxes: a create
 // takes a slot and keeps its names, its lease becomes the instance's and it gets its
 // egress rule; the pool refills; the instance pauses and resumes on the slot's network
-// and its delete removes it; a service's close removes its slots, and the slots a crash
-// left are removed by the next start while the new ones are kept by its sweep; a batch
-// of slots for a fork's copies is made at once, each addressed, and taken by creates.
-// Nothing is left on the host at the end.
+// (kept by the pause, or made again when the host lost it) and its delete removes it; a
+// service's close removes its slots, and the slots a crash left are removed by the next
+// start while the new ones are kept by its sweep; a batch of slots for a fork's copies
+// is made at once, each addressed, and taken by creates. Nothing is left on the host at
+// the end.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { run } from '../../src/host/run.ts';
 import { createLogger } from '../../src/log.ts';
-import { hostTag, type InstanceNetworkNames, listNetns, netnsPath, networkNames } from '../../src/network/netns.ts';
+import { hostTag, type InstanceNetworkNames, listNetns, netnsPath, networkNames, removeNetwork } from '../../src/network/netns.ts';
 import { AddressPool } from '../../src/network/pool.ts';
 import { NetworkSlots, SLOT_LEASE_PREFIX } from '../../src/network/slots.ts';
 import type { GvisorRuntime } from '../../src/runtimes/gvisor/gvisor-runtime.ts';
@@ -102,6 +103,18 @@ describe('network slots made ahead of creates', () => {
     assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
     assert.equal(resumed.body.state, 'ready');
     assert.equal((await api('POST', `${room('a')}/command`, { command: 'echo again' })).body.result.output, 'again\n');
+
+    // A network the host lost while the instance was paused (a reboot keeps nothing) is made again by the resume.
+    assert.equal((await api('POST', `${room('a')}/pause`)).status, 200);
+    await runtime().releasesSettled();
+    await removeNetwork(names);
+    assert.ok(!listNetns(tag).includes(names.netns));
+    const again = await api('POST', `${room('a')}/resume`);
+    assert.equal(again.status, 200, JSON.stringify(again.body));
+    assert.equal(again.body.state, 'ready');
+    assert.ok(listNetns(tag).includes(names.netns), 'the resume did not make the namespace again');
+    assert.ok((await hostObjects(dataDir)).egressRules.includes(names.hostIf), 'the resume did not add the egress rule again');
+    assert.equal((await api('POST', `${room('a')}/command`, { command: 'echo made-again' })).body.result.output, 'made-again\n');
 
     // Its delete removes the slot's network and lease with it.
     assert.equal((await api('DELETE', room('a'))).status, 200);

@@ -118,6 +118,8 @@ describe('across a pause with memory', () => {
     assert.equal(done.result.result.output, [1, 2, 3, 4, 5, 6, 7, 8].map((i) => `line ${i}\n`).join(''));
     const paths = (done.files_changed as { path: string }[]).map((f) => f.path);
     assert.ok(paths.some((p) => p.endsWith('/made-across.txt')), JSON.stringify(done.files_changed));
+    // What it changed between the restore and the service's new mark is not seen: it says so.
+    assert.equal(done.files_changed_truncated, true);
   });
 
   it('a foreground command under way is answered once the resume lets it finish', async (t) => {

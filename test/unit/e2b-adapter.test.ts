@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { AuthenticationError, NotFoundError, Sandbox } from 'e2b';
-import { Filesystem } from '../../src/adapters/e2b/generated/filesystem/filesystem_pb.js';
+import { EventType, Filesystem } from '../../src/adapters/e2b/generated/filesystem/filesystem_pb.js';
 import { Process } from '../../src/adapters/e2b/generated/process/process_pb.js';
 import { COMMAND_ID_HEADER } from '../../src/adapters/e2b/process-service.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
@@ -70,6 +70,14 @@ describe('the control API', () => {
     }
   });
 
+  it('never gives the internet to a sandbox asked to be without it', async () => {
+    await assert.rejects(Sandbox.create({ ...opts, allowInternetAccess: false }), /400.*egress/);
+    await t.createProfile(org, { name: 'offline', network: { egress: 'none' } });
+    const offline = await Sandbox.create('offline', { ...opts, allowInternetAccess: false });
+    assert.equal((await offline.getInfo()).name, 'offline');
+    await offline.kill();
+  });
+
   it('hides another organization\'s sandboxes as missing ones', async () => {
     const sandbox = await Sandbox.create(opts);
     const other = await t.newOrg();
@@ -107,7 +115,7 @@ describe('the control API', () => {
 });
 
 describe('the in-sandbox protocol', () => {
-  it("takes only the sandbox's own access token, and answers 502 once the sandbox is gone", async () => {
+  it("takes only the sandbox's own access token, while its key is active, and answers 502 once the sandbox is gone", async () => {
     const a = await Sandbox.create(opts);
     const b = await Sandbox.create(opts);
     const tokenA = (a as unknown as { envdAccessToken: string }).envdAccessToken;
@@ -115,6 +123,15 @@ describe('the in-sandbox protocol', () => {
     assert.equal((await envd('/health', a.sandboxId, undefined)).status, 401);
     assert.equal((await envd('/health', b.sandboxId, tokenA)).status, 401, "a token is good for its sandbox only");
     assert.equal((await envd('/health', a.sandboxId, `${tokenA.slice(0, -2)}xx`)).status, 401);
+    // A key revoked takes its sandboxes' tokens with it.
+    const other = await t.newOrg();
+    const otherOpts = { ...opts, apiKey: other.apiKey };
+    const c = await Sandbox.create(otherOpts);
+    const tokenC = (c as unknown as { envdAccessToken: string }).envdAccessToken;
+    assert.equal((await envd('/health', c.sandboxId, tokenC)).status, 204);
+    const keyId = (await t.services.organizations.authenticate(other.apiKey)).keyId;
+    await t.services.organizations.revokeKey(other.organizationId, keyId);
+    assert.equal((await envd('/health', c.sandboxId, tokenC)).status, 401);
     await a.kill();
     const gone = await envd('/health', a.sandboxId, tokenA);
     assert.equal(gone.status, 502);
@@ -208,9 +225,26 @@ describe('the in-sandbox protocol', () => {
     const token = (sandbox as unknown as { envdAccessToken: string }).envdAccessToken;
     const client = createClient(Filesystem, createConnectTransport({ baseUrl: `${base}/e2b/envd`, httpVersion: '1.1' }));
     await assert.rejects(
-      client.createWatcher({ path: '/home/user' }, { headers: { 'E2b-Sandbox-Id': sandbox.sandboxId, 'X-Access-Token': token } }),
+      client.createWatcher({ path: '/home/user', includeEntry: true }, { headers: { 'E2b-Sandbox-Id': sandbox.sandboxId, 'X-Access-Token': token } }),
       (err: unknown) => err instanceof ConnectError && err.code === Code.Unimplemented && /docs\/e2b\.md/.test(err.message),
     );
+    await sandbox.kill();
+  });
+
+  it('watches a directory in the polled form too: a watcher, its events since the last read, its removal', async () => {
+    const sandbox = await Sandbox.create(opts);
+    const headers = { 'E2b-Sandbox-Id': sandbox.sandboxId, 'X-Access-Token': (sandbox as unknown as { envdAccessToken: string }).envdAccessToken };
+    const client = createClient(Filesystem, createConnectTransport({ baseUrl: `${base}/e2b/envd`, httpVersion: '1.1', useBinaryFormat: false }));
+    const { watcherId } = await client.createWatcher({ path: '/home/user/polled', recursive: true }, { headers });
+    await sandbox.files.write('/home/user/polled/one.txt', '1');
+    const seen: string[] = [];
+    await untilTrue('the create', async () => {
+      seen.push(...(await client.getWatcherEvents({ watcherId }, { headers })).events.map((e) => `${e.type} ${e.name}`));
+      return seen.includes(`${EventType.CREATE} one.txt`);
+    });
+    assert.deepEqual((await client.getWatcherEvents({ watcherId }, { headers })).events, [], 'read events are not given again');
+    await client.removeWatcher({ watcherId }, { headers });
+    await assert.rejects(client.getWatcherEvents({ watcherId }, { headers }), (err: unknown) => err instanceof ConnectError && err.code === Code.NotFound);
     await sandbox.kill();
   });
 });

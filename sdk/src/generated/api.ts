@@ -1602,41 +1602,6 @@ export interface Paths {
       };
     };
   };
-  '/healthz': {
-    /** Health of the service */
-    get: {
-      params: Record<string, never>;
-      query: Record<string, never>;
-      body: undefined;
-      responses: {
-        200: {
-          status: 'ok';
-          version: string;
-          runtime: {
-            available: boolean;
-            name?: string;
-            reason?: string;
-          };
-        };
-      };
-    };
-  };
-  '/readyz': {
-    /** Readiness of the service */
-    get: {
-      params: Record<string, never>;
-      query: Record<string, never>;
-      body: undefined;
-      responses: {
-        200: {
-          status: 'ready';
-          store: 'ok';
-          runtime: string;
-        };
-        503: ErrorBody;
-      };
-    };
-  };
   '/api/profile/{profile_id}/room/{room_id}/ports/{port}/{path}': {
     /** Reach a port of the instance (HEAD, and WebSocket upgrades, too) */
     get: {
@@ -1811,6 +1776,41 @@ export interface Paths {
         429: ErrorBody;
         502: ErrorBody;
         504: ErrorBody;
+      };
+    };
+  };
+  '/healthz': {
+    /** Health of the service */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: {
+          status: 'ok';
+          version: string;
+          runtime: {
+            available: boolean;
+            name?: string;
+            reason?: string;
+          };
+        };
+      };
+    };
+  };
+  '/readyz': {
+    /** Readiness of the service */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: {
+          status: 'ready';
+          store: 'ok';
+          runtime: string;
+        };
+        503: ErrorBody;
       };
     };
   };

@@ -62,6 +62,13 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       throw new AppError('validation_error', 'autoPause (pause rather than kill at the timeout) is not served yet: give the profile idle_action "pause" for idle instances, or pause the sandbox yourself');
     }
     const { profile, snapshot } = await templateSource(services, caller.organizationId, body.templateID);
+    // A sandbox asked to be cut off from the internet is never given it silently.
+    if (body.allow_internet_access === false && profile.network.egress !== 'none') {
+      throw new AppError(
+        'validation_error',
+        `allowInternetAccess: false needs a template whose network has no egress; profile ${profile.name} has egress "${profile.network.egress}" (make a profile with network.egress "none")`,
+      );
+    }
     const { instance } = await services.instances.create(caller.organizationId, profile.profile_id, newRoomId(), {
       wait: true,
       ...(snapshot ? { snapshot } : {}),

@@ -3,6 +3,7 @@
 // difference an E2B file system event (create, write, remove; a rename shows as the old
 // name removed and the new one created). Polling is what core offers until it has a
 // watch of its own; a tree larger than MAX_ENTRIES is refused rather than half-watched.
+import { randomUUID } from 'node:crypto';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { DirectoryListing } from '../../core/file-schema.ts';
 import type { InstanceRef } from '../../core/instance-address.ts';
@@ -85,5 +86,76 @@ export async function* watchDirectory(
     const after = await listTree(services, address, root, options.recursive);
     yield differences(before, after);
     before = after;
+  }
+}
+
+/** How long a polled watcher lives without being asked for its events. */
+const UNREAD_WATCHER_MS = 60_000;
+/** Most events a polled watcher keeps between two reads (the oldest go first). */
+const MAX_PENDING_EVENTS = 10_000;
+
+interface Watcher {
+  instanceId: string;
+  events: WatchEvent[];
+  stop: AbortController;
+  lastRead: number;
+  failure?: unknown;
+}
+
+/**
+ * The polling form of a watch (CreateWatcher, GetWatcherEvents, RemoveWatcher), as E2B's
+ * synchronous SDKs use it: each watcher runs watchDirectory in the background and keeps
+ * its events until they are read; one not read for a minute is removed.
+ */
+export class Watchers {
+  private readonly watchers = new Map<string, Watcher>();
+
+  /** Starts a watcher once the tree has been listed (a missing directory fails here). */
+  async create(services: Services, address: InstanceRef, root: string, recursive: boolean): Promise<string> {
+    const stop = new AbortController();
+    const watch = watchDirectory(services, address, root, { recursive, signal: stop.signal });
+    await watch.next();
+    const id = randomUUID();
+    const watcher: Watcher = { instanceId: address.instanceId, events: [], stop, lastRead: Date.now() };
+    this.watchers.set(id, watcher);
+    void (async () => {
+      try {
+        for await (const events of watch) {
+          watcher.events.push(...events);
+          if (watcher.events.length > MAX_PENDING_EVENTS) watcher.events.splice(0, watcher.events.length - MAX_PENDING_EVENTS);
+          if (Date.now() - watcher.lastRead > UNREAD_WATCHER_MS) this.remove(address.instanceId, id);
+        }
+      } catch (err) {
+        // Kept for the next read to report; forgotten if nobody reads it.
+        watcher.failure = err;
+        setTimeout(() => {
+          if (this.watchers.get(id) === watcher) this.watchers.delete(id);
+        }, UNREAD_WATCHER_MS).unref();
+      }
+    })();
+    return id;
+  }
+
+  /** The events since the last read; the watch's failure once it has failed. */
+  take(instanceId: string, id: string): WatchEvent[] {
+    const watcher = this.find(instanceId, id);
+    watcher.lastRead = Date.now();
+    if (watcher.failure !== undefined && watcher.events.length === 0) {
+      this.remove(instanceId, id);
+      throw watcher.failure;
+    }
+    return watcher.events.splice(0);
+  }
+
+  remove(instanceId: string, id: string): void {
+    const watcher = this.find(instanceId, id);
+    watcher.stop.abort();
+    this.watchers.delete(id);
+  }
+
+  private find(instanceId: string, id: string): Watcher {
+    const watcher = this.watchers.get(id);
+    if (!watcher || watcher.instanceId !== instanceId) throw new ConnectError(`no watcher ${id} in this sandbox`, Code.NotFound);
+    return watcher;
   }
 }

@@ -50,9 +50,9 @@ export function envdRoutes(app: App, services: Services, options: { bodyLimit: n
   const runningSandbox = async (request: FastifyRequest): Promise<SandboxCall> => {
     const caller = callerOf(request);
     const address = { organizationId: caller.organizationId, instanceId: sandboxIdOf(request) };
-    const instance = await services.instances.getAt(address).catch(() => undefined);
-    if (!instance) throw sandboxGone(address.instanceId, 'it does not exist');
-    if (instance.state !== 'ready') throw sandboxGone(address.instanceId, `it is ${instance.state}`);
+    // The access token (or a signed URL's signature) was made for this organization's
+    // instance, so its state by id is all that is left to read: one look-up per call.
+    if (!(await services.instances.isReady(address.instanceId))) throw sandboxGone(address.instanceId, 'it is paused, stopped or gone');
     return { address, keyId: caller.keyId, user: userOf(request) };
   };
 
@@ -74,8 +74,13 @@ export function envdRoutes(app: App, services: Services, options: { bodyLimit: n
         request.body === undefined ? undefined : (request.body as JsonValue),
         createContextValues().set(SANDBOX_CALL, call),
       );
-      const response = await handler(universal);
-      await universalResponseToNodeResponse(response, reply.raw);
+      try {
+        await universalResponseToNodeResponse(await handler(universal), reply.raw);
+      } catch (err) {
+        // The client went away mid-stream: nothing is left to answer.
+        request.log.debug({ err }, 'in-sandbox stream ended early');
+        if (!reply.raw.destroyed) reply.raw.destroy();
+      }
     });
   }
 

@@ -22,16 +22,19 @@ const FilesQuery = Type.Object({
 });
 
 export function fileTransferRoutes(app: App, services: Services, options: { bodyLimit: number }): void {
-  const target = async (request: Parameters<typeof callerOf>[0]) => {
+  const target = (request: Parameters<typeof callerOf>[0]) => {
     const address = { organizationId: callerOf(request).organizationId, instanceId: sandboxIdOf(request) };
-    const { spec } = await services.instances.requireReadyAt(address);
-    return { address, home: spec.home };
+    // The home directory is read only for a relative path.
+    let home: Promise<string> | undefined;
+    const resolve = async (path: string) =>
+      absolutePath(path, path.startsWith('/') ? '/' : await (home ??= services.instances.requireReadyAt(address).then(({ spec }) => spec.home)));
+    return { address, resolve };
   };
 
   app.get('/files', { schema: { hide: true, querystring: FilesQuery } }, async (request, reply) => {
-    const { address, home } = await target(request);
+    const { address, resolve } = target(request);
     if (request.query.path === undefined) throw new AppError('validation_error', 'path names the file to download');
-    const file = await services.files.downloadAt(address, absolutePath(request.query.path, home), undefined);
+    const file = await services.files.downloadAt(address, await resolve(request.query.path), undefined);
     const body = Readable.from((async function* () {
       yield file.head;
       for await (const chunk of file.rest) yield chunk as Buffer;
@@ -48,7 +51,7 @@ export function fileTransferRoutes(app: App, services: Services, options: { body
   });
 
   app.post('/files', { schema: { hide: true, querystring: FilesQuery }, bodyLimit: options.bodyLimit, config: { auditAction: 'file.write' } }, async (request) => {
-    const { address, home } = await target(request);
+    const { address, resolve } = target(request);
     const contentType = request.headers['content-type'] ?? '';
     const raw = request.body;
     if (!Buffer.isBuffer(raw)) throw new AppError('unsupported_media_type', 'send the files as multipart/form-data or one file as application/octet-stream');
@@ -69,7 +72,7 @@ export function fileTransferRoutes(app: App, services: Services, options: { body
     if (files.length === 0) throw new AppError('validation_error', 'the upload holds no file');
     const written = [];
     for (const file of files) {
-      const path = absolutePath(file.path, home);
+      const path = await resolve(file.path);
       await services.files.writeAt(address, path, file.data);
       written.push({ name: path.slice(path.lastIndexOf('/') + 1), type: 'file', path });
     }

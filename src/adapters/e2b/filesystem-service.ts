@@ -3,8 +3,8 @@
 // listing), removal of a file through core. What core has no file operation for yet
 // (making a directory, moving, removing a directory) runs as a command of the instance
 // through core's commands, so it is recorded, and tracked, like any other. Watching a
-// directory polls core's listings (directory-watch.ts); the watcher calls of the
-// polling form (CreateWatcher and the rest) answer "unimplemented".
+// directory polls core's listings (directory-watch.ts), in the streamed form (WatchDir)
+// and in the polled one (CreateWatcher, GetWatcherEvents, RemoveWatcher).
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
@@ -12,7 +12,7 @@ import type { DirectoryListing } from '../../core/file-schema.ts';
 import type { Services } from '../../services.ts';
 import { connectErrorOf, unimplemented } from './errors.ts';
 import { type EntryInfoSchema, type Filesystem, FileType, type WatchDirResponseSchema } from './generated/filesystem/filesystem_pb.js';
-import { FIRST, watchDirectory } from './directory-watch.ts';
+import { FIRST, watchDirectory, Watchers } from './directory-watch.ts';
 import { SANDBOX_CALL, type SandboxCall } from './process-service.ts';
 
 /** How long a watch says nothing before it tells the client it is alive. */
@@ -77,8 +77,10 @@ function parentOf(path: string): { parent: string; name: string } {
 }
 
 export function filesystemService(services: Services): Partial<ServiceImpl<typeof Filesystem>> {
+  const watchers = new Watchers();
+  // The home directory is read only for a relative path.
   const homeOf = async (call: SandboxCall) => (await services.instances.requireReadyAt(call.address)).spec.home;
-  const resolve = async (call: SandboxCall, path: string) => absolutePath(path, await homeOf(call));
+  const resolve = async (call: SandboxCall, path: string) => absolutePath(path, path.startsWith('/') ? '/' : await homeOf(call));
 
   const stat = async (call: SandboxCall, path: string): Promise<Entry> => {
     if (path === '/') return { name: '/', type: FileType.DIRECTORY, path: '/', mode: 0o755, permissions: 'drwxr-xr-x' };
@@ -184,14 +186,18 @@ export function filesystemService(services: Services): Partial<ServiceImpl<typeo
         throw connectErrorOf(err);
       }
     },
-    async createWatcher() {
-      throw unimplemented('Watching a directory (files.watchDir)');
-    },
-    async getWatcherEvents() {
-      throw unimplemented('Watching a directory (files.watchDir)');
-    },
-    async removeWatcher() {
-      throw unimplemented('Watching a directory (files.watchDir)');
-    },
+    createWatcher: guarded(async (request, context) => {
+      const call = callOf(context);
+      if (request.includeEntry) throw unimplemented('A watch event with its entry (includeEntry)');
+      return { watcherId: await watchers.create(services, call.address, await resolve(call, request.path), request.recursive) };
+    }),
+    getWatcherEvents: guarded(async (request, context) => {
+      const call = callOf(context);
+      return { events: watchers.take(call.address.instanceId, request.watcherId).map((e) => ({ name: e.name, type: e.type })) };
+    }),
+    removeWatcher: guarded(async (request, context) => {
+      watchers.remove(callOf(context).address.instanceId, request.watcherId);
+      return {};
+    }),
   };
 }

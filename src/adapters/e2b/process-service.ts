@@ -4,9 +4,9 @@
 // instance (core's terminals). E2B's pid stands for the command's or terminal's id: the
 // pids are the adapter's, numbered per instance as processes start, since roomkit names
 // commands by id and the SDK only needs a number to name the process by again.
-// Reconnecting to a command (Connect) replays the output core keeps, then follows it;
-// that holds for commands this server started, while it runs (reattaching after a
-// restart waits for the agent's attach), and not for terminals, whose output has one reader.
+// Reconnecting (Connect) replays the output kept (core's for a command, terminal-output.ts's
+// for a terminal), then follows it; that holds for processes this server started, while
+// they run (reattaching after a restart waits for the agent's attach).
 import { Code, ConnectError, createContextKey, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { CommandSession } from '../../core/commands.ts';
@@ -14,7 +14,8 @@ import type { InstanceRef } from '../../core/instance-address.ts';
 import type { OutputPiece } from '../../core/output-log.ts';
 import type { Terminal } from '../../core/terminals.ts';
 import type { Services } from '../../services.ts';
-import { connectErrorOf, unimplemented } from './errors.ts';
+import { connectErrorOf } from './errors.ts';
+import { TerminalOutput } from './terminal-output.ts';
 import { type Process, type ProcessConfig, type ProcessSelector, type ProcessEventSchema, Signal } from './generated/process/process_pb.js';
 
 /** The sandbox (and caller) an in-sandbox call is for, set by the route before the service runs. */
@@ -38,17 +39,20 @@ const DEFAULT_USER = 'user';
 /** The first pid of an instance's processes: clear of the guest's own low pids. */
 const FIRST_PID = 1000;
 
-type NewEntry = { tag: string | undefined; config: ProcessConfig } & ({ kind: 'command'; session: CommandSession } | { kind: 'pty'; terminal: Terminal });
+type NewEntry = { tag: string | undefined; config: ProcessConfig } & (
+  | { kind: 'command'; session: CommandSession }
+  | { kind: 'pty'; terminal: Terminal; output: TerminalOutput }
+);
 type ProcessEntry = NewEntry & { pid: number };
 
 /** The processes started through E2B in each instance, by pid, while they run. */
 class ProcessTable {
   private readonly byInstance = new Map<string, { next: number; entries: Map<number, ProcessEntry> }>();
 
-  add(instanceId: string, entry: NewEntry): ProcessEntry {
+  add<E extends NewEntry>(instanceId: string, entry: E): E & { pid: number } {
     let table = this.byInstance.get(instanceId);
     if (!table) this.byInstance.set(instanceId, (table = { next: FIRST_PID, entries: new Map() }));
-    const added: ProcessEntry = { ...entry, pid: table.next++ };
+    const added = { ...entry, pid: table.next++ };
     table.entries.set(added.pid, added);
     const ended: Promise<unknown> = entry.kind === 'command' ? entry.session.done : entry.terminal.ended;
     void ended.then(() => {
@@ -107,15 +111,20 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
       const call = callOf(context);
       const config = request.process;
       if (!config || config.cmd === '') throw new ConnectError('process.cmd names the program to run', Code.InvalidArgument);
-      let spec: { user: string };
-      try {
-        spec = (await services.instances.requireReadyAt(call.address)).spec;
-      } catch (err) {
-        throw connectErrorOf(err);
+      // The instance's own user is looked up only when another is named: most calls name none.
+      let ownUser = DEFAULT_USER;
+      if (call.user !== undefined && call.user !== DEFAULT_USER) {
+        try {
+          ownUser = (await services.instances.requireReadyAt(call.address)).spec.user;
+        } catch (err) {
+          throw connectErrorOf(err);
+        }
       }
-      const line = commandLine(config, call.user, spec.user);
+      const line = commandLine(config, call.user, ownUser);
       if (request.pty) {
-        for await (const event of startTerminal(services, table, call, request.tag, config, line, request.pty.size, context)) yield { event };
+        const entry = await openTerminal(services, table, call, request.tag, config, line, request.pty.size);
+        yield { event: { event: { case: 'start', value: { pid: entry.pid } } } };
+        for await (const event of followTerminal(entry.output, 0, context.signal)) yield { event };
         return;
       }
       let session: CommandSession;
@@ -141,9 +150,12 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
     async *connect(request, context) {
       const call = callOf(context);
       const entry = table.find(call.address.instanceId, request.process);
-      if (entry.kind !== 'command') throw unimplemented('Reconnecting to a pseudo-terminal');
-      context.responseHeader.set(COMMAND_ID_HEADER, entry.session.id);
       yield { event: { event: { case: 'start', value: { pid: entry.pid } } } };
+      if (entry.kind === 'pty') {
+        for await (const event of followTerminal(entry.output, entry.output.oldest, context.signal)) yield { event };
+        return;
+      }
+      context.responseHeader.set(COMMAND_ID_HEADER, entry.session.id);
       for await (const event of followOutput(entry.session, context.signal)) yield { event };
     },
 
@@ -220,10 +232,10 @@ function guard(fn: () => void): void {
 
 /**
  * A process with a pseudo-terminal: a terminal of the instance running its line (after
- * its working directory and environment), its output as E2B's pty data events until it
- * ends, then its exit code.
+ * its working directory and environment). The terminal outlives the stream that opened
+ * it, as E2B's PTYs do, until it exits, is killed, or core ends it (idle, the instance stopping).
  */
-async function* startTerminal(
+async function openTerminal(
   services: Services,
   table: ProcessTable,
   call: SandboxCall,
@@ -231,8 +243,7 @@ async function* startTerminal(
   config: ProcessConfig,
   line: string,
   size: { cols: number; rows: number } | undefined,
-  context: HandlerContext,
-): AsyncGenerator<EventInit> {
+): Promise<ProcessEntry & { kind: 'pty' }> {
   const exports = Object.entries(config.envs).map(([name, value]) => {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new ConnectError(`${name} is not an environment variable name`, Code.InvalidArgument);
     return `export ${name}=${shellWord(value)}; `;
@@ -247,46 +258,21 @@ async function* startTerminal(
   } catch (err) {
     throw connectErrorOf(err);
   }
-  const entry = table.add(call.address.instanceId, { kind: 'pty', tag, config, terminal });
-  const chunks: Buffer[] = [];
-  let wake: (() => void) | undefined;
-  const notify = () => {
-    wake?.();
-    wake = undefined;
-  };
-  terminal.onOutput((chunk) => {
-    chunks.push(chunk);
-    notify();
-  });
-  let end: Awaited<Terminal['ended']> | undefined;
-  void terminal.ended.then((ended) => {
-    end = ended;
-    notify();
-  });
-  const stop = () => {
-    terminal.close('closed', 'the client went away');
-    notify();
-  };
-  context.signal.addEventListener('abort', stop, { once: true });
-  try {
-    yield { event: { case: 'start', value: { pid: entry.pid } } };
-    for (;;) {
-      while (chunks.length > 0) yield { event: { case: 'data', value: { output: { case: 'pty', value: chunks.shift()! } } } };
-      if (end || context.signal.aborted) break;
-      const quiet = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(true), KEEPALIVE_MS);
-        wake = () => {
-          clearTimeout(timer);
-          resolve(false);
-        };
-        if (chunks.length > 0 || end) wake();
-      });
-      if (quiet) yield { event: { case: 'keepalive', value: {} } };
-    }
-  } finally {
-    context.signal.removeEventListener('abort', stop);
+  return table.add(call.address.instanceId, { kind: 'pty' as const, tag, config, terminal, output: new TerminalOutput(terminal) });
+}
+
+/** A terminal's output from `offset` on as E2B's pty data events, then its end; a keepalive while it is quiet. */
+async function* followTerminal(output: TerminalOutput, offset: number, signal: AbortSignal): AsyncGenerator<EventInit> {
+  let sent = offset;
+  for (;;) {
+    const { chunks, next } = output.since(sent);
+    for (const chunk of chunks) yield { event: { case: 'data', value: { output: { case: 'pty', value: chunk } } } };
+    sent = next;
+    if (output.end || signal.aborted) break;
+    if (await output.wait(sent, KEEPALIVE_MS, signal)) yield { event: { case: 'keepalive', value: {} } };
   }
-  if (!end) return;
+  const end = output.end;
+  if (!end || signal.aborted) return;
   const exitCode = end.kind === 'exit' ? end.exitCode : -1;
   const status = end.kind === 'exit' ? `exit status ${exitCode}` : end.message;
   yield { event: { case: 'end', value: { exitCode, exited: end.kind === 'exit', status, ...(end.kind === 'exit' ? {} : { error: status }) } } };

@@ -19,7 +19,7 @@ import type { CommandOutcome, CommandRequest, FileChangeEntry, RevertOutcome } f
 import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
 import { AgentConnectionLost, type AgentCommandOptions, type AgentCommandOutcome, attachAgentCommand, COMMAND_MARKER, runAgentCommand } from '../agent/commands.ts';
 import { readHeads } from '../agent/files.ts';
-import type { LayerChangeTracking } from '../layer-changes/tracking.ts';
+import type { LayerChangeTracking, LayerDiff } from '../layer-changes/tracking.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { MemoryGuard } from './memory-guard.ts';
 import { addMimeTypes } from '../layer-changes/mime-sniffing.ts';
@@ -28,6 +28,9 @@ import { revertCommand } from '../layer-changes/undo-revert.ts';
 
 /** The exit code of a command whose instance went away under it (as SIGKILL gives). */
 const KILLED_EXIT_CODE = 137;
+
+/** How long the guest is given to see its commands' connections end before a pause goes on. */
+const SUSPEND_SETTLE_MS = 200;
 
 /** An instance's commands waiting for its sandbox to run again (CommandRunner.suspended). */
 interface Suspension {
@@ -83,6 +86,8 @@ export class CommandRunner {
   private readonly suspended = new Map<string, Suspension>();
   /** Commands whose connection a pause took and that cannot be reached again: they were interrupted. */
   private readonly pausedAway = new Set<string>();
+  /** The connection each running command is carried on now, with its instance and its files_changed tracking. */
+  private readonly carried = new Map<string, { instanceId: string; channel: AgentChannel; h: InstanceHandle; tracking: ChangeTracking; image?: { key: string; rootfs: string } }>();
 
   constructor(deps: CommandRunnerDeps) {
     this.deps = deps;
@@ -97,13 +102,32 @@ export class CommandRunner {
    * The instance is about to be paused with its memory (before its connections end):
    * its commands' connections that drop wait for wake() rather than end.
    */
-  suspend(instanceId: string): void {
+  async suspend(instanceId: string): Promise<void> {
     const current = this.suspended.get(instanceId);
     if (current?.done === false) {
+      if (current.byPause) return;
+      // A snapshot under way: what it drops waits for this pause's resume instead.
       current.byPause = true;
-      return;
+    } else {
+      this.suspended.set(instanceId, suspension(true));
     }
-    this.suspended.set(instanceId, suspension(true));
+    // Their connections are closed now, while the guest runs, rather than cut under the
+    // checkpoint: a restore failed to bring back an agent whose command connections
+    // were ended just before it. The agent keeps each command for the attach.
+    const commands = [...this.carried.values()].filter((c) => c.instanceId === instanceId);
+    for (const { channel } of commands) channel.close();
+    if (commands.length > 0) await new Promise((r) => setTimeout(r, SUSPEND_SETTLE_MS));
+    // The layer's watch, and the marks on it, end with the pause: what each command
+    // changed so far is taken now, and what it changes after the resume from a new mark.
+    for (const { h, tracking, image } of commands) {
+      if (tracking.mark === undefined || !image) continue;
+      const mark = tracking.mark;
+      tracking.mark = undefined;
+      tracking.earlier = await this.deps.changeTracker.diff(mark, h.upper, image).catch((err: unknown) => {
+        this.deps.log.warn({ instanceId, err }, "could not read a command's changes before a pause: its files_changed is incomplete");
+        return { changes: [], incomplete: true, method: 'walk' as const };
+      });
+    }
   }
 
   /**
@@ -113,7 +137,9 @@ export class CommandRunner {
    * the host's side of the connections it dropped (nothing in the guest answers them
    * any more), and those commands attach again from the output they have; should a
    * pause have begun meanwhile, after its resume. A sandbox that `hold` could not let
-   * go on fails their attach: they end as interrupted.
+   * go on fails their attach: they end as interrupted. Unlike a pause, the connections
+   * are not closed ahead: that would hold every snapshot up by SUSPEND_SETTLE_MS, and
+   * the sandbox is not restored from this checkpoint.
    */
   async across<T>(instanceId: string, hold: () => Promise<T>, cut: () => void): Promise<T> {
     let own = this.suspended.get(instanceId);
@@ -124,7 +150,7 @@ export class CommandRunner {
       cut();
       if (!own.byPause && this.suspended.get(instanceId) === own) {
         own.settle(true);
-        // Dropped connections are told apart from other ends a moment after their drop (reattach()).
+        // A drop the host sees a little late still finds the snapshot's mark (reattach()).
         setTimeout(() => {
           if (this.suspended.get(instanceId) === own) this.suspended.delete(instanceId);
         }, ATTACH_WINDOW_MS).unref();
@@ -162,13 +188,13 @@ export class CommandRunner {
     // Every command of an undo layer is journaled (a later one can make a revert ambiguous).
     if (undoLayer) await this.deps.undo.beforeCommand(h, request.commandId, request.keepUndo === true);
     const image = request.trackChanges ? this.deps.imageOf(h) : undefined;
-    const before = image ? await this.deps.changeTracker.mark(h.id, h.upper) : undefined;
+    const tracking: ChangeTracking = { mark: image ? await this.deps.changeTracker.mark(h.id, h.upper) : undefined };
     let outcome: CommandOutcome | undefined;
     try {
-      outcome = await this.runTracked(h, request, before, image);
+      outcome = await this.runTracked(h, request, tracking, image);
       return outcome;
     } catch (err) {
-      if (before !== undefined) this.deps.changeTracker.discard(before);
+      if (tracking.mark !== undefined) this.deps.changeTracker.discard(tracking.mark);
       throw err;
     } finally {
       if (undoLayer) await this.deps.undo.afterCommand(h, request.commandId, outcome?.changes ?? null).catch((err: unknown) => this.deps.log.warn({ instanceId, err }, 'could not journal a command\'s changes'));
@@ -216,7 +242,7 @@ export class CommandRunner {
   private async runTracked(
     h: InstanceHandle,
     request: CommandRequest,
-    before: number | undefined,
+    tracking: ChangeTracking,
     image: { key: string; rootfs: string } | undefined,
   ): Promise<CommandOutcome> {
     const instanceId = h.id;
@@ -234,14 +260,19 @@ export class CommandRunner {
         ...(request.stdin ? { input: request.stdin } : {}),
         ...(request.stdinOpen ? { stdinOpen: true } : {}),
         onStarted: (channel: AgentChannel) => {
+          this.carried.set(request.commandId, { instanceId, channel, h, tracking, ...(image ? { image } : {}) });
           if (request.stdinOpen) this.inputs.set(request.commandId, channel);
           request.onStarted?.({ streamsApart: true });
         },
         reattach: (offset: number) => this.reattach(h, endpoint, request.commandId, offset),
         onReattached: (channel: AgentChannel) => {
+          this.carried.set(request.commandId, { instanceId, channel, h, tracking, ...(image ? { image } : {}) });
           if (request.stdinOpen) this.inputs.set(request.commandId, channel);
         },
-      }).finally(() => this.inputs.delete(request.commandId)),
+      }).finally(() => {
+        this.inputs.delete(request.commandId);
+        this.carried.delete(request.commandId);
+      }),
     );
     const streams = {
       stdout: { text: outcome.stdout, bytes: outcome.stdoutBytes, truncated: outcome.stdoutTruncated },
@@ -258,9 +289,9 @@ export class CommandRunner {
     let changesIncomplete = false;
     let changesMethod: CommandOutcome['changesMethod'];
     // A sandbox that ended takes its file system with it soon: no changes are read.
-    if (before !== undefined && image && !instanceGone) {
+    if (tracking.mark !== undefined && image && !instanceGone) {
       try {
-        const diff = await this.deps.changeTracker.diff(before, h.upper, image);
+        const diff = mergeDiffs(tracking.earlier, await this.deps.changeTracker.diff(tracking.mark, h.upper, image));
         ({ changes, incomplete: changesIncomplete, method: changesMethod } = diff);
         if (diff.walkedBecause) this.deps.log.info({ instanceId, commandId: request.commandId, reason: diff.walkedBecause }, 'files_changed made by a walk of the layer');
         await this.addMimeTypes(h, changes);
@@ -270,8 +301,8 @@ export class CommandRunner {
         instanceGone = true;
         changes = null;
       }
-    } else if (before !== undefined) {
-      this.deps.changeTracker.discard(before);
+    } else if (tracking.mark !== undefined) {
+      this.deps.changeTracker.discard(tracking.mark);
     }
     return {
       output: outcome.output,
@@ -291,8 +322,9 @@ export class CommandRunner {
 
   /**
    * A command through the agent. When the connection ends before the command does and
-   * the instance is gone (deleted, or its sandbox ended), that is the command's end, with
-   * the output it had printed; otherwise the agent failed, and so does the command.
+   * the instance is gone (deleted, or its sandbox ended), or a pause took it (reattach()
+   * could not reach it again), that is the command's end, with the output it had
+   * printed; otherwise the agent failed, and so does the command.
    */
   private async agentCommand(h: InstanceHandle, endpoint: AgentEndpoint, options: AgentCommandOptions): Promise<AgentCommandOutcome & { interrupted?: boolean }> {
     try {
@@ -313,16 +345,14 @@ export class CommandRunner {
 
   /**
    * A dropped connection of a command whose instance is being paused with its memory
-   * (or snapshotted with it):
-   * once it runs again, a new connection to the command from `offset` (the agent kept
+   * (or snapshotted with it): once it runs again, a new connection to the command from `offset` (the agent kept
    * what came after). Null when the connection dropped for another reason, or the
    * memory did not come back, or the agent no longer has the command; a command lost to
    * a pause is then interrupted even though its instance runs (a lost memory's resume).
    */
   private async reattach(h: InstanceHandle, endpoint: AgentEndpoint, commandId: string, offset: number, command = true): Promise<AgentChannel | null> {
-    // The pause marks the instance before it ends the connections; a moment lets a drop
-    // that comes from something else be told apart from one that comes with a pause.
-    await new Promise((r) => setTimeout(r, 50));
+    // The pause marks the instance before it ends the connections: a drop without the
+    // mark came from something else.
     const suspension = this.suspended.get(h.id);
     if (!suspension) return null;
     const lost = () => {
@@ -330,6 +360,10 @@ export class CommandRunner {
       return null;
     };
     if (!(await suspension.resumed)) return lost();
+    const carried = this.carried.get(commandId);
+    if (carried?.image && carried.tracking.earlier) {
+      carried.tracking.mark = await this.deps.changeTracker.mark(h.id, h.upper).catch(() => undefined);
+    }
     try {
       const attached = await attachAgentCommand(endpoint, { commandId, offset });
       if (attached.dropped > 0) this.deps.log.warn({ instanceId: h.id, commandId, droppedBytes: attached.dropped }, "part of a command's output across a pause was no longer kept by the agent");
@@ -355,6 +389,35 @@ export class CommandRunner {
   }
 
 
+}
+
+/**
+ * A command's files_changed tracking: its mark on the layer, and (across a pause with
+ * memory, which ends the layer's watch) what it had changed up to the pause.
+ */
+interface ChangeTracking {
+  mark: number | undefined;
+  earlier?: LayerDiff;
+}
+
+/**
+ * What a command changed before a pause and after its resume, as one list. A file the
+ * command created and then deleted is not listed; created and then changed is created;
+ * deleted and then made again is modified. Not complete: what it changed between the
+ * restore and the new mark is not seen, so the list says incomplete.
+ */
+export function mergeDiffs(earlier: LayerDiff | undefined, later: LayerDiff): LayerDiff {
+  if (!earlier) return later;
+  const byPath = new Map<string, FileChangeEntry>();
+  for (const entry of earlier.changes) byPath.set(entry.path, entry);
+  for (const entry of later.changes) {
+    const first = byPath.get(entry.path);
+    if (first?.status === 'created' && entry.status === 'deleted') byPath.delete(entry.path);
+    else if (first?.status === 'created') byPath.set(entry.path, { ...entry, status: 'created' });
+    else if (first?.status === 'deleted' && entry.status === 'created') byPath.set(entry.path, { ...entry, status: 'modified' });
+    else byPath.set(entry.path, entry);
+  }
+  return { changes: [...byPath.values()], incomplete: true, method: later.method === 'walk' || earlier.method === 'walk' ? 'walk' : later.method };
 }
 
 /** Whether a writable layer is full: less than DISK_FULL_BYTES or no inode left. */

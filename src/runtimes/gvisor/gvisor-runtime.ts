@@ -211,7 +211,7 @@ export class GvisorRuntime implements Runtime {
   /** Pauses an instance: its files stay, and its memory and processes unless asked not to or it cannot (pause.ts). */
   async pause(instanceId: string, options: PauseOptions = { memory: true }): Promise<PauseOutcome> {
     // Its commands' connections drop at the checkpoint: they wait for the resume, unless no memory is kept.
-    if (options.memory && this.capabilities.pauseMemory) this.commands.suspend(instanceId);
+    if (options.memory && this.capabilities.pauseMemory) await this.commands.suspend(instanceId);
     let paused;
     try {
       paused = await this.oneAtATime(instanceId, () => pauseInstance(this.handle(instanceId), this.pauseDeps, options));

@@ -112,7 +112,9 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
         description:
           'Stops the instance\'s machine and keeps its files (its writable layer) and, unless the body says `"memory": false`, its ' +
           'memory and processes (saved to the host\'s disk: running processes keep their pids and memory, listening sockets stay; ' +
-          'established TCP connections are dropped). A paused instance holds no memory or CPU, only disk (its layer and its saved ' +
+          'established TCP connections are dropped; a command running through roomkit goes on and its record gets all its output ' +
+          'and exit code after the resume; an open terminal is closed with reason `instance_paused` and can be attached again by its ' +
+          '`terminal_id`). A paused instance holds no memory or CPU, only disk (its layer and its saved ' +
           'memory). Answers once it is `paused`, with `pause.memory_kept` saying whether its memory was kept (false when asked, or ' +
           'on a runtime that cannot). Pausing a paused instance answers it as it is. Any command, file or terminal request resumes ' +
           'it; so does POST …/resume. It is removed after the profile\'s `paused_retention_s`.',

@@ -274,8 +274,11 @@ func runAttach(conn io.Closer, r *bufio.Reader, w *frameWriter, req *request) {
 	<-a.gone
 }
 
-// serveInput applies what the host sends on an attached connection until it ends.
+// serveInput applies what the host sends on an attached connection until it ends, and
+// then closes it at once: a connection left half closed until the command ends would be
+// one more for a pause's checkpoint to carry.
 func serveInput(r *bufio.Reader, c *commandRecord, a *attachment) {
 	commandInput(r, c)
 	c.detach(a)
+	a.conn.Close()
 }
