@@ -7,7 +7,7 @@
 // its running instance drops every connection) is attached again by the host from the
 // output it had, when the runtime says so (`reattach`): its client sees no break.
 import { type AgentChannel, type AgentEndpoint, agentRequest, parseJson } from './client.ts';
-import { FRAME } from './frames.ts';
+import { FRAME, type FrameType } from './frames.ts';
 import type { TerminalRequest, TerminalSession } from '../types.ts';
 import { agentIdentity, attachAgentCommand, COMMAND_MARKER } from './commands.ts';
 
@@ -56,13 +56,24 @@ function sessionOver(first: AgentChannel, reattach?: TerminalReattach, startOffs
   let received = startOffset;
   /** Let go or hung up by the host: a drop is then its end, never attached again. */
   let released = false;
+  /** Input and resizes sent after the connection dropped, passed on once it is attached again. */
+  let held: [FrameType, Buffer | object][] | undefined;
+  const send = (type: FrameType, payload: Buffer | object) => {
+    if (held) held.push([type, payload]);
+    else if (!channel.send(type, payload) && reattach && !released) held = [[type, payload]];
+  };
   const exited = (async () => {
     for (;;) {
       const frame = await channel.next();
       if (frame === null) {
         const again = released || !reattach ? null : await reattach(received);
-        if (!again) return { exitCode: -1 };
+        if (!again) {
+          held = undefined;
+          return { exitCode: -1 };
+        }
         channel = again;
+        for (const [type, payload] of held ?? []) channel.send(type, payload);
+        held = undefined;
         continue;
       }
       if (frame.type === FRAME.stdout || frame.type === FRAME.stderr) {
@@ -81,10 +92,10 @@ function sessionOver(first: AgentChannel, reattach?: TerminalReattach, startOffs
       for (const chunk of early.splice(0)) listener(chunk);
     },
     write(data) {
-      channel.send(FRAME.input, data);
+      send(FRAME.input, data);
     },
     resize(cols, rows) {
-      channel.send(FRAME.resize, { cols, rows });
+      send(FRAME.resize, { cols, rows });
     },
     pause() {
       channel.pause();
