@@ -6,8 +6,8 @@
 // restores, until each copy's server answers at its own address. While each fork runs,
 // the source's server is asked every 50 ms: how many answers, how many needed a second
 // try (a connection open at the checkpoint is dropped), how many failed, and the
-// slowest. Target (issue 21): the fork's total at most 3 s, the source serving
-// throughout.
+// slowest; and when the copies reached each state of their start. Target (issue 21):
+// the fork's total at most 3 s, the source serving throughout.
 //
 //   npm run bench:fork      (as root; ROOMKIT_BENCH_RUNS=3 by default)
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -116,6 +116,8 @@ try {
   await answers(address);
 
   const totals: number[] = [];
+  /** Per run, per copy: when it reached each state, in ms after the fork was asked for. */
+  const timelines: Record<string, number>[][] = [];
   const latencies: number[] = [];
   let asked = 0;
   let retried = 0;
@@ -140,8 +142,11 @@ try {
       }
     })();
     const started = performance.now();
+    const startedAt = Date.now();
     const result = await call('POST', `${source}/fork`, { rooms }, 201);
     totals.push(performance.now() - started);
+    timelines.push(result.instances.map((i: { state_history: { state: string; at: string }[] }) =>
+      Object.fromEntries(i.state_history.map((e) => [e.state, Date.parse(e.at) - startedAt]))));
     forking = false;
     await polling;
     const notReady = result.instances.filter((i: { state: string }) => i.state !== 'ready');
@@ -166,6 +171,11 @@ try {
   console.log(`floor   ${ROOMS} runsc restores, ${RESTORES_AT_ONCE} at a time, until each serves   ${summary(floors.map((f) => f.restores))}`);
   console.log(`floor   both                                                ${summary(floorTotals)}`);
   console.log(`source during the forks: ${asked} requests, ${retried} needed a second try, ${failed} failed, p50 ${percentile(latencies, 50).toFixed(0)} ms, max ${Math.max(...latencies).toFixed(0)} ms`);
+  // Where a fork's time goes: when its copies reached each state (first, median and last copy, over every run).
+  for (const state of ['active', 'network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted', 'ready']) {
+    const at = timelines.flat().map((t) => t[state]).filter((v): v is number => v !== undefined).sort((a, b) => a - b);
+    if (at.length > 0) console.log(`copies ${state.padEnd(18)} first ${at[0]} ms, median ${percentile(at, 50).toFixed(0)} ms, last ${at[at.length - 1]} ms after the fork was asked`);
+  }
   console.log(`\ntargets: fork p50 ${percentile(totals, 50).toFixed(0)} ms (<= 3000), ${(percentile(totals, 50) / percentile(floorTotals, 50)).toFixed(2)}x its floor; the source failed ${failed} requests (0)`);
 } finally {
   await bench.runtime.releasesSettled();

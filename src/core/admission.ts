@@ -146,14 +146,15 @@ export class Admission {
   }
 
   /**
-   * Throws capacity_exhausted when the host cannot carry one more instance of `request`
-   * (`starting`: one resumed, which takes memory and CPUs and no more disk). Call within
-   * serial(). A refusal for memory has `details.pressure` true: pausing idle instances
-   * may make room.
+   * Throws capacity_exhausted when the host cannot carry `count` more instances (one
+   * unless said) of `request`, all starting at once (a fork's copies are weighed
+   * together). Call within serial(). A refusal for memory may be lifted by pausing idle
+   * instances (memory-pressure.ts).
    */
-  async assertFits(db: Db, runtime: Runtime, request: MachineResources): Promise<void> {
+  async assertFits(db: Db, runtime: Runtime, request: MachineResources, count = 1): Promise<void> {
     const input = await this.input(db, runtime);
-    const breach = admissionBreach({ ...input, request: { memoryMb: runtime.startingMemoryMb(request), diskMb: runtime.hostCost(request).diskMb } });
+    const asked = { memoryMb: runtime.startingMemoryMb(request) * count, diskMb: runtime.hostCost(request).diskMb * count };
+    const breach = admissionBreach({ ...input, request: asked });
     if (breach) throw new CapacityRefusal(breach);
   }
 

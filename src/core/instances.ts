@@ -224,6 +224,65 @@ export class Instances {
     return { instance: await this.settle(row, wait), created: true };
   }
 
+  /**
+   * A fork's copies: one new instance from snapshot `from` in each of `rooms` (none may
+   * have a live instance), admitted together, all or none: the organization's quotas
+   * and the host's admission weigh all of them in one check, and a refusal (a room
+   * taken meanwhile, a quota, the host's capacity after pressure made what room it
+   * could) makes none. They are then provisioned side by side (the runtime bounds its
+   * own restores). Answers their ids in the order of `rooms`, without waiting for them;
+   * `source`, the instance the snapshot was taken of, is never paused to make room.
+   */
+  async createCopies(
+    organizationId: string,
+    profileId: string,
+    rooms: readonly string[],
+    from: SnapshotSource,
+    source: string,
+    options: Pick<InstanceOptions, 'timeoutAction'> = {},
+  ): Promise<string[]> {
+    const profile = await this.profiles.get(organizationId, profileId);
+    const spec = fromSnapshotSpec(specOf(profile), from.spec);
+    checkCreateOptions({}, spec);
+    const runtime = this.runtime();
+    const rows = rooms.map((roomId) => ({
+      ...newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec, snapshotId: from.id }),
+      ...optionColumns(options),
+    }));
+    const resources = resourcesOf(spec);
+    const taken = async (records: InstanceRecords): Promise<InstanceRecord | undefined> => {
+      for (const roomId of rooms) {
+        const live = await records.findLive(organizationId, profileId, roomId);
+        if (live) return live;
+      }
+      return undefined;
+    };
+    const admit = () =>
+      this.admission.serial(() =>
+        this.db.transaction().execute(async (trx) => {
+          await this.quotas.lock(trx, organizationId);
+          const live = await taken(new InstanceRecords(trx));
+          if (live) throw roomOccupied(live, 'fork into it');
+          await this.quotas.assertInstanceFits(trx, organizationId, resources, rows.length);
+          await this.admission.assertFits(trx, runtime, resources, rows.length);
+          for (const row of rows) await insertInstanceRow(trx, row);
+        }),
+      );
+    try {
+      await this.memoryPressure.makingRoom(() => this.warmPool.givingWay(organizationId, admit), source);
+    } catch (err) {
+      // A create in one of the rooms won the race between the check and the inserts.
+      if (!isUniqueViolation(err)) throw err;
+      const live = await taken(this.records);
+      throw live ? roomOccupied(live, 'fork into it') : err;
+    }
+    for (const row of rows) {
+      this.metrics?.instanceAssigned('cold');
+      void this.launch(runtime, row, spec);
+    }
+    return rows.map((row) => row.id);
+  }
+
   /** Starts provisioning `row` in the background; the promise settles when provisioning has ended. */
   private launch(runtime: Runtime, row: InstanceRecord, spec: ProfileSpec): Promise<void> {
     const log = this.log.child({ instanceId: row.id, profileId: row.profile_id, roomId: row.room_id });

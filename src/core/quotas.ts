@@ -34,16 +34,17 @@ export interface QuotaBreach {
 export const RATE_WINDOW_MS = 60_000;
 
 /**
- * The first instance quota that one more instance with `request` would go over, or
- * undefined when it fits. A quota is reached when use plus the request passes the
- * limit: with a limit of 4096 MB, 3072 MB in use and 1024 asked for, it fits.
+ * The first instance quota that `count` more instances (one unless said) with `request`
+ * each would go over, or undefined when they fit. A quota is reached when use plus the
+ * request passes the limit: with a limit of 4096 MB, 3072 MB in use and 1024 asked
+ * for, it fits.
  */
-export function instanceBreach(limits: QuotaLimits, use: InstanceUse, request: InstanceResources): QuotaBreach | undefined {
+export function instanceBreach(limits: QuotaLimits, use: InstanceUse, request: InstanceResources, count = 1): QuotaBreach | undefined {
   const asks: [QuotaName, number, number][] = [
-    ['instances', use.instances, 1],
-    ['memory_mb', use.memory_mb, request.memory_mb],
-    ['vcpus', use.vcpus, request.vcpus],
-    ['disk_mb', use.disk_mb, request.disk_mb],
+    ['instances', use.instances, count],
+    ['memory_mb', use.memory_mb, request.memory_mb * count],
+    ['vcpus', use.vcpus, request.vcpus * count],
+    ['disk_mb', use.disk_mb, request.disk_mb * count],
   ];
   for (const [quota, used, requested] of asks) {
     if (used + requested > limits[quota]) return { quota, limit: limits[quota], used, requested };
@@ -180,10 +181,13 @@ export class Quotas {
       .execute();
   }
 
-  /** Throws quota_exceeded when one more instance with `request` goes over a quota. Call within lock(). */
-  async assertInstanceFits(trx: Db, organizationId: string, request: InstanceResources): Promise<void> {
+  /**
+   * Throws quota_exceeded when `count` more instances (one unless said) with `request`
+   * each go over a quota: a fork's copies are weighed together. Call within lock().
+   */
+  async assertInstanceFits(trx: Db, organizationId: string, request: InstanceResources, count = 1): Promise<void> {
     const { limits } = await this.limits(organizationId, trx);
-    const breach = instanceBreach(limits, await this.instanceUse(trx, organizationId), request);
+    const breach = instanceBreach(limits, await this.instanceUse(trx, organizationId), request, count);
     if (breach) throw quotaExceeded(breach);
   }
 

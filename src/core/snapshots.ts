@@ -144,9 +144,11 @@ export class Snapshots {
 
   /**
    * Starts a copy of the room's instance in each of `rooms` (same profile): a snapshot
-   * (with its memory unless `memory` is false), then one instance from it per room, all
-   * asked at once (the runtime restores a few at a time). Answers once every copy is
-   * ready or failed. A refusal (a room taken, a quota) leaves nothing behind.
+   * (with its memory unless `memory` is false), then one instance from it per room,
+   * admitted together and provisioned side by side (the runtime restores a few at a
+   * time; their networks are made in one batch while the snapshot is taken). Answers
+   * once every copy is ready or failed. A refusal (a room taken, a quota, the host's
+   * capacity) leaves nothing behind, not even a snapshot asked to be kept.
    * `timeoutAction` is what each copy's deadline does (as a create's).
    */
   async fork(
@@ -157,33 +159,24 @@ export class Snapshots {
   ): Promise<ForkResult> {
     noteOperation('instance.fork', { profileId, roomId });
     const { instances, log } = this.deps;
-    noteFacts({ instanceId: (await instances.requireLive(organizationId, profileId, roomId)).id });
+    const sourceRow = await instances.requireLive(organizationId, profileId, roomId);
+    noteFacts({ instanceId: sourceRow.id });
     for (const room of options.rooms) {
       const live = await instances.liveRow(organizationId, profileId, room);
       if (live) throw roomOccupied(live, 'fork into it');
     }
+    const networks = this.snapshotRuntime().prepareCreates?.(options.rooms.length);
     const snapshot = await this.create(organizationId, profileId, roomId, { name: `fork of ${roomId}`, memory: options.memory ?? true });
-    const source = await this.source(organizationId, snapshot.snapshot_id);
-    const made: string[] = [];
-    const ids: string[] = [];
+    let ids: string[];
     try {
-      try {
-        // Each create is admitted (quotas, host capacity) before the next is asked for.
-        for (const room of options.rooms) {
-          const { instance } = await instances.create(organizationId, profileId, room, {
-            wait: false,
-            snapshot: source,
-            ...(options.timeoutAction ? { timeoutAction: options.timeoutAction } : {}),
-          });
-          made.push(room);
-          ids.push(instance.instance_id);
-        }
-      } catch (err) {
-        for (const room of made) {
-          await instances.delete(organizationId, profileId, room).catch((deleteErr: unknown) => log.error({ room, err: deleteErr }, 'could not remove a fork\'s copy after a refusal'));
-        }
-        throw err;
-      }
+      const source = await this.source(organizationId, snapshot.snapshot_id);
+      await networks;
+      ids = await instances.createCopies(organizationId, profileId, options.rooms, source, sourceRow.id, options.timeoutAction ? { timeoutAction: options.timeoutAction } : {});
+    } catch (err) {
+      await this.delete(organizationId, snapshot.snapshot_id).catch((deleteErr: unknown) => log.error({ snapshotId: snapshot.snapshot_id, err: deleteErr }, 'could not delete the snapshot of a refused fork'));
+      throw err;
+    }
+    try {
       const settled = await Promise.all(ids.map((id) => instances.viewWhenSettled(id)));
       return { instances: settled, snapshot: options.keepSnapshot ? snapshot : null };
     } finally {

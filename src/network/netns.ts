@@ -69,6 +69,30 @@ export async function createVethPair(names: InstanceNetworkNames, lease: Lease):
 }
 
 /**
+ * Makes many instances' networks at once, each as createNetns and createVethPair make
+ * one: every namespace and veth pair in one batch of `ip` (the guest end made in its
+ * namespace as eth0), then each guest's address. For a burst of creates (a fork's
+ * copies): each program the service starts costs a fork of it, which on a host of few
+ * cores dominated making ten networks one by one at once.
+ */
+export async function createNetworks(networks: readonly { names: InstanceNetworkNames; lease: Lease }[]): Promise<void> {
+  if (networks.length === 0) return;
+  await runChecked('ip', ['-batch', '-'], {
+    timeoutMs: IP_TIMEOUT_MS,
+    input: [
+      ...networks.flatMap(({ names, lease }) => [
+        `netns add ${names.netns}`,
+        `link add ${names.hostIf} type veth peer name eth0 netns ${names.netns}`,
+        `addr add ${lease.hostAddress}/${lease.prefixLength} dev ${names.hostIf}`,
+        `link set ${names.hostIf} up`,
+      ]),
+      '',
+    ].join('\n'),
+  });
+  await Promise.all(networks.map(({ names, lease }) => setGuestAddress(names.netns, lease)));
+}
+
+/**
  * Gives the namespace's eth0 the guest's address and a default route through the host
  * end, replacing what is there: a sandbox (gVisor's network stack) reads them from the
  * namespace when it starts, or is restored, and takes them off eth0.

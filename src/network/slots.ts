@@ -1,7 +1,10 @@
 // Network slots made ahead of creates: each a namespace with its veth pair and the
 // guest's address in place, on an address block leased from the pool, so that a create
 // takes one (a few milliseconds) instead of making it (about a hundred). The pool of
-// slots refills in the background, one slot at a time, off the create's path.
+// slots refills in the background, one slot at a time, off the create's path. Creates
+// known to come together (a fork's copies) ask for as many slots more at once
+// (addBatch), made in one batch; those beyond the pool's size are taken by the next
+// creates like any other.
 //
 // A slot's names (namespace, veth ends) are derived from its own id as an instance's are
 // from the instance's (netns.ts); the instance that takes it keeps them (the runtime
@@ -17,7 +20,7 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { createNetns, createVethPair, type InstanceNetworkNames, netnsPath, networkNames, removeNetwork } from './netns.ts';
+import { createNetns, createNetworks, createVethPair, type InstanceNetworkNames, netnsPath, networkNames, removeNetwork } from './netns.ts';
 import { type AddressPool, type Lease, PoolExhaustedError } from './pool.ts';
 
 /** Leases of slots not yet taken are held under this prefix and the slot's id. */
@@ -45,8 +48,8 @@ export class NetworkSlots {
   private readonly log: Logger;
   readonly size: number;
   private readonly ready: NetworkSlot[] = [];
-  /** The slot being made, so that a sweep meanwhile does not take its namespace for a leftover. */
-  private making: InstanceNetworkNames | undefined;
+  /** Slots being made, so that a sweep meanwhile does not take their namespaces for leftovers. */
+  private readonly making = new Set<InstanceNetworkNames>();
   private filling: Promise<void> | undefined;
   private closed = false;
 
@@ -64,7 +67,7 @@ export class NetworkSlots {
 
   /** The names of every slot this pool holds or is making, for a sweep to keep. */
   names(): InstanceNetworkNames[] {
-    return [...this.ready.map((s) => s.names), ...(this.making ? [this.making] : [])];
+    return [...this.ready.map((s) => s.names), ...this.making];
   }
 
   /**
@@ -126,6 +129,34 @@ export class NetworkSlots {
     return this.filling;
   }
 
+  /**
+   * Makes slots until `count` are ready, beyond the pool's size if need be, all in one
+   * batch (createNetworks), for creates about to be asked for together. Never fails: a
+   * create that finds no slot makes its own network.
+   */
+  async addBatch(count: number): Promise<void> {
+    const missing = count - this.ready.length;
+    if (missing <= 0 || this.closed) return;
+    const batch = Array.from({ length: missing }, () => {
+      const id = randomUUID();
+      return { id, names: networkNames(this.tag, id) };
+    });
+    for (const { names } of batch) this.making.add(names);
+    const leased: NetworkSlot[] = [];
+    try {
+      // Leased first: a crash from here on leaves leases that the next start follows to the names.
+      for (const { id, names } of batch) leased.push({ id, names, lease: await this.pool.allocate(`${SLOT_LEASE_PREFIX}${id}`) });
+      await createNetworks(leased);
+      if (!this.closed) this.ready.push(...leased.splice(0));
+    } catch (err) {
+      if (err instanceof PoolExhaustedError) this.log.debug({ err }, 'no address block left for a batch of network slots');
+      else this.log.warn({ err, count: missing }, 'could not make a batch of network slots; the creates make their own');
+    } finally {
+      await Promise.allSettled(leased.map((slot) => this.discard(slot)));
+      for (const { names } of batch) this.making.delete(names);
+    }
+  }
+
   /** Stops filling and removes every free slot; resolves once they are gone. */
   async close(): Promise<void> {
     this.closed = true;
@@ -139,7 +170,7 @@ export class NetworkSlots {
   private async make(): Promise<NetworkSlot> {
     const id = randomUUID();
     const names = networkNames(this.tag, id);
-    this.making = names;
+    this.making.add(names);
     try {
       // Leased first: a crash from here on leaves a lease that the next start follows to the names.
       const lease = await this.pool.allocate(`${SLOT_LEASE_PREFIX}${id}`);
@@ -152,7 +183,7 @@ export class NetworkSlots {
       }
       return { id, names, lease };
     } finally {
-      this.making = undefined;
+      this.making.delete(names);
     }
   }
 

@@ -1,14 +1,17 @@
 // Network slots made ahead of creates (network/slots.ts), with real sandboxes: a create
 // takes a slot and keeps its names, its lease becomes the instance's and it gets its
 // egress rule; the pool refills; the instance pauses and resumes on the slot's network
-// (kept by the pause, or made again when the host lost it) and its delete removes it; a service's close removes its slots, and the slots a crash
-// left are removed by the next start while the new ones are kept by its sweep. Nothing
-// is left on the host at the end.
+// (kept by the pause, or made again when the host lost it) and its delete removes it; a
+// service's close removes its slots, and the slots a crash left are removed by the next
+// start while the new ones are kept by its sweep; a batch of slots for a fork's copies
+// is made at once, each addressed, and taken by creates. Nothing is left on the host at
+// the end.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { run } from '../../src/host/run.ts';
 import { createLogger } from '../../src/log.ts';
 import { hostTag, type InstanceNetworkNames, listNetns, netnsPath, networkNames, removeNetwork } from '../../src/network/netns.ts';
 import { AddressPool } from '../../src/network/pool.ts';
@@ -154,5 +157,33 @@ describe('network slots made ahead of creates', () => {
     const names = runtime().networkOf(created.body.instance_id);
     assert.ok(fresh.some((s) => s.netns === names.netns), 'the create after the restart did not take a slot');
     assert.equal((await api('DELETE', room('b'))).status, 200);
+  });
+
+  it("a batch for a fork's copies makes the slots missing at once, each addressed, and creates take them", async () => {
+    const slots = runtime().networkSlots;
+    await poolFull();
+    await slots.addBatch(5);
+    assert.equal(slots.available, 5);
+    const batch = slots.names();
+    const leased = (await leaseKeys()).filter((k) => k.startsWith(SLOT_LEASE_PREFIX));
+    assert.equal(leased.length, 5, JSON.stringify(leased));
+    for (const names of batch) {
+      const guest = await run('ip', ['-n', names.netns, '-4', '-o', 'addr', 'show', 'dev', 'eth0'], { timeoutMs: 10_000 });
+      assert.match(guest.stdout, /inet 10\.234\.0\.\d+\/30/, `${names.netns}: ${guest.stdout}${guest.stderr}`);
+      const route = await run('ip', ['-n', names.netns, 'route', 'show', 'default'], { timeoutMs: 10_000 });
+      assert.match(route.stdout, /default via 10\.234\.0\.\d+ dev eth0/, `${names.netns}: ${route.stdout}`);
+      const host = await run('ip', ['-4', '-o', 'addr', 'show', 'dev', names.hostIf], { timeoutMs: 10_000 });
+      assert.match(host.stdout, /inet 10\.234\.0\.\d+\/30/, `${names.hostIf}: ${host.stdout}${host.stderr}`);
+    }
+    // Already as many as asked: nothing more is made.
+    await slots.addBatch(3);
+    assert.equal(slots.available, 5);
+
+    const created = await api('POST', room('c'));
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const names = runtime().networkOf(created.body.instance_id);
+    assert.ok(batch.some((s) => s.netns === names.netns), 'the create did not take a slot of the batch');
+    assert.equal((await api('POST', `${room('c')}/command`, { command: 'echo through-batch' })).body.result.output, 'through-batch\n');
+    assert.equal((await api('DELETE', room('c'))).status, 200);
   });
 });

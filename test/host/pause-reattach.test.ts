@@ -3,6 +3,9 @@
 // after the pause keeps all its output, files_changed and exit code; a foreground command
 // under way is answered once the resume lets it finish; a terminal's shell goes on and
 // is attached again with what it held; a files-only pause still interrupts a command.
+// A snapshot with memory of the running instance drops the connections too: a
+// background command printing across it keeps all its output and exit code, a
+// foreground one is answered, and an open terminal stays open.
 // One instance serves every test, since each takes real time to make.
 //
 // Only objects of this test's own data directory are touched (names carrying its host
@@ -157,6 +160,70 @@ describe('across a pause with memory', () => {
     // Once it ended, it cannot be attached again: refused before the upgrade.
     const refused = await upgradeStatus(key, String(opened?.terminal_id));
     assert.equal(refused, 404);
+  });
+});
+
+describe('across a snapshot with memory of the running instance', () => {
+  async function snapshot(): Promise<Json> {
+    const res = await svc.api('POST', `${room()}/snapshots`);
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    return res.body;
+  }
+
+  async function forget(taken: Json): Promise<void> {
+    assert.equal((await svc.api('DELETE', `/api/snapshots/${taken.snapshot_id}`)).status, 200);
+  }
+
+  it('a background command printing before and after it keeps all its output and its exit code', async (t) => {
+    const started = await svc.api('POST', `${room()}/command`, {
+      command: 'for i in 1 2 3 4 5 6 7 8; do echo "line $i"; sleep 0.3; done; exit 5',
+      background: true,
+    });
+    assert.equal(started.status, 202, JSON.stringify(started.body));
+    const id = started.body.command_id as string;
+    await svc.waitFor('its first line', async () => ((await statusOf(id)).output.includes('line 1') ? true : undefined), 15_000);
+    const taken = await snapshot();
+    if (!taken.memory_kept) return t.skip("this host's runtime cannot keep memory");
+    // The snapshot ended before the command did: its output from then on comes through the new connection.
+    assert.equal((await statusOf(id)).state, 'running');
+    const done = await svc.waitFor('its end', async () => {
+      const s = await statusOf(id);
+      return s.state === 'running' ? undefined : s;
+    }, 30_000);
+    assert.equal(done.state, 'exited', JSON.stringify(done));
+    assert.equal(done.exit_code, 5);
+    assert.equal(done.end_reason, 'exited');
+    assert.equal(done.result.result.output, [1, 2, 3, 4, 5, 6, 7, 8].map((i) => `line ${i}\n`).join(''));
+    await forget(taken);
+  });
+
+  it('a foreground command under way is answered with all its output', async (t) => {
+    const answer = svc.api('POST', `${room()}/command`, { command: 'echo before; sleep 2; echo after' });
+    await sleep(1000);
+    const taken = await snapshot();
+    if (!taken.memory_kept) return t.skip("this host's runtime cannot keep memory");
+    const res = await answer;
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.result.output, 'before\nafter\n');
+    assert.equal(res.body.result.exit_code, 0);
+    await forget(taken);
+  });
+
+  it('an open terminal stays open, its shell holding what it held', async (t) => {
+    const key = readFileSync(join(svc.dataDir, 'initial-api-key'), 'utf8').trim();
+    const term = await terminal(key);
+    let closedEarly = false;
+    void term.closed.then(() => (closedEarly = true));
+    term.send('KEPT=snap7; echo "set-$KEPT"\n');
+    await term.waitFor(/set-snap7/);
+    const taken = await snapshot();
+    if (!taken.memory_kept) return t.skip("this host's runtime cannot keep memory");
+    term.send('echo "after-$KEPT-$((6*7))"\n');
+    await term.waitFor(/after-snap7-42/);
+    assert.equal(closedEarly, false, JSON.stringify(term.messages));
+    term.send('exit\n');
+    await term.closed;
+    await forget(taken);
   });
 });
 

@@ -2,7 +2,7 @@
 // fork-memory.test.ts): a snapshot restored into
 // another room has the files (created ones, an image file changed and one deleted), its
 // own instance id and address; fork into 3 rooms gives 3 independent instances and keeps
-// no snapshot; a refused fork starts none; a paused instance's snapshot leaves it paused;
+// no snapshot; a refused fork (a room taken, a quota for all its copies) starts none and keeps no snapshot; a paused instance's snapshot leaves it paused;
 // a layer with undo points (btrfs) is restored beside its source and keeps undo working;
 // another organization cannot see or use a snapshot id; the quota; what a stop of the
 // service leaves half made is removed at the next start; and a copy that would leave the
@@ -198,6 +198,23 @@ describe('fork', () => {
       const bad = await api('POST', `${room('src')}/fork`, body);
       assert.equal(bad.statusCode, 400, JSON.stringify(body));
       assert.equal(bad.json().error, 'validation_error');
+    }
+  });
+
+  it('is admitted as a whole: over the instances quota by one copy, none starts and no snapshot is kept, even one asked for', async () => {
+    const usage = (await api('GET', '/api/usage')).json().quotas;
+    const snapshotsBefore = usage.snapshots.used;
+    await t.services.quotas.setOverrides(org.organizationId, { instances: usage.instances.used + 2 });
+    try {
+      const refused = await api('POST', `${room('src')}/fork`, { rooms: ['q1', 'q2', 'q3'], keep_snapshot: true });
+      assert.equal(refused.statusCode, 403, refused.body);
+      assert.equal(refused.json().error, 'quota_exceeded');
+      assert.deepEqual([refused.json().details.quota, refused.json().details.requested], ['instances', 3]);
+      for (const name of ['q1', 'q2', 'q3']) assert.equal((await api('GET', room(name))).statusCode, 404, name);
+      assert.equal((await api('GET', '/api/snapshots')).json().snapshots.length, snapshotsBefore);
+      assert.equal(readdirSync(snapshotsDir()).length, snapshotsBefore);
+    } finally {
+      await t.services.quotas.setOverrides(org.organizationId, { instances: null });
     }
   });
 });

@@ -29,6 +29,13 @@ describe('quota arithmetic', () => {
     assert.equal(instanceBreach({ ...LIMITS, instances: 0 }, { instances: 0, memory_mb: 0, vcpus: 0, disk_mb: 0 }, ONE)?.quota, 'instances');
   });
 
+  it("weighs a fork's copies together: every copy counts, and the breach says how many were asked for", () => {
+    const none = { instances: 0, memory_mb: 0, vcpus: 0, disk_mb: 0 };
+    assert.equal(instanceBreach({ ...LIMITS, vcpus: 8 }, none, ONE, 3), undefined);
+    assert.deepEqual(instanceBreach(LIMITS, none, ONE, 4), { quota: 'instances', limit: 3, used: 0, requested: 4 });
+    assert.deepEqual(instanceBreach({ ...LIMITS, instances: 10 }, { ...none, memory_mb: 1024 }, ONE, 4), { quota: 'memory_mb', limit: 4096, used: 1024, requested: 4096 });
+  });
+
   it('adds up what live instances hold from their rows', () => {
     const rows = [{ resources: ONE }, { resources: { memory_mb: 512, vcpus: 2, disk_mb: 100 } }];
     assert.deepEqual(sumResources(rows), { instances: 2, memory_mb: 1536, vcpus: 3, disk_mb: 2148 });

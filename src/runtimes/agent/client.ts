@@ -188,6 +188,25 @@ export function endAgentConnections(host: string): number {
   return sockets.length;
 }
 
+/**
+ * The connections to the agent at `host` open now, to be ended later (as
+ * endAgentConnections ends them) should they still be open then, leaving those made
+ * meanwhile: for a snapshot with memory, whose checkpoint drops the ones open before it
+ * while the sandbox goes on. Answers how many it ended.
+ */
+export function agentConnectionsNow(host: string): () => number {
+  const sockets = [...(openConnections.get(host) ?? [])];
+  return () => {
+    let ended = 0;
+    for (const socket of sockets) {
+      if (socket.destroyed) continue;
+      socket.destroy(Object.assign(new Error("the connection to the instance's agent was dropped by its snapshot"), { code: 'ECONNRESET' }));
+      ended++;
+    }
+    return ended;
+  };
+}
+
 /** How many connections to the agent at this address are open now (a frozen instance must have none). */
 export function openAgentConnections(host: string): number {
   return openConnections.get(host)?.size ?? 0;

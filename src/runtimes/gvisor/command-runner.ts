@@ -6,6 +6,9 @@
 // instance went away under it. A command whose connection drops because its instance is
 // being paused with its memory waits for the resume and attaches again from the output
 // it has (the agent kept the rest); a pause that keeps no memory, or a delete, ends it.
+// A snapshot with memory of a running instance drops its connections too (the
+// checkpoint drops established TCP) while the sandbox goes on: its commands attach
+// again as soon as the snapshot is done (across()).
 // Reverts of one command (undo-revert.ts) and input to a running command's stdin are
 // here too.
 import { statfsSync } from 'node:fs';
@@ -28,6 +31,24 @@ const KILLED_EXIT_CODE = 137;
 
 /** How long the guest is given to see its commands' connections end before a pause goes on. */
 const SUSPEND_SETTLE_MS = 200;
+
+/** An instance's commands waiting for its sandbox to run again (CommandRunner.suspended). */
+interface Suspension {
+  resumed: Promise<boolean>;
+  settle: (resumed: boolean) => void;
+  done: boolean;
+  byPause: boolean;
+}
+
+function suspension(byPause: boolean): Suspension {
+  let settle!: (resumed: boolean) => void;
+  const resumed = new Promise<boolean>((resolve) => (settle = resolve));
+  const made: Suspension = { resumed, settle: (value) => { made.done = true; settle(value); }, done: false, byPause };
+  return made;
+}
+
+/** How long after a snapshot a dropped connection of a command is taken for one the snapshot dropped. */
+const ATTACH_WINDOW_MS = 2_000;
 
 /** A writable layer with less than this free is full, for a command's end reason. */
 const DISK_FULL_BYTES = 1024 * 1024;
@@ -56,8 +77,13 @@ export class CommandRunner {
   private readonly inputs = new Map<string, AgentChannel>();
   /** Per running command (by id): the instance whose memory guard killed a process of it. */
   private readonly memoryKilled = new Map<string, string>();
-  /** Instances being paused with their memory: whether their resume brought it back, once known. */
-  private readonly suspended = new Map<string, { resumed: Promise<boolean>; settle: (resumed: boolean) => void }>();
+  /**
+   * Instances being paused with their memory (or snapshotted with it): whether their
+   * sandbox runs again with it, once known. `done` once settled: a snapshot's entry
+   * stays a moment after (ATTACH_WINDOW_MS) for drops seen late. `byPause`: a pause
+   * waits on it, whose resume settles it (a snapshot under way leaves it to that).
+   */
+  private readonly suspended = new Map<string, Suspension>();
   /** Commands whose connection a pause took and that cannot be reached again: they were interrupted. */
   private readonly pausedAway = new Set<string>();
   /** The connection each running command is carried on now, with its instance and its files_changed tracking. */
@@ -77,10 +103,14 @@ export class CommandRunner {
    * its commands' connections that drop wait for wake() rather than end.
    */
   async suspend(instanceId: string): Promise<void> {
-    if (this.suspended.has(instanceId)) return;
-    let settle!: (resumed: boolean) => void;
-    const resumed = new Promise<boolean>((resolve) => (settle = resolve));
-    this.suspended.set(instanceId, { resumed, settle });
+    const current = this.suspended.get(instanceId);
+    if (current?.done === false) {
+      if (current.byPause) return;
+      // A snapshot under way: what it drops waits for this pause's resume instead.
+      current.byPause = true;
+    } else {
+      this.suspended.set(instanceId, suspension(true));
+    }
     // Their connections are closed now, while the guest runs, rather than cut under the
     // checkpoint: a restore failed to bring back an agent whose command connections
     // were ended just before it. The agent keeps each command for the attach.
@@ -97,6 +127,34 @@ export class CommandRunner {
         this.deps.log.warn({ instanceId, err }, "could not read a command's changes before a pause: its files_changed is incomplete");
         return { changes: [], incomplete: true, method: 'walk' as const };
       });
+    }
+  }
+
+  /**
+   * Runs `hold`, which holds the instance's sandbox still and drops the connections
+   * open into it while it goes on running (a snapshot with memory), with its commands'
+   * dropped connections waiting for it to end rather than failing. Then `cut()` ends
+   * the host's side of the connections it dropped (nothing in the guest answers them
+   * any more), and those commands attach again from the output they have; should a
+   * pause have begun meanwhile, after its resume. A sandbox that `hold` could not let
+   * go on fails their attach: they end as interrupted. Unlike a pause, the connections
+   * are not closed ahead: that would hold every snapshot up by SUSPEND_SETTLE_MS, and
+   * the sandbox is not restored from this checkpoint.
+   */
+  async across<T>(instanceId: string, hold: () => Promise<T>, cut: () => void): Promise<T> {
+    let own = this.suspended.get(instanceId);
+    if (own?.done !== false) this.suspended.set(instanceId, (own = suspension(false)));
+    try {
+      return await hold();
+    } finally {
+      cut();
+      if (!own.byPause && this.suspended.get(instanceId) === own) {
+        own.settle(true);
+        // A drop the host sees a little late still finds the snapshot's mark (reattach()).
+        setTimeout(() => {
+          if (this.suspended.get(instanceId) === own) this.suspended.delete(instanceId);
+        }, ATTACH_WINDOW_MS).unref();
+      }
     }
   }
 
@@ -280,20 +338,25 @@ export class CommandRunner {
     }
   }
 
+  /** A terminal's dropped connection, attached again as a command's is (its terminal id is its command id). */
+  reattachTerminal(h: InstanceHandle, endpoint: AgentEndpoint, terminalId: string, offset: number): Promise<AgentChannel | null> {
+    return this.reattach(h, endpoint, terminalId, offset, false);
+  }
+
   /**
-   * A dropped connection of a command whose instance is being paused with its memory:
-   * once it runs again, a new connection to the command from `offset` (the agent kept
+   * A dropped connection of a command whose instance is being paused with its memory
+   * (or snapshotted with it): once it runs again, a new connection to the command from `offset` (the agent kept
    * what came after). Null when the connection dropped for another reason, or the
    * memory did not come back, or the agent no longer has the command; a command lost to
    * a pause is then interrupted even though its instance runs (a lost memory's resume).
    */
-  private async reattach(h: InstanceHandle, endpoint: AgentEndpoint, commandId: string, offset: number): Promise<AgentChannel | null> {
+  private async reattach(h: InstanceHandle, endpoint: AgentEndpoint, commandId: string, offset: number, command = true): Promise<AgentChannel | null> {
     // The pause marks the instance before it ends the connections: a drop without the
     // mark came from something else.
     const suspension = this.suspended.get(h.id);
     if (!suspension) return null;
     const lost = () => {
-      this.pausedAway.add(commandId);
+      if (command) this.pausedAway.add(commandId);
       return null;
     };
     if (!(await suspension.resumed)) return lost();

@@ -21,7 +21,7 @@ import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import { KeyedSerial } from '../../lib/keyed-serial.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
-import { AGENT_PORT, type AgentEndpoint, agentCall, endAgentConnections, openAgentConnections } from '../agent/client.ts';
+import { AGENT_PORT, type AgentEndpoint, agentCall, agentConnectionsNow, endAgentConnections, openAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, hostTag, type InstanceNetworkNames, listHostInterfaces, listNetns, netnsPath, setGuestAddress } from '../../network/netns.ts';
 import type { AddressPool, Lease } from '../../network/pool.ts';
@@ -252,7 +252,8 @@ export class GvisorRuntime implements Runtime {
       const agentKey = h.readMeta()?.agentKey;
       let memory: MemorySource | undefined;
       if (options.memory && this.capabilities.snapshotMemory && agentKey !== undefined) {
-        if (isMountPoint(h.layer)) memory = { agentKey, running: (dir, copyLayer) => captureRunning(h, this.runsc, dir, copyLayer, this.log) };
+        // The checkpoint drops the connections open into it: its commands attach again after (command-runner.ts).
+        if (isMountPoint(h.layer)) memory = { agentKey, running: (dir, copyLayer) => this.commands.across(instanceId, () => captureRunning(h, this.runsc, dir, copyLayer, this.log), this.droppingConnections(h)) };
         else if (hasCheckpoint(h)) memory = { agentKey, savedDir: checkpointDir(h) };
       }
       return this.snapshots.save(h, snapshotId, flush, memory);
@@ -470,6 +471,11 @@ export class GvisorRuntime implements Runtime {
     }
   }
 
+  /** Networks for `count` creates about to come together, made in one batch as network slots (network/slots.ts). */
+  async prepareCreates(count: number): Promise<void> {
+    await this.networkSlots.addBatch(count);
+  }
+
   /** The instance's network names (a slot's, when it took one), for benchmarks and tests that look at the host. */
   networkOf(instanceId: string): InstanceNetworkNames {
     return this.handle(instanceId).networkNames();
@@ -560,6 +566,17 @@ export class GvisorRuntime implements Runtime {
     return h;
   }
 
+  /** Ends, when called, the host's connections to the instance's agent open now (not those made later): those a snapshot's checkpoint drops. */
+  private droppingConnections(h: InstanceHandle): () => void {
+    const address = h.readMeta()?.guestAddress;
+    if (address === undefined) return () => {};
+    const end = agentConnectionsNow(address);
+    return () => {
+      const ended = end();
+      if (ended > 0) this.log.debug({ instanceId: h.id, connections: ended }, "ended the connections to the instance's agent that its snapshot dropped");
+    };
+  }
+
   /**
    * Ends the host's connections to the instance's agent (its commands, terminals, file
    * reads) once its sandbox is being stopped or has ended: their other side lived in the
@@ -583,12 +600,15 @@ export class GvisorRuntime implements Runtime {
     return this.handles.has(instanceId) && this.commands.sendInput(commandId, data);
   }
 
+  // A terminal whose connection a snapshot drops is attached again as a command is (command-runner.ts).
   async openTerminal(instanceId: string, request: TerminalRequest): Promise<TerminalSession> {
-    return this.withAgent(this.handle(instanceId), (endpoint) => openAgentTerminal(endpoint, request));
+    const h = this.handle(instanceId);
+    return this.withAgent(h, (endpoint) => openAgentTerminal(endpoint, request, (offset) => this.commands.reattachTerminal(h, endpoint, request.terminalId, offset)));
   }
 
   async attachTerminal(instanceId: string, terminalId: string): Promise<TerminalSession> {
-    return this.withAgent(this.handle(instanceId), (endpoint) => attachAgentTerminal(endpoint, terminalId));
+    const h = this.handle(instanceId);
+    return this.withAgent(h, (endpoint) => attachAgentTerminal(endpoint, terminalId, (offset) => this.commands.reattachTerminal(h, endpoint, terminalId, offset)));
   }
 
   portEndpoint(instanceId: string): PortEndpoint | undefined {
