@@ -22,6 +22,7 @@ import { listHostInterfaces, listNetns } from '../../src/network/netns.ts';
 import { TEST_IMAGES_DIR, testDataDir } from '../support/app.ts';
 import { type Json, ServedService } from '../support/served-service.ts';
 import { hostObjects, NOTHING } from '../support/host.ts';
+import { openTerminalSocket, type TerminalSocket } from '../support/terminal-socket.ts';
 
 const POOL = '10.246.7.0/25';
 const ROOM = 'reattach';
@@ -266,42 +267,7 @@ function upgradeStatus(key: string, terminalId: string): Promise<number> {
 }
 
 /** A terminal over a WebSocket: what it received, and waits on it. */
-async function terminal(key: string, query: Record<string, string> = {}) {
+function terminal(key: string, query: Record<string, string> = {}): Promise<TerminalSocket> {
   const qs = new URLSearchParams(query).toString();
-  const ws = new WebSocket(`${svc.server!.url.replace(/^http/, 'ws')}${room()}/terminal${qs ? `?${qs}` : ''}`, { headers: { authorization: `Bearer ${key}` } } as unknown as string[]);
-  ws.binaryType = 'arraybuffer';
-  let output = '';
-  const messages: Record<string, unknown>[] = [];
-  const waiters = new Set<() => void>();
-  ws.addEventListener('message', (event) => {
-    if (typeof event.data === 'string') messages.push(JSON.parse(event.data) as Record<string, unknown>);
-    else output += Buffer.from(event.data as ArrayBuffer).toString('utf8');
-    for (const w of waiters) w();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.addEventListener('close', (e) => resolve({ code: e.code, reason: e.reason })));
-  await new Promise<void>((resolve, reject) => {
-    ws.addEventListener('open', () => resolve());
-    ws.addEventListener('error', () => reject(new Error('the WebSocket did not open')));
-  });
-  return {
-    messages,
-    closed,
-    send: (data: string) => ws.send(new TextEncoder().encode(data)),
-    waitFor(pattern: RegExp, timeoutMs = 15_000): Promise<void> {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          if (!pattern.test(output)) return;
-          waiters.delete(check);
-          clearTimeout(timer);
-          resolve();
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          reject(new Error(`no ${pattern} in the terminal's output within ${timeoutMs} ms; it has: ${JSON.stringify(output.slice(-500))}`));
-        }, timeoutMs);
-        waiters.add(check);
-        check();
-      });
-    },
-  };
+  return openTerminalSocket(`${svc.server!.url}${room()}/terminal${qs ? `?${qs}` : ''}`, { authorization: `Bearer ${key}` });
 }

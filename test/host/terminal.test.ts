@@ -11,6 +11,7 @@ import { Roomkit } from '../../sdk/src/index.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { BIN } from '../support/cli.ts';
 import { untilTrue } from '../support/until.ts';
+import { openTerminalSocket, type TerminalSocket } from '../support/terminal-socket.ts';
 
 const MAX_TERMINALS = 3;
 
@@ -22,57 +23,11 @@ let instanceId: string;
 const ROOM = 'term';
 const path = (room = ROOM, profile = profileId) => `/api/profile/${profile}/room/${room}/terminal`;
 
-/** A terminal client: everything it received, and waits on it. */
-interface Client {
-  ws: WebSocket;
-  text(): string;
-  messages: Record<string, unknown>[];
-  closed: Promise<{ code: number; reason: string }>;
-  waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>;
-  send(data: string): void;
-}
+type Client = TerminalSocket;
 
-async function connect(query: Record<string, string | number> = {}, headers: Record<string, string> = org.headers, room = ROOM): Promise<Client> {
+function connect(query: Record<string, string | number> = {}, headers: Record<string, string> = org.headers, room = ROOM): Promise<Client> {
   const qs = new URLSearchParams(Object.entries(query).map(([k, v]): [string, string] => [k, String(v)])).toString();
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${path(room)}${qs ? `?${qs}` : ''}`, { headers } as unknown as string[]);
-  ws.binaryType = 'arraybuffer';
-  let output = '';
-  const messages: Record<string, unknown>[] = [];
-  const waiters = new Set<() => void>();
-  ws.addEventListener('message', (event) => {
-    if (typeof event.data === 'string') messages.push(JSON.parse(event.data) as Record<string, unknown>);
-    else output += Buffer.from(event.data as ArrayBuffer).toString('utf8');
-    for (const w of waiters) w();
-  });
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.addEventListener('close', (e) => resolve({ code: e.code, reason: e.reason })));
-  await new Promise<void>((resolve, reject) => {
-    ws.addEventListener('open', () => resolve());
-    ws.addEventListener('error', () => reject(new Error('the WebSocket did not open')));
-  });
-  return {
-    ws,
-    messages,
-    closed,
-    text: () => output,
-    send: (data) => ws.send(new TextEncoder().encode(data)),
-    waitFor(pattern, timeoutMs = 15_000) {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          const m = pattern.exec(output);
-          if (!m) return;
-          waiters.delete(check);
-          clearTimeout(timer);
-          resolve(m[0]);
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          reject(new Error(`no ${pattern} in the terminal's output within ${timeoutMs} ms; it has: ${JSON.stringify(output.slice(-500))}`));
-        }, timeoutMs);
-        waiters.add(check);
-        check();
-      });
-    },
-  };
+  return openTerminalSocket(`${url}${path(room)}${qs ? `?${qs}` : ''}`, headers);
 }
 
 /**
