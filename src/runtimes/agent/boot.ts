@@ -17,6 +17,9 @@ import type { ExecOptions } from './commands.ts';
 export const BOOT_TIMEOUT_MS = 15_000;
 /** How often a booting agent's port is tried while nothing listens on it yet. */
 const BOOT_POLL_MS = 4;
+/** Each poll of a boot waits this much longer than the one before (4 ms reaches 50 ms after ~300 ms), up to BOOT_POLL_MAX_MS. */
+const BOOT_POLL_GROWTH = 1.15;
+const BOOT_POLL_MAX_MS = 50;
 /**
  * How long one try of a booting agent's port waits for the connection before a new one
  * is tried: a SYN dropped while the sandbox's network stack takes over the interface
@@ -79,6 +82,7 @@ export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal,
   const deadline = Date.now() + BOOT_TIMEOUT_MS;
   let last = '';
   let connectTry = 0;
+  let polls = 0;
   while (Date.now() < deadline) {
     signal.throwIfAborted();
     if (!sandbox.running()) throw agentDidNotStart('the sandbox ended while it booted: its first process, the agent\'s init, exited', sandbox);
@@ -88,7 +92,9 @@ export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal,
     if (listening !== 'connected') {
       if (listening === 'timeout') connectTry++;
       else last = listening;
-      await new Promise((r) => setTimeout(r, BOOT_POLL_MS));
+      // Every few milliseconds at first (a boot takes ~100 ms), then less often: twenty
+      // sandboxes booting at once on a small host must not be slowed by their own polls.
+      await new Promise((r) => setTimeout(r, Math.min(BOOT_POLL_MAX_MS, BOOT_POLL_MS * BOOT_POLL_GROWTH ** polls++)));
       continue;
     }
     try {
