@@ -141,8 +141,9 @@ describe('a sandbox killed from the host', () => {
     });
     assert.equal(started.statusCode, 202, started.body);
     const commandId = started.json().command_id as string;
-    // Only this instance's sandbox: the oldest process of its runsc root whose last argument is its id.
-    const found = await runHost('pgrep', ['-o', '-f', `^runsc-sandbox --root=${join(t.dataDir, 'runsc')} .* ${id}$`], { timeoutMs: 10_000 });
+    // Only this instance's sandbox: the oldest process of its runsc root whose last argument
+    // is its id (runsc orders its global flags differently from one start to the next).
+    const found = await runHost('pgrep', ['-o', '-f', `^runsc-sandbox .*--root=${join(t.dataDir, 'runsc')} .* ${id}$`], { timeoutMs: 10_000 });
     const pid = Number(found.stdout.trim());
     assert.ok(pid > 0, `found the sandbox process of ${id}`);
     const killedAt = Date.now();
