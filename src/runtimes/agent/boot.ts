@@ -1,8 +1,9 @@
 // Bringing an instance's guest up, for any runtime whose instances run roomkit's agent:
 // the files it needs written into its root before any of its code runs (its
 // configuration, the agent's key), then, once the runtime has started the machine,
-// waiting for its first process, the agent, to answer (its init has set up the root
-// service by then) and checking that a command runs as the VM user.
+// waiting for its first process, the agent, to answer (its init has started the root
+// service by then) and checking that the VM user can work in its home: in the agent's
+// hello, or, with an agent too old to check it there, by a command run as that user.
 import { chmodSync, chownSync, mkdirSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -76,9 +77,11 @@ export interface BootingSandbox {
 /**
  * Waits for the instance's agent to answer (it is the sandbox's first process, so this
  * is its boot). An agent that does not come up fails the boot with what it printed and
- * what to do: the instance cannot be reached any other way.
+ * what to do: the instance cannot be reached any other way. Given `ready`, the hello
+ * asks the agent to check the instance's readiness too: the answer is whether it did
+ * (an older agent does not), and a failed check throws as checkReady would.
  */
-export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal, sandbox: BootingSandbox): Promise<void> {
+export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal, sandbox: BootingSandbox, ready?: MachineSpec): Promise<{ readinessChecked: boolean }> {
   const deadline = Date.now() + BOOT_TIMEOUT_MS;
   let last = '';
   let connectTry = 0;
@@ -98,7 +101,7 @@ export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal,
       continue;
     }
     try {
-      const hello = await agentCall(endpoint, { op: 'hello' });
+      const hello = await agentCall(endpoint, { op: 'hello', ...(ready ? { ready_check: { home: ready.home, uid: VM_UID, gid: VM_UID } } : {}) });
       if (hello.protocol !== AGENT_PROTOCOL.version) {
         throw agentDidNotStart(`it speaks version ${String(hello.protocol)} of the agent protocol, and this roomkit version ${AGENT_PROTOCOL.version}`, sandbox);
       }
@@ -106,7 +109,10 @@ export async function waitForAgent(endpoint: AgentEndpoint, signal: AbortSignal,
       if (typeof hello.boot_error === 'string' && hello.boot_error !== '') {
         throw new Error(`could not start the instance's root service: ${hello.boot_error}`);
       }
-      return;
+      if (!ready || typeof hello.ready !== 'object' || hello.ready === null) return { readinessChecked: false };
+      const failed = (hello.ready as { error?: unknown }).error;
+      if (typeof failed === 'string' && failed !== '') throw notReady(ready, failed);
+      return { readinessChecked: true };
     } catch (err) {
       if (err instanceof AgentFailure) throw agentDidNotStart(`the agent refused the host (${err.kind}: ${err.message})`, sandbox);
       if (!(err instanceof AgentUnavailable)) throw err;
@@ -151,7 +157,29 @@ function agentDidNotStart(what: string, sandbox: BootingSandbox): Error {
  */
 export const ROOT_SERVICE_TASKS = AGENT_PROTOCOL.constants.rootServiceTasks;
 
-/** The readiness check: a command as the VM user, in its home, which it can write, answers with its uid. */
+/**
+ * Boots and checks readiness: waits for the agent, asking it to check readiness in its
+ * hello, and runs the readiness command only when the agent could not answer for it.
+ * `booted` is called once the agent answers, before the command, if any.
+ */
+export async function bootReady(
+  endpoint: AgentEndpoint,
+  signal: AbortSignal,
+  sandbox: BootingSandbox,
+  exec: Exec,
+  spec: MachineSpec,
+  booted: () => Promise<void> = async () => {},
+): Promise<void> {
+  const { readinessChecked } = await waitForAgent(endpoint, signal, sandbox, spec);
+  await booted();
+  if (!readinessChecked) await checkReady(exec, spec);
+}
+
+function notReady(spec: MachineSpec, what: string): Error {
+  return new Error(`readiness check failed: the VM user ${spec.user} in ${spec.home}: ${what}`);
+}
+
+/** The readiness check by a command: as the VM user, in its home, which it can write, it answers with its uid. */
 export async function checkReady(exec: Exec, spec: MachineSpec): Promise<void> {
   // `exec`: the shell's last fork is spared (a fork in the guest costs milliseconds).
   const check = await exec(['sh', '-c', 'cd "$HOME" && test -w . && exec id -u'], {

@@ -49,13 +49,25 @@ export const AGENT_PROTOCOL = {
     entry: { name: 'bytes', type: 'string', size: 'int64', mode: 'string', mtime_ns: 'int64' },
     failure: { kind: 'string', message: 'string' },
     signalRequest: { signal: 'string' },
+    /** What a ready instance must allow: its VM user (uid, gid) enters and writes its home and can start a shell. */
+    readyCheck: { home: 'string', uid: 'int', gid: 'int' },
+    /** The outcome of a readyCheck: `error` is empty when the instance is ready, else what failed. */
+    readiness: { error: 'string' },
   },
   /**
    * Every request also carries `key` and `op`. `reply` is the first answer (a reply
    * frame); `end`, where present, the last (an end frame) after the operation's stream.
    */
   operations: {
-    hello: { request: {}, reply: { agent: 'string', protocol: 'int', pid: 'int', uptime_ms: 'int64', boot_error: 'string' } },
+    /**
+     * Whether the agent runs, and how its boot went. With `ready_check`, it also checks
+     * the instance's readiness in place of a command run for it, and answers `ready`;
+     * an agent older than that field answers without `ready`.
+     */
+    hello: {
+      request: { ready_check: 'readyCheck?' },
+      reply: { agent: 'string', protocol: 'int', pid: 'int', uptime_ms: 'int64', boot_error: 'string', ready: 'readiness?' },
+    },
     exec: {
       request: { argv: '[]string', env: '[]string', dir: 'string', uid: 'int', gid: 'int', command_id: 'string', timeout_ms: 'int64', stdin: 'bool', pty: 'winsize?' },
       reply: { pid: 'int' },

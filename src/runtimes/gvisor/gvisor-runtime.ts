@@ -62,7 +62,7 @@ import * as agentFiles from '../agent/files.ts';
 import { agentRun, type ExecOptions, killCommand } from '../agent/commands.ts';
 import { CommandRunner } from './command-runner.ts';
 import { attachAgentTerminal, openAgentTerminal } from '../agent/terminal.ts';
-import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
+import { type BootingSandbox, bootReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
@@ -422,11 +422,16 @@ export class GvisorRuntime implements Runtime {
       // finds each done.
       const watching = Promise.allSettled([this.watchSandbox(instanceId, h, true), this.watchChanges(h)]);
       try {
-        // The agent's init has started the root service by the time it answers.
-        await waitForAgent({ host: lease.guestAddress, port: AGENT_PORT, key: agentKey }, signal, this.booting(h));
-        await onStep('vm_booted');
-        // A restored guest was ready when its memory was saved.
-        if (!restored) await checkReady(exec, spec);
+        // The agent's init has started the root service by the time it answers, and its
+        // hello checks readiness (a command checks it with an older agent). A restored
+        // guest was ready when its memory was saved.
+        const endpoint = { host: lease.guestAddress, port: AGENT_PORT, key: agentKey };
+        if (restored) {
+          await waitForAgent(endpoint, signal, this.booting(h));
+          await onStep('vm_booted');
+        } else {
+          await bootReady(endpoint, signal, this.booting(h), exec, spec, () => onStep('vm_booted'));
+        }
       } catch (err) {
         await watching;
         throw err;

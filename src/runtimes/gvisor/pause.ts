@@ -209,8 +209,9 @@ export async function resumeInstance(h: InstanceHandle, spec: MachineSpec, deps:
     deps.remember(h, spec.memory_mb);
     await deps.runsc.start(h.netns, h.id);
     const exec: Exec = (argv, options) => deps.exec(h.id, argv, options);
-    await waitForAgent(endpoint, signal, deps.booting(h));
-    const settled = await Promise.allSettled([checkReady(exec, spec), deps.watch(h)]);
+    // The hello checks readiness; a command checks it with an agent too old to.
+    const { readinessChecked } = await waitForAgent(endpoint, signal, deps.booting(h), spec);
+    const settled = await Promise.allSettled([readinessChecked ? undefined : checkReady(exec, spec), deps.watch(h)]);
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
     // Only now: had this boot failed, the instance would stay paused with its saved
     // memory (as its record says) and the next resume would try it again.

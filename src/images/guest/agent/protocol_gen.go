@@ -104,36 +104,50 @@ type signalRequest struct {
 	Signal string `json:"signal"`
 }
 
+// readyCheck is a value the operations share.
+type readyCheck struct {
+	Home string `json:"home"`
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+}
+
+// readiness is a value the operations share.
+type readiness struct {
+	Error string `json:"error"`
+}
+
 // request is every operation's parameters; each operation reads the fields it needs.
 type request struct {
-	Key       string   `json:"key"`
-	Op        string   `json:"op"`
-	Argv      []string `json:"argv"`
-	Env       []string `json:"env"`
-	Dir       string   `json:"dir"`
-	UID       int      `json:"uid"`
-	GID       int      `json:"gid"`
-	CommandID string   `json:"command_id"`
-	TimeoutMs int64    `json:"timeout_ms"`
-	Stdin     bool     `json:"stdin"`
-	PTY       *winsize `json:"pty,omitempty"`
-	Pid       int      `json:"pid"`
-	Offset    int64    `json:"offset"`
-	Signal    string   `json:"signal"`
-	Path      []byte   `json:"path"`
-	Length    int64    `json:"length"`
-	Limit     int      `json:"limit"`
-	Paths     [][]byte `json:"paths"`
-	Bytes     int      `json:"bytes"`
+	Key        string      `json:"key"`
+	Op         string      `json:"op"`
+	ReadyCheck *readyCheck `json:"ready_check,omitempty"`
+	Argv       []string    `json:"argv"`
+	Env        []string    `json:"env"`
+	Dir        string      `json:"dir"`
+	UID        int         `json:"uid"`
+	GID        int         `json:"gid"`
+	CommandID  string      `json:"command_id"`
+	TimeoutMs  int64       `json:"timeout_ms"`
+	Stdin      bool        `json:"stdin"`
+	PTY        *winsize    `json:"pty,omitempty"`
+	Pid        int         `json:"pid"`
+	Offset     int64       `json:"offset"`
+	Signal     string      `json:"signal"`
+	Path       []byte      `json:"path"`
+	Length     int64       `json:"length"`
+	Limit      int         `json:"limit"`
+	Paths      [][]byte    `json:"paths"`
+	Bytes      int         `json:"bytes"`
 }
 
 // helloReply is what hello's reply frame carries.
 type helloReply struct {
-	Agent     string `json:"agent"`
-	Protocol  int    `json:"protocol"`
-	Pid       int    `json:"pid"`
-	UptimeMs  int64  `json:"uptime_ms"`
-	BootError string `json:"boot_error"`
+	Agent     string     `json:"agent"`
+	Protocol  int        `json:"protocol"`
+	Pid       int        `json:"pid"`
+	UptimeMs  int64      `json:"uptime_ms"`
+	BootError string     `json:"boot_error"`
+	Ready     *readiness `json:"ready,omitempty"`
 }
 
 // execReply is what exec's reply frame carries.

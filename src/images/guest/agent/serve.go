@@ -86,7 +86,11 @@ func handle(conn net.Conn, key string) {
 	}
 	switch req.Op {
 	case opHello:
-		w.sendJSON(frameReply, helloReply{Agent: "roomkit", Protocol: protocolVersion, Pid: os.Getpid(), UptimeMs: time.Since(startedAt).Milliseconds(), BootError: bootError})
+		reply := helloReply{Agent: "roomkit", Protocol: protocolVersion, Pid: os.Getpid(), UptimeMs: time.Since(startedAt).Milliseconds(), BootError: bootError}
+		if req.ReadyCheck != nil {
+			reply.Ready = &readiness{Error: checkReadiness(req.ReadyCheck)}
+		}
+		w.sendJSON(frameReply, reply)
 	case opExec:
 		runExec(conn, r, w, &req)
 	case opAttach:
