@@ -31,14 +31,17 @@ export async function createSparseFile(path: string, sizeMb: number): Promise<vo
   }
 }
 
-/** A sparse file of `sizeMb`, formatted ext4 and mounted at `mountPoint`. */
+/** A sparse file of `sizeMb` at `image`, formatted ext4. */
+export async function formatDiskImage(image: string, sizeMb: number): Promise<void> {
+  await createSparseFile(image, sizeMb);
+  await runChecked('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', image], {
+    timeoutMs: MOUNT_TIMEOUT_MS,
+  });
+}
+
+/** A sparse file of `sizeMb`, formatted ext4 (unless one is there already) and mounted at `mountPoint`. */
 export async function mountDiskImage(image: string, mountPoint: string, sizeMb: number): Promise<void> {
-  if (!existsSync(image)) {
-    await createSparseFile(image, sizeMb);
-    await runChecked('mkfs.ext4', ['-q', '-F', '-m', '0', '-E', 'lazy_itable_init=1,lazy_journal_init=1', image], {
-      timeoutMs: MOUNT_TIMEOUT_MS,
-    });
-  }
+  if (!existsSync(image)) await formatDiskImage(image, sizeMb);
   if (!isMountPoint(mountPoint)) {
     await runChecked('mount', ['-o', 'loop,nosuid,nodev', image, mountPoint], { timeoutMs: MOUNT_TIMEOUT_MS });
   }

@@ -71,6 +71,7 @@ import { canCheckpoint, checkpointDir, hasCheckpoint } from './checkpoint.ts';
 import { captureRunning, RestoreSlots, resumeSandbox } from './memory-snapshots.ts';
 import { cpuUsedMs, setFrozen } from './freezer.ts';
 import { Runsc } from './runsc.ts';
+import { LayerSlots } from './layer-slots.ts';
 import { SandboxWatch } from './sandbox-watch.ts';
 import { type UndoLimits, UndoPoints } from '../layer-changes/undo.ts';
 import { stopMachine, type Teardown, Teardowns } from './teardown.ts';
@@ -149,6 +150,8 @@ export class GvisorRuntime implements Runtime {
   private readonly lastReached = new Map<string, number>();
   /** Networks made ahead of creates (network/slots.ts). */
   readonly networkSlots: NetworkSlots;
+  /** Writable layers formatted ahead of creates, as many as network slots (layer-slots.ts). */
+  readonly layerSlots: LayerSlots;
 
   constructor(options: GvisorOptions) {
     this.runsc = new Runsc({ root: join(options.dataDir, 'runsc') });
@@ -164,6 +167,7 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
     this.networkSlots = new NetworkSlots({ pool: this.pool, tag: this.tag, size: options.networkSlots ?? 0, log: this.log });
+    this.layerSlots = new LayerSlots({ dir: join(options.dataDir, 'layer-slots'), size: options.networkSlots ?? 0, log: this.log });
     this.changeTracker = new ChangeTracker(this.images.dir, options.changeTrackingMaxPaths ?? 65_536);
     this.memoryGuard = new MemoryGuard({
       log: this.log,
@@ -332,6 +336,8 @@ export class GvisorRuntime implements Runtime {
     const removed = await this.networkSlots.removeLeftovers();
     if (removed.length > 0) this.log.info({ removed }, 'removed network slots left by an earlier run');
     void this.networkSlots.fill();
+    // Filled once a create has said what size of layer to keep ready.
+    this.layerSlots.removeLeftovers();
   }
 
   async provision(request: ProvisionRequest): Promise<void> {
@@ -450,8 +456,11 @@ export class GvisorRuntime implements Runtime {
       }
       throw err;
     } finally {
-      // Off this create's path: the slot it took, if any, is made again a little after.
-      setTimeout(() => void this.networkSlots.fill(), SLOT_REFILL_DELAY_MS).unref();
+      // Off this create's path: the slot and layer it took, if any, are made again a little after.
+      setTimeout(() => {
+        void this.networkSlots.fill();
+        void this.layerSlots.fill();
+      }, SLOT_REFILL_DELAY_MS).unref();
     }
   }
 
@@ -498,9 +507,13 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(h.rootfs, { recursive: true });
     // A snapshot's layer is a copy of its source's; the mounts below find it made.
     if (fromSnapshot) await this.snapshots.copyInto(fromSnapshot, h);
-    // A layer that keeps undo points is btrfs (snapshots); others ext4, quicker to make.
+    // A layer that keeps undo points is btrfs (snapshots); others ext4, quicker to make,
+    // and formatted ahead when one of this size is ready (mounted as found).
     if (h.readMeta()?.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
-    else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+    else {
+      if (!fromSnapshot) this.layerSlots.take(spec.disk_mb, h.diskImage);
+      await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
+    }
     if (fromSnapshot) await this.snapshots.dropInheritedUndoPoints(h);
     mkdirSync(h.upper, { recursive: true });
     mkdirSync(h.work, { recursive: true });
@@ -806,6 +819,7 @@ export class GvisorRuntime implements Runtime {
     await this.releasesSettled();
     this.commands.wakeAll();
     await this.networkSlots.close();
+    await this.layerSlots.close();
     this.memoryGuard.stop();
     this.sandboxWatch.stop();
     await this.changeTracker.close();
