@@ -15,7 +15,20 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 )
+
+// The main goroutine keeps the process's first thread to itself, so that no other
+// goroutine ever runs there. Work done with the VM user's identity (asUser) runs on a
+// thread locked for it, which Go ends when the work returns: every thread but the
+// first, which Go never ends (it would park it for good, with the identity it took).
+// The first thread leads the thread group, and its identity is the process's as the
+// kernel shows it: /proc/PID's owner and status, and who may signal or trace the
+// process. Parked as the VM user, it would give that user the agent's /proc files and
+// take the agent's capabilities from what guest root sees.
+func init() {
+	runtime.LockOSThread()
+}
 
 func main() {
 	if len(os.Args) < 2 {

@@ -54,6 +54,13 @@ func runServe() {
 		fmt.Fprintln(os.Stderr, "agent serve: cannot listen yet:", err)
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Accepted on a goroutine of its own: the main goroutine keeps the first thread
+	// (main.go), and every connection it accepted would wait for that thread to wake.
+	go accept(listener, key)
+	select {}
+}
+
+func accept(listener net.Listener, key string) {
 	for {
 		conn, err := listener.Accept()
 		if err != nil {
