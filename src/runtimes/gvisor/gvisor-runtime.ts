@@ -337,7 +337,7 @@ export class GvisorRuntime implements Runtime {
     if (removed.length > 0) this.log.info({ removed }, 'removed network slots left by an earlier run');
     void this.networkSlots.fill();
     // Filled once a create has said what size of layer to keep ready.
-    this.layerSlots.removeLeftovers();
+    await this.layerSlots.removeLeftovers();
   }
 
   async provision(request: ProvisionRequest): Promise<void> {
@@ -357,7 +357,10 @@ export class GvisorRuntime implements Runtime {
             signal,
           );
       signal.throwIfAborted();
-      mkdirSync(h.dir, { recursive: true, mode: 0o700 });
+      const undoLayer = request.fromSnapshot ? this.snapshots.meta(request.fromSnapshot)?.undoLayer : spec.keep_undo;
+      // A plain ext4 layer of this size may be ready, mounted in a directory made ahead
+      // (layer-slots.ts), which becomes the instance's.
+      if (request.fromSnapshot || undoLayer || !this.layerSlots.take(spec.disk_mb, h.dir)) mkdirSync(h.dir, { recursive: true, mode: 0o700 });
       const meta = {
         instanceId,
         imageKey: image.key,
@@ -367,7 +370,7 @@ export class GvisorRuntime implements Runtime {
         home: spec.home,
         egress: spec.network.egress,
         memoryMb: spec.memory_mb,
-        ...((request.fromSnapshot ? this.snapshots.meta(request.fromSnapshot)?.undoLayer : spec.keep_undo) ? { undoLayer: true } : {}),
+        ...(undoLayer ? { undoLayer: true } : {}),
       };
       h.writeMeta(meta);
 
@@ -508,12 +511,9 @@ export class GvisorRuntime implements Runtime {
     // A snapshot's layer is a copy of its source's; the mounts below find it made.
     if (fromSnapshot) await this.snapshots.copyInto(fromSnapshot, h);
     // A layer that keeps undo points is btrfs (snapshots); others ext4, quicker to make,
-    // and formatted ahead when one of this size is ready (mounted as found).
+    // and found made and mounted when the instance's directory was made ahead.
     if (h.readMeta()?.undoLayer) await mountBtrfsImage(h.diskImage, h.layer, spec.disk_mb);
-    else {
-      if (!fromSnapshot) this.layerSlots.take(spec.disk_mb, h.diskImage);
-      await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
-    }
+    else await mountDiskImage(h.diskImage, h.layer, spec.disk_mb);
     if (fromSnapshot) await this.snapshots.dropInheritedUndoPoints(h);
     mkdirSync(h.upper, { recursive: true });
     mkdirSync(h.work, { recursive: true });
