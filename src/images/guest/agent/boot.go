@@ -1,9 +1,9 @@
-// What the init sets up before it starts the server, while it still holds
-// CAP_SYS_ADMIN (the instance's first process alone is given it): the root service
-// (rootd, through which `sudo` works) in a pids cgroup of gVisor's own, the cgroup's
-// mount covered so that no one can raise its limit or leave it, and then the
-// capability dropped for good. Before the agent did this, the host made three
-// `runsc exec` round trips for it at every boot.
+// What the init sets up while the server it has just started comes up, holding
+// CAP_SYS_ADMIN meanwhile (the instance's first process alone is given it; the server
+// drops it as it starts, init.go): the root service (rootd, through which `sudo`
+// works) in a pids cgroup of gVisor's own, the cgroup's mount covered so that no one
+// can raise its limit or leave it, and then the capability dropped for good. Before the
+// agent did this, the host made three `runsc exec` round trips for it at every boot.
 package main
 
 import (
@@ -25,9 +25,9 @@ const (
 	capVersion3   = 0x20080522
 )
 
-// bootSetup runs in the init before anything else of the guest. An error leaves the
-// instance without a working sudo; the host refuses such an instance (hello's
-// boot_error). Only a failure to drop CAP_SYS_ADMIN is fatal here.
+// bootSetup runs in the init beside the server's start, before anything else of the
+// guest. An error leaves the instance without a working sudo; the host refuses such an
+// instance (hello's boot_error). Only a failure to drop CAP_SYS_ADMIN is fatal here.
 func bootSetup() error {
 	defer func() {
 		if err := dropSysAdmin(); err != nil {

@@ -1,4 +1,5 @@
-// The instance's PID 1: keeps `agent serve` running and reaps orphans. Its stdio is
+// The instance's PID 1: keeps `agent serve` running (the first one started beside the
+// boot setup, boot.go) and reaps orphans. Its stdio is
 // moved off the host's descriptors before anything else: a sandbox whose processes hold
 // host descriptors cannot be restored from a checkpoint (runsc: "no host FD available"),
 // so what init and the server print goes to a log file in the guest, which the host
@@ -16,6 +17,14 @@ import (
 // initLog is where init and the server print, in the guest's root filesystem.
 const initLog = "/var/log/roomkit-agent.log"
 
+// What the init tells a server it starts, in its environment: that the boot setup is
+// under way and its outcome comes on descriptor 3 (the first server), or what the
+// setup could not do (a server started again).
+const (
+	bootPendingEnv = "ROOMKIT_BOOT_PENDING"
+	bootErrorEnv   = "ROOMKIT_BOOT_ERROR"
+)
+
 func runInit() {
 	ownStdio()
 	self, err := os.Executable()
@@ -25,27 +34,22 @@ func runInit() {
 	children := make(chan os.Signal, 64)
 	signal.Notify(children, syscall.SIGCHLD)
 
-	// Set up before anything else runs; the server tells the host what failed.
-	env := os.Environ()
-	if err := bootSetup(); err != nil {
-		fmt.Fprintln(os.Stderr, "agent init: boot setup:", err)
-		env = append(env, "ROOMKIT_BOOT_ERROR="+err.Error())
-	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent init:", err)
 		os.Exit(1)
 	}
+	env := os.Environ()
 	var servePid int
 	var startedAt time.Time
 	backoff := 100 * time.Millisecond
 	restart := time.NewTimer(time.Hour)
 	restart.Stop()
-	start := func() {
+	start := func(env []string, files ...uintptr) {
 		pid, err := syscall.ForkExec(self, []string{self, "serve"}, &syscall.ProcAttr{
 			Dir:   "/",
 			Env:   env,
-			Files: []uintptr{devnull.Fd(), os.Stdout.Fd(), os.Stderr.Fd()},
+			Files: append([]uintptr{devnull.Fd(), os.Stdout.Fd(), os.Stderr.Fd()}, files...),
 		})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "agent init: cannot start the server:", err)
@@ -56,12 +60,30 @@ func runInit() {
 		servePid = pid
 		startedAt = time.Now()
 	}
-	start()
+	// The server starts beside the boot setup rather than after it: its own start (a
+	// second Go program) and the setup each take a good part of a boot. It drops
+	// CAP_SYS_ADMIN before anything else, and is told the setup's outcome on a pipe
+	// (descriptor 3), which its hello waits for, so that the host hears what failed.
+	var outcome [2]int
+	if err := syscall.Pipe2(outcome[:], syscall.O_CLOEXEC); err != nil {
+		fmt.Fprintln(os.Stderr, "agent init:", err)
+		os.Exit(1)
+	}
+	start(append(env, bootPendingEnv+"=1"), uintptr(outcome[0]))
+	syscall.Close(outcome[0])
+	setupErr := bootSetup()
+	if setupErr != nil {
+		fmt.Fprintln(os.Stderr, "agent init: boot setup:", setupErr)
+		syscall.Write(outcome[1], []byte(setupErr.Error()))
+		// A server started again later finds the outcome in its environment.
+		env = append(env, bootErrorEnv+"="+setupErr.Error())
+	}
+	syscall.Close(outcome[1])
 	for {
 		select {
 		case <-children:
 		case <-restart.C:
-			start()
+			start(env)
 			continue
 		}
 		for {

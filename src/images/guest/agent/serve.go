@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -25,12 +26,32 @@ const requestTimeout = 10 * time.Second
 
 var startedAt = time.Now()
 
-// bootError is what the init's boot setup could not do ("" when all went well).
-var bootError string
+// bootSetupMax bounds how long a hello waits for the init's boot setup.
+const bootSetupMax = 10 * time.Second
+
+// bootError is what the init's boot setup could not do ("" when all went well), known
+// once bootDone is closed.
+var (
+	bootError string
+	bootDone  = make(chan struct{})
+)
 
 func runServe() {
-	bootError = os.Getenv("ROOMKIT_BOOT_ERROR")
-	os.Unsetenv("ROOMKIT_BOOT_ERROR")
+	if os.Getenv(bootPendingEnv) != "" {
+		// The first server starts beside the init's boot setup (init.go), with the
+		// capabilities the init holds for it: CAP_SYS_ADMIN goes before anything else.
+		syscall.CloseOnExec(3)
+		if err := dropSysAdmin(); err != nil {
+			fmt.Fprintln(os.Stderr, "agent serve: cannot drop CAP_SYS_ADMIN:", err)
+			os.Exit(1)
+		}
+		go awaitBootSetup(os.NewFile(3, "boot setup outcome"))
+	} else {
+		bootError = os.Getenv(bootErrorEnv)
+		close(bootDone)
+	}
+	os.Unsetenv(bootPendingEnv)
+	os.Unsetenv(bootErrorEnv)
 	port := os.Getenv("ROOMKIT_AGENT_PORT")
 	if port == "" {
 		port = defaultPort
@@ -72,6 +93,25 @@ func accept(listener net.Listener, key string) {
 	}
 }
 
+// awaitBootSetup reads what the init's boot setup could not do, until the init closes
+// the pipe at the setup's end.
+func awaitBootSetup(outcome *os.File) {
+	said, _ := io.ReadAll(outcome)
+	outcome.Close()
+	bootError = strings.TrimSpace(string(said))
+	close(bootDone)
+}
+
+// bootOutcome is what the boot setup could not do, once it has ended.
+func bootOutcome() string {
+	select {
+	case <-bootDone:
+		return bootError
+	case <-time.After(bootSetupMax):
+		return "the boot setup did not end within " + bootSetupMax.String()
+	}
+}
+
 func handle(conn net.Conn, key string) {
 	defer conn.Close()
 	r := bufio.NewReaderSize(conn, 64<<10)
@@ -93,11 +133,13 @@ func handle(conn net.Conn, key string) {
 	}
 	switch req.Op {
 	case opHello:
-		reply := helloReply{Agent: "roomkit", Protocol: protocolVersion, Pid: os.Getpid(), UptimeMs: time.Since(startedAt).Milliseconds(), BootError: bootError}
+		// Readiness first: the boot setup may still be under way meanwhile.
+		var ready *readiness
 		if req.ReadyCheck != nil {
-			reply.Ready = &readiness{Error: checkReadiness(req.ReadyCheck)}
+			ready = &readiness{Error: checkReadiness(req.ReadyCheck)}
 		}
-		w.sendJSON(frameReply, reply)
+		booted := bootOutcome()
+		w.sendJSON(frameReply, helloReply{Agent: "roomkit", Protocol: protocolVersion, Pid: os.Getpid(), UptimeMs: time.Since(startedAt).Milliseconds(), BootError: booted, Ready: ready})
 	case opExec:
 		runExec(conn, r, w, &req)
 	case opAttach:
