@@ -1,9 +1,10 @@
 // What the init sets up while the server it has just started comes up, holding
 // CAP_SYS_ADMIN meanwhile (the instance's first process alone is given it; the server
-// drops it as it starts, init.go): the root service (rootd, through which `sudo`
-// works) in a pids cgroup of gVisor's own, the cgroup's mount covered so that no one
-// can raise its limit or leave it, and then the capability dropped for good. Before the
-// agent did this, the host made three `runsc exec` round trips for it at every boot.
+// drops it as it starts, init.go): a pids cgroup of gVisor's own for the root service
+// (rootd, through which `sudo` works), the cgroup's mount covered so that no one can
+// raise its limit or leave it, the capability dropped for good, and then the service
+// started in that group. Before the agent did this, the host made three `runsc exec`
+// round trips for it at every boot.
 package main
 
 import (
@@ -51,19 +52,35 @@ func bootSetup() error {
 	if err := os.WriteFile(group+"/pids.max", []byte(strconv.Itoa(rootServiceTasks)), 0); err != nil {
 		return fmt.Errorf("cannot limit the root service: %w", err)
 	}
-	if err := startRootService(group); err != nil {
-		return err
+	// The two groups' process lists, opened before the cover hides them: the init moves
+	// itself into the service's group for the fork that starts it, and back.
+	join, err := os.OpenFile(group+"/cgroup.procs", os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("cannot open the root service's pids group: %w", err)
 	}
+	defer join.Close()
+	leave, err := os.OpenFile(pidsMount+"/cgroup.procs", os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("cannot open the pids hierarchy's root group: %w", err)
+	}
+	defer leave.Close()
 	// Unmounting would drop the hierarchy and its limit; covering it keeps both.
 	if err := syscall.Mount("roomkit", pidsMount, "tmpfs", syscall.MS_RDONLY, "mode=000,size=4k"); err != nil {
 		return fmt.Errorf("cannot hide the pids controller: %w", err)
 	}
-	return nil
+	// Dropped before the service starts, so that it can never hold the capability.
+	if err := dropSysAdmin(); err != nil {
+		fmt.Fprintln(os.Stderr, "agent init: cannot drop CAP_SYS_ADMIN:", err)
+		os.Exit(1)
+	}
+	return startRootService(join, leave)
 }
 
-// startRootService starts rootd through `agent rootd`, which joins the group, drops
-// CAP_SYS_ADMIN and becomes python3. Images without python3 or rootd have no sudo.
-func startRootService(group string) error {
+// startRootService starts rootd (python3) in its pids group from its first
+// instruction: the init joins the group, forks the service, which starts in it, and
+// leaves the group at once (the server, started before, was never in it). Images
+// without python3 or rootd have no sudo.
+func startRootService(join, leave *os.File) error {
 	if _, err := os.Stat(rootService); err != nil {
 		return nil
 	}
@@ -71,58 +88,32 @@ func startRootService(group string) error {
 	if err != nil {
 		return nil
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	var status [2]int
-	if err := syscall.Pipe2(status[:], syscall.O_CLOEXEC); err != nil {
-		return err
-	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return err
 	}
 	defer devnull.Close()
-	_, err = syscall.ForkExec(self, []string{self, "rootd", group, python, rootService}, &syscall.ProcAttr{
+	self := []byte(strconv.Itoa(os.Getpid()))
+	// One write on each descriptor: its first, at the start of the file.
+	if _, err := join.Write(self); err != nil {
+		return fmt.Errorf("cannot join the root service's pids group: %w", err)
+	}
+	_, err = syscall.ForkExec(python, []string{"python3", rootService}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"},
-		Files: []uintptr{devnull.Fd(), devnull.Fd(), devnull.Fd(), uintptr(status[1])},
+		Files: []uintptr{devnull.Fd(), devnull.Fd(), devnull.Fd()},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
-	syscall.Close(status[1])
-	if err != nil {
-		syscall.Close(status[0])
-		return fmt.Errorf("cannot start the root service: %w", err)
-	}
-	// Nothing before the end of the pipe: the launcher reached exec (the end is close-on-exec there).
-	failure := make([]byte, 512)
-	n, _ := syscall.Read(status[0], failure)
-	syscall.Close(status[0])
-	if n > 0 {
-		return fmt.Errorf("cannot start the root service: %s", strings.TrimSpace(string(failure[:n])))
-	}
-	return nil
-}
-
-// runRootdLauncher is `agent rootd GROUP PYTHON SCRIPT`: joins GROUP, gives up
-// CAP_SYS_ADMIN and becomes PYTHON SCRIPT. A failure is written to descriptor 3.
-func runRootdLauncher(args []string) {
-	fail := func(err error) {
-		syscall.Write(3, []byte(err.Error()))
+	if _, lerr := leave.Write(self); lerr != nil {
+		// The init's later children (a server started again) would count against the
+		// service's limit: no use going on with a guest where that is so.
+		fmt.Fprintln(os.Stderr, "agent init: cannot leave the root service's pids group:", lerr)
 		os.Exit(1)
 	}
-	if len(args) != 3 {
-		fail(errors.New("usage: agent rootd GROUP PYTHON SCRIPT"))
+	if err != nil {
+		return fmt.Errorf("cannot start the root service: %w", err)
 	}
-	syscall.CloseOnExec(3)
-	if err := os.WriteFile(args[0]+"/cgroup.procs", []byte(fmt.Sprint(os.Getpid())), 0); err != nil {
-		fail(fmt.Errorf("cannot join its pids group: %w", err))
-	}
-	if err := dropSysAdmin(); err != nil {
-		fail(fmt.Errorf("cannot drop CAP_SYS_ADMIN: %w", err))
-	}
-	fail(syscall.Exec(args[1], []string{"python3", args[2]}, os.Environ()))
+	return nil
 }
 
 type capHeader struct {

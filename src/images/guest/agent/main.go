@@ -32,7 +32,7 @@ func init() {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: agent init|serve|rootd")
+		fmt.Fprintln(os.Stderr, "usage: agent init|serve")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -40,8 +40,6 @@ func main() {
 		runInit()
 	case "serve":
 		runServe()
-	case "rootd":
-		runRootdLauncher(os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "agent: unknown role %q (init or serve)\n", os.Args[1])
 		os.Exit(2)
