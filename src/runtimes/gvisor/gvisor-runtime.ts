@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ChangeTracking } from '../../config.ts';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
+import { subreaper } from '../../host/subreaper.ts';
 import { isMountPoint, mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import { mountBtrfsImage } from '../../host/btrfs.ts';
 import type { ImageStore } from '../../images/builder.ts';
@@ -331,6 +332,13 @@ export class GvisorRuntime implements Runtime {
     });
     const removed = await this.networkSlots.removeLeftovers();
     if (removed.length > 0) this.log.info({ removed }, 'removed network slots left by an earlier run');
+    // Sandboxes made from now on are reaped as soon as they end, so that deleting their
+    // record (before a resume reuses the id, or at a delete) does not wait for the host's init.
+    try {
+      this.runsc.useSubreaper(await subreaper(this.images.dir));
+    } catch (err) {
+      this.log.warn({ err }, "cannot build the subreaper: ended sandboxes wait for the host's init to reap them (a resume right after a pause waits about a second longer)");
+    }
     void this.networkSlots.fill();
   }
 
