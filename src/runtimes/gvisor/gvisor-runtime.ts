@@ -66,7 +66,7 @@ import { attachAgentTerminal, openAgentTerminal } from '../agent/terminal.ts';
 import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
-import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
+import { type PauseDeps, type PauseRelease, pauseInstance, resumeInstance } from './pause.ts';
 import { LayerSnapshots, type MemorySource, thaw } from './snapshots.ts';
 import { canCheckpoint, checkpointDir, hasCheckpoint } from './checkpoint.ts';
 import { captureRunning, RestoreSlots, resumeSandbox } from './memory-snapshots.ts';
@@ -136,8 +136,11 @@ export class GvisorRuntime implements Runtime {
   readonly undo: UndoPoints;
   /** What pause.ts needs of this runtime. */
   private readonly pauseDeps: PauseDeps;
-  /** Paused instances whose sandbox record and cgroups are still being removed. */
-  private readonly pauseReleases = new Map<string, Promise<void>>();
+  /**
+   * Instances this process paused, and what their pause's background release did (never
+   * rejects: undefined when it failed); a resume takes it, a destroy waits for it.
+   */
+  private readonly pauseReleases = new Map<string, Promise<PauseRelease | undefined>>();
   /** Copies of writable layers (snapshots.ts). */
   private readonly snapshots: LayerSnapshots;
   /** Restores from snapshots' memory, a few at a time (memory-snapshots.ts). */
@@ -222,18 +225,21 @@ export class GvisorRuntime implements Runtime {
     }
     const { memoryKept, released } = paused;
     if (!memoryKept) this.commands.wake(instanceId, false);
-    const settled = released.catch(() => {});
-    this.pauseReleases.set(instanceId, settled);
-    void settled.then(() => {
-      if (this.pauseReleases.get(instanceId) === settled) this.pauseReleases.delete(instanceId);
-    });
+    this.pauseReleases.set(instanceId, released.catch(() => undefined));
     return { memoryKept };
   }
 
-  /** Starts a paused instance again, from its saved memory or over its writable layer (pause.ts), once its pause's release is done. */
+  /**
+   * Starts a paused instance again, from its saved memory or over its writable layer
+   * (pause.ts); its pause's release, when this process paused it, is waited for there,
+   * beside the steps that do not need it.
+   */
   async resume(request: ResumeRequest): Promise<ResumeOutcome> {
-    await this.pauseReleases.get(request.instanceId);
-    const outcome = await this.oneAtATime(request.instanceId, () => resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log));
+    const release = this.pauseReleases.get(request.instanceId);
+    this.pauseReleases.delete(request.instanceId);
+    const outcome = await this.oneAtATime(request.instanceId, () =>
+      resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log, release),
+    );
     // A resume that fails leaves the instance paused, its commands still waiting for the next.
     this.commands.wake(request.instanceId, outcome.memoryRestored);
     return outcome;
@@ -247,14 +253,16 @@ export class GvisorRuntime implements Runtime {
   async snapshot(instanceId: string, snapshotId: string, options: SnapshotOptions = { memory: true }): Promise<SnapshotOutcome> {
     const h = this.handle(instanceId);
     return this.oneAtATime(instanceId, async () => {
+      // A paused instance (its sandbox let go, its layer still mounted) has no guest to flush or to hold still.
+      const running = this.handles.has(instanceId);
       const flush = async () => {
-        await this.exec(instanceId, ['/bin/sync'], { as: 'root', timeoutMs: 10_000 });
+        if (running) await this.exec(instanceId, ['/bin/sync'], { as: 'root', timeoutMs: 10_000 });
       };
       const agentKey = h.readMeta()?.agentKey;
       let memory: MemorySource | undefined;
       if (options.memory && this.capabilities.snapshotMemory && agentKey !== undefined) {
         // The checkpoint drops the connections open into it: its commands attach again after (command-runner.ts).
-        if (isMountPoint(h.layer)) memory = { agentKey, running: (dir, copyLayer) => this.commands.across(instanceId, () => captureRunning(h, this.runsc, dir, copyLayer, this.log), this.droppingConnections(h)) };
+        if (running) memory = { agentKey, running: (dir, copyLayer) => this.commands.across(instanceId, () => captureRunning(h, this.runsc, dir, copyLayer, this.log), this.droppingConnections(h)) };
         else if (hasCheckpoint(h)) memory = { agentKey, savedDir: checkpointDir(h) };
       }
       return this.snapshots.save(h, snapshotId, flush, memory);
@@ -544,8 +552,12 @@ export class GvisorRuntime implements Runtime {
 
   /** Stops the instance's machine; what it held is released in the background (teardown.ts). */
   async destroy(instanceId: string): Promise<Teardown> {
-    // A snapshot copying the layer (frozen meanwhile) finishes first.
+    // A snapshot copying the layer (frozen meanwhile) finishes first, and so does the
+    // release of a pause just made, which removes the same sandbox record and cgroups.
     await this.layerWork.idle(instanceId);
+    const pauseRelease = this.pauseReleases.get(instanceId);
+    this.pauseReleases.delete(instanceId);
+    await pauseRelease;
     this.commands.wake(instanceId, false);
     return this.teardowns.begin(await this.forget(instanceId));
   }
