@@ -11,6 +11,7 @@
 // must agree with them.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ChangeTracking } from '../../config.ts';
@@ -106,6 +107,8 @@ export interface GvisorOptions {
   undoLimits?: UndoLimits;
   /** Network slots kept made ahead of creates (network/slots.ts); 0, the default here, makes each create's network on its path. */
   networkSlots?: number;
+  /** Restores from saved memory running at once (memory-snapshots.ts); the host's CPU count when not given. */
+  restoresAtOnce?: number;
 }
 
 export class GvisorRuntime implements Runtime {
@@ -144,7 +147,7 @@ export class GvisorRuntime implements Runtime {
   /** Copies of writable layers (snapshots.ts). */
   private readonly snapshots: LayerSnapshots;
   /** Restores from snapshots' memory, a few at a time (memory-snapshots.ts). */
-  private readonly restores = new RestoreSlots();
+  private readonly restores: RestoreSlots;
   /** The pause, resume or snapshot under way per instance: one at a time, and a destroy waits for it. */
   private readonly layerWork = new KeyedSerial<string>();
   /** Instances whose sandbox is frozen (freezer.ts); handle() thaws them. */
@@ -167,6 +170,7 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
+    this.restores = new RestoreSlots(options.restoresAtOnce ?? availableParallelism());
     this.networkSlots = new NetworkSlots({ pool: this.pool, tag: this.tag, size: options.networkSlots ?? 0, log: this.log });
     this.changeTracker = new ChangeTracker(this.images.dir, options.changeTrackingMaxPaths ?? 65_536);
     this.memoryGuard = new MemoryGuard({
