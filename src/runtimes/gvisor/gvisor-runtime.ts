@@ -22,6 +22,7 @@ import { mountBtrfsImage } from '../../host/btrfs.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import { KeyedSerial } from '../../lib/keyed-serial.ts';
+import { Turns } from '../../lib/turns.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
 import { AGENT_PORT, type AgentEndpoint, agentCall, agentConnectionsNow, endAgentConnections, openAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
@@ -148,6 +149,8 @@ export class GvisorRuntime implements Runtime {
   private readonly snapshots: LayerSnapshots;
   /** Restores from snapshots' memory, a few at a time (memory-snapshots.ts). */
   private readonly restores: RestoreSlots;
+  /** Copies restored from a snapshot's memory making their files, as many at once as restores run. */
+  private readonly copiesPreparing: Turns;
   /** The pause, resume or snapshot under way per instance: one at a time, and a destroy waits for it. */
   private readonly layerWork = new KeyedSerial<string>();
   /** Instances whose sandbox is frozen (freezer.ts); handle() thaws them. */
@@ -171,6 +174,7 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
     this.restores = new RestoreSlots(options.restoresAtOnce ?? availableParallelism());
+    this.copiesPreparing = new Turns(this.restores.atOnce);
     this.networkSlots = new NetworkSlots({ pool: this.pool, tag: this.tag, size: options.networkSlots ?? 0, log: this.log });
     this.changeTracker = new ChangeTracker(this.images.dir, options.changeTrackingMaxPaths ?? 65_536);
     this.memoryGuard = new MemoryGuard({
@@ -423,7 +427,11 @@ export class GvisorRuntime implements Runtime {
           if (spec.network.egress === 'internet') await allowEgress(this.tag, h.hostIf);
           await onStep('ftap_created');
         })(),
-        this.prepareFiles(h, image, spec, agentKey, request.fromSnapshot),
+        // Copies of a snapshot's memory make their files a few at a time, so that a fork's
+        // first copies reach their restore while the rest are still being made.
+        fromMemory
+          ? this.copiesPreparing.run(() => this.prepareFiles(h, image, spec, agentKey, request.fromSnapshot))
+          : this.prepareFiles(h, image, spec, agentKey, request.fromSnapshot),
       ]);
       for (const outcome of settledSteps) if (outcome.status === 'rejected') throw outcome.reason;
       await onStep('image_generated');

@@ -27,6 +27,7 @@
 // image in the snapshot's directory, read-only: its pages are read from disk once and
 // then from the host's page cache.
 import type { Logger } from 'pino';
+import { Turns } from '../../lib/turns.ts';
 import { checkpointInto, restoreFrom } from './checkpoint.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { Runsc } from './runsc.ts';
@@ -59,25 +60,18 @@ export async function resumeSandbox(h: InstanceHandle, runsc: Runsc, log: Logger
 
 /** Restores a few sandboxes at a time, in the order asked. */
 export class RestoreSlots {
-  private running = 0;
-  private readonly waiting: (() => void)[] = [];
-  /** Restores running at once. */
-  readonly atOnce: number;
+  private readonly turns: Turns;
 
   constructor(atOnce: number) {
-    this.atOnce = Math.max(1, atOnce);
+    this.turns = new Turns(atOnce);
   }
 
-  async restore(h: InstanceHandle, runsc: Runsc, imageDir: string): Promise<void> {
-    if (this.running >= this.atOnce) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.running++;
-    try {
-      await restoreFrom(h, runsc, imageDir);
-    } finally {
-      // The slot passes straight to the next in line, or is freed.
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.running--;
-    }
+  /** Restores running at once. */
+  get atOnce(): number {
+    return this.turns.atOnce;
+  }
+
+  restore(h: InstanceHandle, runsc: Runsc, imageDir: string): Promise<void> {
+    return this.turns.run(() => restoreFrom(h, runsc, imageDir));
   }
 }
