@@ -217,6 +217,7 @@ export class GvisorRuntime implements Runtime {
         this.guardMemory(h.id, memoryMb);
       },
       watch: async (h) => void (await Promise.all([this.watchSandbox(h.id, h, true), this.watchChanges(h)])),
+      runsNow: (id) => (this.handles.has(id) && this.sandboxWatch.watches(id) ? !this.sandboxWatch.hasEnded(id) : undefined),
     };
   }
 

@@ -67,6 +67,8 @@ export interface PauseDeps {
   remember(h: InstanceHandle, memoryMb: number): void;
   /** Watches the booted sandbox's process and the layer's changes, as after a create. */
   watch(h: InstanceHandle): Promise<void>;
+  /** Whether the instance's sandbox runs, when this process watches it (from /proc, no host program); undefined when it does not. */
+  runsNow(instanceId: string): boolean | undefined;
 }
 
 /** What a pause's background release did. */
@@ -108,7 +110,7 @@ export async function pauseInstance(
   // The guest's writes are on the layer once its sync returns (so that a files-only
   // resume finds them, should the saved memory not restore); a sandbox that does not
   // answer (already stopped, or stuck) is stopped without, as a crash would leave it.
-  const runs = await sandboxRuns(h, deps);
+  const runs = deps.runsNow(h.id) ?? (await sandboxRuns(h, deps));
   if (runs) {
     try {
       await deps.exec(h.id, ['/bin/sync'], { as: 'root', timeoutMs: FLUSH_TIMEOUT_MS });
