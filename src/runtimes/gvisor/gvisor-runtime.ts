@@ -832,6 +832,13 @@ export class GvisorRuntime implements Runtime {
     // Releases under way finish first: a shutdown leaves no stopped instance's mounts,
     // network or lease behind.
     await this.releasesSettled();
+    // Paused instances let go of their mounts (their resume mounts them again): a stopped
+    // service leaves mounted only what its running instances use.
+    const paused = new Set(mountsUnder(this.instancesDir).map((point) => point.slice(this.instancesDir.length + 1).split('/')[0] ?? ''));
+    for (const id of paused) {
+      if (id === '' || this.handles.has(id)) continue;
+      await unmountAll(join(this.instancesDir, id)).catch((err: unknown) => this.log.warn({ instanceId: id, err }, "could not unmount a paused instance's layer at shutdown"));
+    }
     this.commands.wakeAll();
     await this.networkSlots.close();
     this.memoryGuard.stop();
