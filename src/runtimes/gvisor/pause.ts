@@ -107,6 +107,12 @@ export async function pauseInstance(
   options: PauseOptions & { save?: boolean },
 ): Promise<PauseOutcome & { released: Promise<PauseRelease> }> {
   const keepMemory = options.memory && deps.checkpoints;
+  // When each step ended, in ms from the start, for the log (where a pause's time goes).
+  const began = performance.now();
+  const steps: Record<string, number> = {};
+  const stepDone = (step: string) => {
+    steps[step] = Math.round(performance.now() - began);
+  };
   // The guest's writes are on the layer once its sync returns (so that a files-only
   // resume finds them, should the saved memory not restore); a sandbox that does not
   // answer (already stopped, or stuck) is stopped without, as a crash would leave it.
@@ -117,12 +123,15 @@ export async function pauseInstance(
     } catch (err) {
       deps.log.warn({ instanceId: h.id, err }, 'could not flush the guest before pausing it');
     }
+    stepDone('sync');
   }
   // Forgotten before the checkpoint ends the sandbox, so that its end is not reported.
   await deps.forget(h.id);
+  stepDone('forget');
   if (keepMemory && runs && options.save !== false) {
     try {
       await checkpointSandbox(h, deps.runsc);
+      stepDone('checkpoint');
     } catch (err) {
       deps.log.warn({ instanceId: h.id, err }, "could not save the instance's memory: it is paused with its files only");
     }
@@ -132,6 +141,8 @@ export async function pauseInstance(
   const memoryKept = keepMemory && hasCheckpoint(h);
   if (!memoryKept) removeCheckpoint(h);
   await stopMachine(h, deps.runsc);
+  stepDone('stopped');
+  deps.log.debug({ instanceId: h.id, memoryKept, steps }, 'paused');
   // The rest goes on after the answer: runsc's record and the cgroups go (its delete
   // waits until the dead sandbox is reaped; the record must be gone before a sandbox of
   // the same id is made again, since after a checkpoint runsc still calls the ended
