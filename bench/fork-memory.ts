@@ -2,8 +2,9 @@
 // server and a shell holding a value in memory), beside a floor measured in the same
 // run: raw `runsc checkpoint --leave-running` of the same kind of sandbox (same image,
 // runsc, flags and network stack, an HTTP server under init) and 10 raw `runsc restore`s
-// of it, each into a namespace, veth and overlay of its own, 3 at a time as the runtime
-// restores, until each copy's server answers at its own address. While each fork runs,
+// of it, each into a namespace, veth and overlay of its own, as many at a time as the
+// runtime restores (ROOMKIT_RESTORES_AT_ONCE, the CPU count by default), until each
+// copy's server answers at its own address. While each fork runs,
 // the source's server is asked every 50 ms: how many answers, how many needed a second
 // try (a connection open at the checkpoint is dropped), how many failed, and the
 // slowest; and when the copies reached each state of their start. Target (issue 21):
@@ -21,10 +22,10 @@ import { percentile, summary } from './stats.ts';
 
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 3);
 const ROOMS = 10;
-const RESTORES_AT_ONCE = 3;
 
 const bench = await startBenchService('10.218.0.0/25');
 const { config, log, base, headers, dataDir, services, organizationId } = bench;
+const RESTORES_AT_ONCE = config.restoresAtOnce;
 
 async function call(method: string, url: string, body: unknown, expectStatus: number): Promise<Record<string, any>> {
   const res = await fetch(url, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
@@ -68,7 +69,7 @@ async function withRawSandboxes(floorDir: string, prefix: string, count: number,
   await go([]);
 }
 
-/** Floor: raw checkpoint --leave-running of a serving sandbox, and ROOMS restores of it 3 at a time until each serves. */
+/** Floor: raw checkpoint --leave-running of a serving sandbox, and ROOMS restores of it RESTORES_AT_ONCE at a time until each serves. */
 async function rawForkFloor(rootfs: string, run: number): Promise<{ checkpoint: number; restores: number }> {
   const floorDir = join(dataDir, 'floor');
   let figures = { checkpoint: 0, restores: 0 };

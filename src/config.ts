@@ -62,6 +62,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     ociDir: read.path('ociDir') ?? join(dataDir, 'oci'),
     networkPool: read.cidr('networkPool', '10.213.0.0/16'),
     networkSlots: read.int('networkSlots', 2, 0, 64),
+    restoresAtOnce: read.int('restoresAtOnce', hostCpus, 1, 64),
     onShutdown: read.oneOf('onShutdown', SHUTDOWN_POLICIES, 'keep'),
     expiryCheckIntervalMs: read.int('expiryCheckIntervalMs', 5000, 100, 3_600_000),
     maxOutputBytes: read.int('maxOutputBytes', 1024 * 1024, 1024, 64 * 1024 * 1024),

@@ -17,6 +17,7 @@ export const ENV_NAMES: Record<keyof Config, string> = {
   ociDir: 'ROOMKIT_OCI_DIR',
   networkPool: 'ROOMKIT_NETWORK_POOL',
   networkSlots: 'ROOMKIT_NETWORK_SLOTS',
+  restoresAtOnce: 'ROOMKIT_RESTORES_AT_ONCE',
   onShutdown: 'ROOMKIT_ON_SHUTDOWN',
   expiryCheckIntervalMs: 'ROOMKIT_EXPIRY_CHECK_INTERVAL_MS',
   maxOutputBytes: 'ROOMKIT_MAX_OUTPUT_BYTES',

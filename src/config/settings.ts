@@ -38,6 +38,12 @@ export interface Config {
    * path. Each holds an address block of networkPool.
    */
   readonly networkSlots: number;
+  /**
+   * Sandboxes restored from saved memory at once (a fork's copies, creates from a
+   * snapshot with memory); more wait their turn. The host's CPU count by default: each
+   * restore is a burst of CPU, and more at once than the cores only slow each other.
+   */
+  readonly restoresAtOnce: number;
   /** On SIGTERM: `keep` instances running for the next start to adopt, or `stop` them. */
   readonly onShutdown: ShutdownPolicy;
   /** How often idle and lifetime limits are checked. */

@@ -1,13 +1,14 @@
 // Pause and resume on the real host: the real `roomkit serve` with the gVisor runtime.
 // A pause keeps an instance's files (and, by default where the runtime can, its memory
-// and processes) and holds no machine (no sandbox, namespace, mounts or cgroups on the
-// host); a resume, or any command on a paused instance, brings it back: a background
-// process keeps its pid and what it held in memory, a server in it answers without
-// being started again; a saved memory that cannot be restored falls back to the files;
-// idle instances are paused and paused ones removed after their retention; a kill -9 of
-// the service during a pause or a resume leaves the instance paused (and resumable)
-// with nothing of a half-made machine on the host. Instances are shared by tests where
-// isolation allows, since each takes real time to make.
+// and processes) and holds no machine (no sandbox or cgroups on the host; its network
+// and mounts stay for its resume); a resume, or any command on a paused instance,
+// brings it back: a background process keeps its pid and what it held in memory, a
+// server in it answers without being started again; a saved memory that cannot be
+// restored falls back to the files; idle instances are paused and paused ones removed
+// after their retention; a kill -9 of the service during a pause or a resume leaves the
+// instance paused (and resumable) with nothing of a half-made machine on the host.
+// Instances are shared by tests where isolation allows, since each takes real time to
+// make.
 //
 // Only objects of this test's own data directory are touched (names carrying its host
 // tag, its runsc root, mounts under it, the server processes it started).
@@ -117,21 +118,21 @@ async function machineOf(instanceId: string) {
 const NO_MACHINE = { containers: [], cgroups: [], netns: [], interfaces: [], mounts: [], egressRules: [] };
 
 /**
- * A paused instance holds no machine: at once no process of its sandbox runs and its
- * mounts are gone; runsc's record and the cgroups go once the host has reaped the dead
- * sandbox (about 1.5 s). Its network (namespace and veth, on its kept address; these
- * profiles have no egress rule) stays for its resume, until it is deleted.
+ * A paused instance holds no machine: at once no process of its sandbox runs; runsc's
+ * record and the cgroups go once the dead sandbox has been reaped. Its network
+ * (namespace and veth, on its kept address; these profiles have no egress rule) and its
+ * mounts (the writable layer and the overlay root over the image) stay for its resume,
+ * until it is deleted.
  */
 async function assertNoMachine(instanceId: string): Promise<void> {
   const names = instanceNetworkNames(dataDir, instanceId);
+  const dir = join(dataDir, 'instances', instanceId);
+  const kept = { mounts: [join(dir, 'rootfs'), join(dir, 'layer')], netns: [names.netns], interfaces: [names.hostIf], egressRules: [] };
   const now = await machineOf(instanceId);
-  assert.deepEqual(
-    { mounts: now.mounts, netns: now.netns, interfaces: now.interfaces, egressRules: now.egressRules },
-    { mounts: [], netns: [names.netns], interfaces: [names.hostIf], egressRules: [] },
-  );
+  assert.deepEqual({ mounts: now.mounts, netns: now.netns, interfaces: now.interfaces, egressRules: now.egressRules }, kept);
   const processes = await run('pgrep', ['-f', `runsc-sandbox.*${instanceId}`], { timeoutMs: 10_000 });
   assert.equal(processes.stdout.trim(), '', 'no process of its sandbox runs');
-  const pausedMachine = { ...NO_MACHINE, netns: [names.netns], interfaces: [names.hostIf] };
+  const pausedMachine = { ...NO_MACHINE, ...kept };
   await waitFor('its sandbox record and cgroups to go', async () => (JSON.stringify(await machineOf(instanceId)) === JSON.stringify(pausedMachine) ? true : undefined), 10_000);
 }
 

@@ -11,15 +11,18 @@
 // must agree with them.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ChangeTracking } from '../../config.ts';
 import { run, runChecked, type RunResult } from '../../host/run.ts';
+import { subreaper } from '../../host/subreaper.ts';
 import { isMountPoint, mountDiskImage, mountOverlay, mountsUnder, unmountAll } from '../../host/mounts.ts';
 import { mountBtrfsImage } from '../../host/btrfs.ts';
 import type { ImageStore } from '../../images/builder.ts';
 import { GUEST_AGENT } from '../../images/guest-additions.ts';
 import { KeyedSerial } from '../../lib/keyed-serial.ts';
+import { Turns } from '../../lib/turns.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
 import { AGENT_PORT, type AgentEndpoint, agentCall, agentConnectionsNow, endAgentConnections, openAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
@@ -65,7 +68,7 @@ import { attachAgentTerminal, openAgentTerminal } from '../agent/terminal.ts';
 import { type BootingSandbox, bootReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
 import { InstanceHandle } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
-import { type PauseDeps, pauseInstance, resumeInstance } from './pause.ts';
+import { type PauseDeps, type PauseRelease, pauseInstance, resumeInstance } from './pause.ts';
 import { LayerSnapshots, type MemorySource, thaw } from './snapshots.ts';
 import { canCheckpoint, checkpointDir, hasCheckpoint } from './checkpoint.ts';
 import { captureRunning, RestoreSlots, resumeSandbox } from './memory-snapshots.ts';
@@ -106,6 +109,8 @@ export interface GvisorOptions {
   undoLimits?: UndoLimits;
   /** Network slots kept made ahead of creates (network/slots.ts); 0, the default here, makes each create's network on its path. */
   networkSlots?: number;
+  /** Restores from saved memory running at once (memory-snapshots.ts); the host's CPU count when not given. */
+  restoresAtOnce?: number;
 }
 
 export class GvisorRuntime implements Runtime {
@@ -136,12 +141,17 @@ export class GvisorRuntime implements Runtime {
   readonly undo: UndoPoints;
   /** What pause.ts needs of this runtime. */
   private readonly pauseDeps: PauseDeps;
-  /** Paused instances whose sandbox record and cgroups are still being removed. */
-  private readonly pauseReleases = new Map<string, Promise<void>>();
+  /**
+   * Instances this process paused, and what their pause's background release did (never
+   * rejects: undefined when it failed); a resume takes it, a destroy waits for it.
+   */
+  private readonly pauseReleases = new Map<string, Promise<PauseRelease | undefined>>();
   /** Copies of writable layers (snapshots.ts). */
   private readonly snapshots: LayerSnapshots;
   /** Restores from snapshots' memory, a few at a time (memory-snapshots.ts). */
-  private readonly restores = new RestoreSlots();
+  private readonly restores: RestoreSlots;
+  /** Copies restored from a snapshot's memory making their files, as many at once as restores run. */
+  private readonly copiesPreparing: Turns;
   /** The pause, resume or snapshot under way per instance: one at a time, and a destroy waits for it. */
   private readonly layerWork = new KeyedSerial<string>();
   /** Instances whose sandbox is frozen (freezer.ts); handle() thaws them. */
@@ -166,6 +176,8 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(this.runsc.root, { recursive: true, mode: 0o700 });
     mkdirSync(this.instancesDir, { recursive: true, mode: 0o700 });
     this.tag = hostTag(options.dataDir);
+    this.restores = new RestoreSlots(options.restoresAtOnce ?? availableParallelism());
+    this.copiesPreparing = new Turns(this.restores.atOnce);
     this.networkSlots = new NetworkSlots({ pool: this.pool, tag: this.tag, size: options.networkSlots ?? 0, log: this.log });
     this.layerSlots = new LayerSlots({ dir: join(options.dataDir, 'layer-slots'), size: options.networkSlots ?? 0, log: this.log });
     this.changeTracker = new ChangeTracker(this.images.dir, options.changeTrackingMaxPaths ?? 65_536);
@@ -209,6 +221,7 @@ export class GvisorRuntime implements Runtime {
         this.guardMemory(h.id, memoryMb);
       },
       watch: async (h) => void (await Promise.all([this.watchSandbox(h.id, h, true), this.watchChanges(h)])),
+      runsNow: (id) => (this.handles.has(id) && this.sandboxWatch.watches(id) ? !this.sandboxWatch.hasEnded(id) : undefined),
     };
   }
 
@@ -225,18 +238,21 @@ export class GvisorRuntime implements Runtime {
     }
     const { memoryKept, released } = paused;
     if (!memoryKept) this.commands.wake(instanceId, false);
-    const settled = released.catch(() => {});
-    this.pauseReleases.set(instanceId, settled);
-    void settled.then(() => {
-      if (this.pauseReleases.get(instanceId) === settled) this.pauseReleases.delete(instanceId);
-    });
+    this.pauseReleases.set(instanceId, released.catch(() => undefined));
     return { memoryKept };
   }
 
-  /** Starts a paused instance again, from its saved memory or over its writable layer (pause.ts), once its pause's release is done. */
+  /**
+   * Starts a paused instance again, from its saved memory or over its writable layer
+   * (pause.ts); its pause's release, when this process paused it, is waited for there,
+   * beside the steps that do not need it.
+   */
   async resume(request: ResumeRequest): Promise<ResumeOutcome> {
-    await this.pauseReleases.get(request.instanceId);
-    const outcome = await this.oneAtATime(request.instanceId, () => resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log));
+    const release = this.pauseReleases.get(request.instanceId);
+    this.pauseReleases.delete(request.instanceId);
+    const outcome = await this.oneAtATime(request.instanceId, () =>
+      resumeInstance(this.handle(request.instanceId), request.spec, this.pauseDeps, request.log, release),
+    );
     // A resume that fails leaves the instance paused, its commands still waiting for the next.
     this.commands.wake(request.instanceId, outcome.memoryRestored);
     return outcome;
@@ -250,14 +266,16 @@ export class GvisorRuntime implements Runtime {
   async snapshot(instanceId: string, snapshotId: string, options: SnapshotOptions = { memory: true }): Promise<SnapshotOutcome> {
     const h = this.handle(instanceId);
     return this.oneAtATime(instanceId, async () => {
+      // A paused instance (its sandbox let go, its layer still mounted) has no guest to flush or to hold still.
+      const running = this.handles.has(instanceId);
       const flush = async () => {
-        await this.exec(instanceId, ['/bin/sync'], { as: 'root', timeoutMs: 10_000 });
+        if (running) await this.exec(instanceId, ['/bin/sync'], { as: 'root', timeoutMs: 10_000 });
       };
       const agentKey = h.readMeta()?.agentKey;
       let memory: MemorySource | undefined;
       if (options.memory && this.capabilities.snapshotMemory && agentKey !== undefined) {
         // The checkpoint drops the connections open into it: its commands attach again after (command-runner.ts).
-        if (isMountPoint(h.layer)) memory = { agentKey, running: (dir, copyLayer) => this.commands.across(instanceId, () => captureRunning(h, this.runsc, dir, copyLayer, this.log), this.droppingConnections(h)) };
+        if (running) memory = { agentKey, running: (dir, copyLayer) => this.commands.across(instanceId, () => captureRunning(h, this.runsc, dir, copyLayer, this.log), this.droppingConnections(h)) };
         else if (hasCheckpoint(h)) memory = { agentKey, savedDir: checkpointDir(h) };
       }
       return this.snapshots.save(h, snapshotId, flush, memory);
@@ -335,6 +353,13 @@ export class GvisorRuntime implements Runtime {
     });
     const removed = await this.networkSlots.removeLeftovers();
     if (removed.length > 0) this.log.info({ removed }, 'removed network slots left by an earlier run');
+    // Sandboxes made from now on are reaped as soon as they end, so that deleting their
+    // record (before a resume reuses the id, or at a delete) does not wait for the host's init.
+    try {
+      this.runsc.useSubreaper(await subreaper(this.images.dir));
+    } catch (err) {
+      this.log.warn({ err }, "cannot build the subreaper: ended sandboxes wait for the host's init to reap them (a resume right after a pause waits about a second longer)");
+    }
     void this.networkSlots.fill();
     // Filled once a create has said what size of layer to keep ready.
     await this.layerSlots.removeLeftovers();
@@ -416,7 +441,11 @@ export class GvisorRuntime implements Runtime {
           if (spec.network.egress === 'internet') egressAdded = allowEgress(this.tag, h.hostIf).then(() => undefined, (err: unknown) => err ?? new Error('could not add the egress rule'));
           await onStep('ftap_created');
         })(),
-        this.prepareFiles(h, image, spec, agentKey, request.fromSnapshot),
+        // Copies of a snapshot's memory make their files a few at a time, so that a fork's
+        // first copies reach their restore while the rest are still being made.
+        fromMemory
+          ? this.copiesPreparing.run(() => this.prepareFiles(h, image, spec, agentKey, request.fromSnapshot))
+          : this.prepareFiles(h, image, spec, agentKey, request.fromSnapshot),
       ]);
       for (const outcome of settledSteps) if (outcome.status === 'rejected') throw outcome.reason;
       await onStep('image_generated');
@@ -561,8 +590,12 @@ export class GvisorRuntime implements Runtime {
 
   /** Stops the instance's machine; what it held is released in the background (teardown.ts). */
   async destroy(instanceId: string): Promise<Teardown> {
-    // A snapshot copying the layer (frozen meanwhile) finishes first.
+    // A snapshot copying the layer (frozen meanwhile) finishes first, and so does the
+    // release of a pause just made, which removes the same sandbox record and cgroups.
     await this.layerWork.idle(instanceId);
+    const pauseRelease = this.pauseReleases.get(instanceId);
+    this.pauseReleases.delete(instanceId);
+    await pauseRelease;
     this.commands.wake(instanceId, false);
     return this.teardowns.begin(await this.forget(instanceId));
   }
@@ -824,6 +857,13 @@ export class GvisorRuntime implements Runtime {
     // Releases under way finish first: a shutdown leaves no stopped instance's mounts,
     // network or lease behind.
     await this.releasesSettled();
+    // Paused instances let go of their mounts (their resume mounts them again): a stopped
+    // service leaves mounted only what its running instances use.
+    const paused = new Set(mountsUnder(this.instancesDir).map((point) => point.slice(this.instancesDir.length + 1).split('/')[0] ?? ''));
+    for (const id of paused) {
+      if (id === '' || this.handles.has(id)) continue;
+      await unmountAll(join(this.instancesDir, id)).catch((err: unknown) => this.log.warn({ instanceId: id, err }, "could not unmount a paused instance's layer at shutdown"));
+    }
     this.commands.wakeAll();
     await this.networkSlots.close();
     await this.layerSlots.close();

@@ -21,15 +21,16 @@
 // key (its record keeps it, and its file in the layer holds it, so that a later
 // files-only boot of it uses it too).
 //
-// Restores run a few at a time: each costs a burst of CPU and page cache on a host of
-// few cores, and a fork into many rooms finishes sooner queued than all at once.
+// Restores run a few at a time (ROOMKIT_RESTORES_AT_ONCE, the host's CPU count by
+// default): each costs a burst of CPU and page cache, and a fork into many rooms
+// finishes sooner queued than all at once. All of a fork's copies restore from the one
+// image in the snapshot's directory, read-only: its pages are read from disk once and
+// then from the host's page cache.
 import type { Logger } from 'pino';
+import { Turns } from '../../lib/turns.ts';
 import { checkpointInto, restoreFrom } from './checkpoint.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { Runsc } from './runsc.ts';
-
-/** Restores running at once, per runtime. */
-const RESTORES_AT_ONCE = 3;
 
 /**
  * Saves the running sandbox's state into `memoryDir` and, while it is held still, runs
@@ -57,21 +58,20 @@ export async function resumeSandbox(h: InstanceHandle, runsc: Runsc, log: Logger
   }
 }
 
-/** Restores a few sandboxes at a time (RESTORES_AT_ONCE), in the order asked. */
+/** Restores a few sandboxes at a time, in the order asked. */
 export class RestoreSlots {
-  private running = 0;
-  private readonly waiting: (() => void)[] = [];
+  private readonly turns: Turns;
 
-  async restore(h: InstanceHandle, runsc: Runsc, imageDir: string): Promise<void> {
-    if (this.running >= RESTORES_AT_ONCE) await new Promise<void>((resolve) => this.waiting.push(resolve));
-    else this.running++;
-    try {
-      await restoreFrom(h, runsc, imageDir);
-    } finally {
-      // The slot passes straight to the next in line, or is freed.
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.running--;
-    }
+  constructor(atOnce: number) {
+    this.turns = new Turns(atOnce);
+  }
+
+  /** Restores running at once. */
+  get atOnce(): number {
+    return this.turns.atOnce;
+  }
+
+  restore(h: InstanceHandle, runsc: Runsc, imageDir: string): Promise<void> {
+    return this.turns.run(() => restoreFrom(h, runsc, imageDir));
   }
 }

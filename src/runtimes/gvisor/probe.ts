@@ -79,6 +79,7 @@ export const gvisorCandidate: RuntimeCandidate = {
       ...(metrics ? { onMemoryGuardKill: (_instanceId, kind) => metrics.memoryGuardKilled(kind) } : {}),
       maxHostTasks: config.maxHostTasksPerInstance,
       networkSlots: config.networkSlots,
+      restoresAtOnce: config.restoresAtOnce,
       changeTracking: config.changeTracking,
       changeTrackingMaxPaths: config.changeTrackingMaxPaths,
       undoLimits: { maxPoints: config.undoMaxPoints, maxBytes: config.undoMaxMb * 1024 * 1024 },

@@ -72,6 +72,8 @@ export function withHiddenNetSysctls(argv: string[]): string[] {
 
 /** Subcommands that start sandbox processes, and so must not see /proc/sys/net (withHiddenNetSysctls). */
 const STARTS_SANDBOX = new Set(['create', 'start', 'restore', 'run', 'do']);
+/** Subcommands that leave the sandbox and its gofer running after they exit: run under the subreaper when there is one. */
+const LEAVES_DAEMONS = new Set(['create', 'restore']);
 
 export class Runsc {
   readonly root: string;
@@ -79,6 +81,13 @@ export class Runsc {
   readonly platform: RunscPlatform;
   /** `sandbox` (gVisor's network stack) for every instance; `host` only for the benchmarks' comparison. */
   readonly network: 'sandbox' | 'host';
+  /**
+   * The subreaper program (host/subreaper.ts) that `create` and `restore` run under, so
+   * that a sandbox that ends is reaped at once and its `delete` (which waits for that)
+   * takes milliseconds instead of the host init's second or more; unset, they run as
+   * they are.
+   */
+  private subreaper: string | undefined;
 
   constructor(options: { root: string; binary?: string; platform?: RunscPlatform; network?: 'sandbox' | 'host' }) {
     this.root = options.root;
@@ -99,11 +108,17 @@ export class Runsc {
     return [`--root=${this.root}`, `--network=${this.network}`, `--platform=${this.platform}`, '--net-disconnect-ok', '--overlay2=none'];
   }
 
+  /** Runs the calls that leave a sandbox behind under this subreaper program from now on. */
+  useSubreaper(program: string): void {
+    this.subreaper = program;
+  }
+
   /** The whole command line of `runsc <args>` in the namespace `netns` (or the host's when null). */
   argv(netns: string | null, args: string[]): string[] {
     let argv = [this.binary, ...this.globalFlags(), ...args];
     if (STARTS_SANDBOX.has(args[0] ?? '')) argv = withHiddenNetSysctls(argv);
-    return netns === null ? argv : ['nsenter', `--net=${netnsPath(netns)}`, ...argv];
+    if (netns !== null) argv = ['nsenter', `--net=${netnsPath(netns)}`, ...argv];
+    return this.subreaper !== undefined && LEAVES_DAEMONS.has(args[0] ?? '') ? [this.subreaper, ...argv] : argv;
   }
 
   /** Runs `runsc <args>` inside the namespace `netns` (or the host's when null). */

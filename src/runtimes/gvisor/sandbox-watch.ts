@@ -48,6 +48,11 @@ export class SandboxWatch {
     }
   }
 
+  /** Whether the instance's sandbox is watched (it was running when last looked at, or its end has not been handled yet). */
+  watches(instanceId: string): boolean {
+    return this.watched.has(instanceId) || this.ended.has(instanceId);
+  }
+
   /**
    * Whether the instance's sandbox has ended, checked now (and reported, if this is the
    * first to notice). False for a running sandbox and for one not watched.

@@ -10,7 +10,9 @@
 // host freezes the layer's file system (fsfreeze, which also flushes the host's cache),
 // the image is copied, and the file system is thawed. The instance's writes wait while
 // it is frozen (for the copy: milliseconds for a layer of a few MiB). A paused
-// instance's layer is not mounted, and is copied as it is.
+// instance's layer is still mounted (its pause keeps the mounts for the resume) and is
+// frozen the same way, with no guest to flush; one not mounted (the host restarted) is
+// copied as it is.
 //
 // A snapshot with memory also holds the sandbox's saved state under `memory/`, taken at
 // the same instant as the layer so that the two agree (memory-snapshots.ts: the sandbox

@@ -31,6 +31,8 @@ export class ChangeTracker implements LayerChangeTracking {
 
   private readonly maxPaths: number;
   private walker: Promise<string> | undefined;
+  /** Set by close(): work that comes later (a command that ended after a shutdown began) is refused, not given a new thread. */
+  private closed = false;
 
   /** `cacheDir` receives the compiled layer walker; `maxPaths` bounds what the watcher keeps per instance (config.ts). */
   constructor(cacheDir: string, maxPaths = 65_536) {
@@ -94,6 +96,7 @@ export class ChangeTracker implements LayerChangeTracking {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     const worker = this.worker;
     this.worker = undefined;
     if (worker) await worker.terminate();
@@ -110,6 +113,8 @@ export class ChangeTracker implements LayerChangeTracking {
 
   private thread(): Worker {
     if (this.worker) return this.worker;
+    // A thread made after close() would outlive the service and keep its process from exiting.
+    if (this.closed) throw new Error('the change tracker was closed');
     const worker = new Worker(new URL('./change-worker.ts', import.meta.url), { workerData: { cacheDir: this.cacheDir, maxPaths: this.maxPaths } satisfies ChangeWorkerData });
     worker.unref();
     // Each thread answers only what was sent to it; a new thread gets a new map.
