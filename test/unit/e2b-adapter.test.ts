@@ -112,6 +112,9 @@ describe('the control API', () => {
     const sandbox = await Sandbox.create(opts);
     await sandbox.files.write('/home/user/audited.txt', 'x');
     await sandbox.files.list('/home/user');
+    await sandbox.files.makeDir('/home/user/made/here');
+    await sandbox.files.rename('/home/user/audited.txt', '/home/user/made/here/moved.txt');
+    await sandbox.files.remove('/home/user/made');
     await sandbox.commands.run('echo audited');
     await sandbox.kill();
     await t.services.audit.flush();
@@ -119,11 +122,20 @@ describe('the control API', () => {
     const actions = page.events.map((e) => `${e.action} ${e.route}`).sort();
     assert.deepEqual(actions, [
       'command.run /e2b/envd/process.Process/Start',
+      'file.delete /e2b/envd/filesystem.Filesystem/Remove',
       'file.write /e2b/envd/files',
+      'file.write /e2b/envd/filesystem.Filesystem/MakeDir',
+      'file.write /e2b/envd/filesystem.Filesystem/Move',
       'instance.create /e2b/v2/sandboxes',
       'instance.delete /e2b/sandboxes/:sandboxID',
     ], 'a listing, which changes nothing, is no record');
     assert.ok(page.events.every((e) => e.decision === 'allowed'));
+    assert.deepEqual([...new Set(page.events.map((e) => e.via))], ['e2b'], 'each record says it came through E2B');
+    assert.deepEqual(
+      page.events.filter((e) => e.action === 'file.write' || e.action === 'file.delete').map((e) => e.file_path).sort(),
+      ['/home/user/audited.txt', '/home/user/made', '/home/user/made/here', '/home/user/made/here/moved.txt'],
+      'a file record names its path: a directory made, a rename\'s target, what was removed',
+    );
     const run = page.events.find((e) => e.action === 'command.run');
     assert.match(run?.command ?? '', /echo audited/);
     assert.ok(run?.command_id, 'the record names the command');
