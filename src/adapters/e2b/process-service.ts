@@ -87,12 +87,14 @@ function shellWord(word: string): string {
 /**
  * The shell line of a process: its program and arguments, each word quoted as needed,
  * through the image's `sudo` for a user other than the instance's own (E2B's `root`).
+ * The command's shell execs it rather than waiting for it as a child (Debian's sh does
+ * not do that by itself): one process fewer to start, as E2B starts the program itself.
  */
-function commandLine(config: ProcessConfig, user: string | undefined, ownUser: string): string {
+function commandLine(config: Pick<ProcessConfig, 'cmd' | 'args'>, user: string | undefined, ownUser: string): string {
   const words = [config.cmd, ...config.args].map(shellWord).join(' ');
-  if (user === undefined || user === ownUser || user === DEFAULT_USER) return words;
+  if (user === undefined || user === ownUser || user === DEFAULT_USER) return `exec ${words}`;
   if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(user)) throw new ConnectError(`${user} is not a user name`, Code.InvalidArgument);
-  return user === 'root' ? `sudo -E -- ${words}` : `sudo -E -u ${user} -- ${words}`;
+  return user === 'root' ? `exec sudo -E -- ${words}` : `exec sudo -E -u ${user} -- ${words}`;
 }
 
 function callOf(context: HandlerContext): SandboxCall {
