@@ -87,14 +87,15 @@ function shellWord(word: string): string {
 /**
  * The shell line of a process: its program and arguments, each word quoted as needed,
  * through the image's `sudo` for a user other than the instance's own (E2B's `root`).
- * The command's shell execs it rather than waiting for it as a child (Debian's sh does
- * not do that by itself): one process fewer to start, as E2B starts the program itself.
+ * Its shell execs it (`exec …`, added where it runs) rather than waiting for it as a
+ * child, which Debian's sh would: one process fewer to start, as E2B starts the program
+ * itself.
  */
-function commandLine(config: Pick<ProcessConfig, 'cmd' | 'args'>, user: string | undefined, ownUser: string): string {
+function commandLine(config: ProcessConfig, user: string | undefined, ownUser: string): string {
   const words = [config.cmd, ...config.args].map(shellWord).join(' ');
-  if (user === undefined || user === ownUser || user === DEFAULT_USER) return `exec ${words}`;
+  if (user === undefined || user === ownUser || user === DEFAULT_USER) return words;
   if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(user)) throw new ConnectError(`${user} is not a user name`, Code.InvalidArgument);
-  return user === 'root' ? `exec sudo -E -- ${words}` : `exec sudo -E -u ${user} -- ${words}`;
+  return user === 'root' ? `sudo -E -- ${words}` : `sudo -E -u ${user} -- ${words}`;
 }
 
 function callOf(context: HandlerContext): SandboxCall {
@@ -132,7 +133,7 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
       let session: CommandSession;
       try {
         session = await services.commands.startAt(call.address, {
-          command: line,
+          command: `exec ${line}`,
           background: true,
           ...(request.stdin === true ? { stdin_open: true } : {}),
           ...(config.cwd === undefined || config.cwd === '' ? {} : { cwd: config.cwd }),
