@@ -146,6 +146,12 @@ export interface CommandRequest {
   commandId: string;
   /** Run by `sh -c` as the VM user. */
   command: string;
+  /**
+   * The program and its arguments, run directly (as the VM user, found on its PATH)
+   * instead of `command` under `sh -c`, for an adapter whose protocol names a program
+   * (E2B's); `command` is then only their text, for the record.
+   */
+  argv?: string[];
   /** The VM user's home: the working directory, and where relative paths start. */
   home: string;
   /** Working directory, absolute or relative to the home; the home when absent. */

@@ -359,6 +359,16 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
         assert.notEqual((await subject.runtime.runCommand(id, command('pwd', { cwd: '/no/such/dir' }))).exitCode, 0);
       });
 
+      it('runs a program given as such without a shell parsing its words, in the working directory asked for', async (t) => {
+        if (needsGuest(t)) return;
+        const direct = await subject.runtime.runCommand(id, command('(the record\'s text)', { argv: ['/bin/sh', '-c', 'printf "%s|" "$1"; cat /proc/$PPID/comm', 'sh', '$HOME; a b'] }));
+        assert.equal(direct.exitCode, 0, direct.output);
+        assert.equal(direct.output, '$HOME; a b|agent\n', 'its words reach it as they are, and the agent itself started it');
+        const inDir = await subject.runtime.runCommand(id, command('(the record\'s text)', { argv: ['printf', '%s %s', '$HOME'], cwd: '/tmp' }));
+        assert.equal(inDir.output, '$HOME ');
+        assert.equal((await subject.runtime.runCommand(id, command('(pwd)', { argv: ['pwd'], cwd: '/tmp' }))).output, '/tmp\n');
+      });
+
       it('passes every byte of a large output on, in order', async (t) => {
         if (needsGuest(t)) return;
         const chunks: Buffer[] = [];

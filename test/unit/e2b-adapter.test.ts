@@ -263,7 +263,7 @@ describe('the in-sandbox protocol', () => {
     const room = (await t.services.instances.getAt({ organizationId: org.organizationId, instanceId: sandbox.sandboxId })).room_id;
     const res = await t.app.inject({ method: 'GET', url: `/api/profile/${org.defaultProfileId}/room/${room}/commands/${commandId}`, headers: org.headers });
     assert.equal(res.statusCode, 200, res.body);
-    assert.equal((res.json() as { command: string }).command, 'exec /bin/bash -l -c true');
+    assert.equal((res.json() as { command: string }).command, '/bin/bash -l -c true');
     await sandbox.kill();
   });
 
