@@ -74,8 +74,8 @@ const DEFAULT_USER = 'user';
 
 /**
  * Whose rights a file call runs with: root's for E2B's `root`, the instance's user's
- * otherwise (its own name, E2B's `user`, or none). Another user name is refused, since
- * files are read and written as one of those two.
+ * otherwise (its own name, E2B's `user`, or none). resolveFor refuses another user name,
+ * since files are read and written as one of those two.
  */
 export function fileCallerOf(user: string | undefined): FileCaller {
   if (user === 'root') return { asRoot: true };
