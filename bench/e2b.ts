@@ -19,8 +19,8 @@ import { percentile, summary } from './stats.ts';
 const RUNS = Number(process.env.ROOMKIT_BENCH_RUNS ?? 20);
 /**
  * What the SDK's run('true') asks the sandbox to run (E2B runs every command in a login
- * shell, which the adapter's shell execs), through REST: the part of the SDK's round trip
- * that is the command's own.
+ * shell), through REST as closely as REST can (its sh becomes bash; the adapter starts
+ * bash directly): the part of the SDK's round trip that is the command's own.
  */
 const E2B_TRUE = 'exec /bin/bash -l -c true';
 
