@@ -55,7 +55,7 @@ export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 export const AUDIT_DECISIONS = ['allowed', 'denied_quota', 'rate_limited', 'error'] as const;
 export type AuditDecision = (typeof AUDIT_DECISIONS)[number];
 
-export const AUDIT_VIAS = ['api', 'tools', 'mcp'] as const;
+export const AUDIT_VIAS = ['api', 'tools', 'mcp', 'e2b'] as const;
 export type AuditVia = (typeof AUDIT_VIAS)[number];
 
 const nullable = <T extends Type.TSchema>(schema: T, description?: string) =>
@@ -80,7 +80,7 @@ export const AuditEvent = Type.Object(
     request_id: Type.String({ description: 'The X-Request-Id of the request; the service log carries the same id' }),
     key_id: Type.String({ format: 'uuid', description: 'The API key that made the request (its id; the key itself is never recorded)' }),
     client_address: Type.String({ description: 'Address of the client the connection came from' }),
-    via: Type.Enum(AUDIT_VIAS, { description: '`api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp' }),
+    via: Type.Enum(AUDIT_VIAS, { description: '`api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp; `e2b`: a call of E2B\'s API (/e2b)' }),
     method: Type.String(),
     route: Type.String({ description: 'The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command' }),
     action: Type.Enum(AUDIT_ACTIONS),

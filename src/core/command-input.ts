@@ -15,6 +15,12 @@ export const RESERVED_ENV_PREFIX = 'ROOMKIT_';
 
 export interface CommandInput {
   command: string;
+  /**
+   * A program and its arguments to run directly rather than `command` under `sh -c`
+   * (an adapter's, never the REST API's: E2B names a program); `command` is then their
+   * text, which the record keeps and the checks below bound.
+   */
+  argv?: string[];
   timeout_s?: number;
   cwd?: string;
   env?: Record<string, string>;
@@ -102,4 +108,7 @@ export function validateCommandInput(input: CommandInput): void {
     if (name.startsWith(RESERVED_ENV_PREFIX)) throw new AppError('validation_error', `env ${name}: names starting with ${RESERVED_ENV_PREFIX} are reserved`);
   }
   if (input.cwd?.includes('\0')) throw new AppError('validation_error', 'cwd contains a NUL character');
+  if (input.argv !== undefined && (input.argv.length === 0 || input.argv[0] === '' || input.argv.some((word) => word.includes('\0')))) {
+    throw new AppError('validation_error', 'the program to run is empty or contains a NUL character');
+  }
 }

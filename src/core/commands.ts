@@ -220,6 +220,7 @@ export class Commands {
         const outcome = await runtime.runCommand(instance.id, {
           commandId,
           command: input.command,
+          ...(input.argv === undefined ? {} : { argv: input.argv }),
           home: spec.home,
           ...(input.cwd === undefined ? {} : { cwd: input.cwd }),
           // The profile's, then the instance's create's, then the command's own: the last wins.

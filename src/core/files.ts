@@ -1,12 +1,14 @@
 // Files of a room's instance: read (as JSON, or as a raw stream for the unauthenticated
-// endpoint), write, list and delete. Every operation runs inside the instance as its
-// VM user, so a file is reachable exactly when that user could reach it there.
+// endpoint), write, list, delete, and the tree's shape (make a directory, rename, remove
+// a directory). Every operation runs inside the instance as its VM user, so a file is
+// reachable exactly when that user could reach it there; an adapter whose protocol names
+// root (E2B's `user: "root"`) asks for root's rights, which the VM user has through sudo.
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Config } from '../config.ts';
 import { AppError, type ErrorCode } from '../errors.ts';
 import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from './file-schema.ts';
-import { GuestFileError, type GuestFileInfo, type Runtime } from '../runtimes/types.ts';
+import { type FileAccess, GuestFileError, type GuestFileInfo, type Runtime } from '../runtimes/types.ts';
 import type { Instances } from './instances.ts';
 import { isText, mimeTypeOf } from '../lib/mime.ts';
 import { apiPath, encodeName } from '../lib/guest-names.ts';
@@ -23,6 +25,11 @@ export const MAX_PATH_BYTES = 4096;
 export const MAX_LIST_ENTRIES = 10_000;
 /** Bytes read ahead of a raw response to pick its MIME type. */
 const SNIFF_BYTES = 4096;
+
+/** Whose rights a file operation runs with: the instance's VM user, or root (`asRoot`). */
+export interface FileCaller {
+  asRoot?: boolean;
+}
 
 export interface RawFile {
   info: GuestFileInfo;
@@ -121,7 +128,7 @@ export class Files {
     if (!found) throw new AppError('instance_not_found', `no running instance ${instanceId}`);
     await this.checkServed(found.row, found.spec, path);
     const release = this.claimRawRead(instanceId);
-    return this.stream(instanceId, found.spec.home, path, rangeHeader, release);
+    return this.stream(instanceId, { home: found.spec.home }, path, rangeHeader, release);
   }
 
   /** The raw bytes of a file for its organization (`?raw=1`): whatever the profile's raw_files says. */
@@ -129,10 +136,10 @@ export class Files {
     return this.downloadAt(roomRef(organizationId, profileId, roomId), path, rangeHeader);
   }
 
-  async downloadAt(address: InstanceAddress, path: string, rangeHeader: string | undefined): Promise<RawFile> {
+  async downloadAt(address: InstanceAddress, path: string, rangeHeader: string | undefined, caller: FileCaller = {}): Promise<RawFile> {
     validatePath(path);
     const { instanceId, home } = await this.target(address);
-    return this.stream(instanceId, home, path, rangeHeader, () => {});
+    return this.stream(instanceId, { home, ...rootOf(caller) }, path, rangeHeader, () => {});
   }
 
   /** Refuses a public read that the profile's `raw_files` does not allow. */
@@ -154,16 +161,16 @@ export class Files {
     }
   }
 
-  private async stream(instanceId: string, home: string, path: string, rangeHeader: string | undefined, release: () => void): Promise<RawFile> {
+  private async stream(instanceId: string, access: FileAccess, path: string, rangeHeader: string | undefined, release: () => void): Promise<RawFile> {
     const runtime: Runtime = this.instances.activeRuntime();
     try {
       let range: { start: number; end: number } | undefined;
       if (rangeHeader !== undefined) {
-        const info = await runtime.statFile(instanceId, path, { home });
+        const info = await runtime.statFile(instanceId, path, access);
         range = parseRange(rangeHeader, info.size);
       }
       const { info, body } = await runtime.openFile(instanceId, path, {
-        home,
+        ...access,
         maxBytes: Number.MAX_SAFE_INTEGER,
         ...(range ? { range } : {}),
       });
@@ -210,7 +217,7 @@ export class Files {
     return this.writeAt(roomRef(organizationId, profileId, roomId), path, data);
   }
 
-  async writeAt(address: InstanceAddress, path: string, data: Buffer): Promise<FileWritten> {
+  async writeAt(address: InstanceAddress, path: string, data: Buffer, caller: FileCaller = {}): Promise<FileWritten> {
     noteOperation('file.write', addressFacts(address));
     validatePath(path);
     if (data.length > this.config.maxUploadBytes) {
@@ -218,7 +225,7 @@ export class Files {
     }
     const { instanceId, home, runtime } = await this.target(address);
     try {
-      const { info, created } = await runtime.writeFile(instanceId, path, data, { home });
+      const { info, created } = await runtime.writeFile(instanceId, path, data, { home, ...rootOf(caller) });
       const shown = shownPath('file_path', info.path);
       noteFacts({ instanceId, filePath: shown.file_path });
       return { ...shown, instance_id: instanceId, status: created ? 'created' : 'modified', size: info.size };
@@ -231,11 +238,11 @@ export class Files {
     return this.listAt(roomRef(organizationId, profileId, roomId), path);
   }
 
-  async listAt(address: InstanceAddress, path: string): Promise<DirectoryListing> {
+  async listAt(address: InstanceAddress, path: string, caller: FileCaller = {}): Promise<DirectoryListing> {
     validatePath(path);
     const { instanceId, home, runtime } = await this.target(address);
     try {
-      const listing = await runtime.listDirectory(instanceId, path, { home, limit: MAX_LIST_ENTRIES });
+      const listing = await runtime.listDirectory(instanceId, path, { home, ...rootOf(caller), limit: MAX_LIST_ENTRIES });
       const entries = listing.entries.map(({ name, ...rest }) => {
         const shown = apiPath(name);
         return shown.percentEncoded ? { name: shown.path, name_encoding: 'percent' as const, ...rest } : { name, ...rest };
@@ -250,12 +257,12 @@ export class Files {
     return this.deleteAt(roomRef(organizationId, profileId, roomId), path);
   }
 
-  async deleteAt(address: InstanceAddress, path: string): Promise<FileDeleted> {
+  async deleteAt(address: InstanceAddress, path: string, caller: FileCaller = {}): Promise<FileDeleted> {
     noteOperation('file.delete', addressFacts(address));
     validatePath(path);
     const { instanceId, home, runtime } = await this.target(address);
     try {
-      const { path: deleted } = await runtime.deleteFile(instanceId, path, { home });
+      const { path: deleted } = await runtime.deleteFile(instanceId, path, { home, ...rootOf(caller) });
       const shown = shownPath('file_path', deleted);
       noteFacts({ instanceId, filePath: shown.file_path });
       return { ...shown, instance_id: instanceId, status: 'deleted' };
@@ -263,6 +270,54 @@ export class Files {
       throw appErrorOf(err);
     }
   }
+
+  /** Makes a directory and its missing parents (recorded as a file write); `created` is false when one was there. */
+  async makeDirectoryAt(address: InstanceAddress, path: string, caller: FileCaller = {}): Promise<{ path: string; created: boolean }> {
+    noteOperation('file.write', addressFacts(address));
+    validatePath(path);
+    const { instanceId, home, runtime } = await this.target(address);
+    try {
+      const made = await runtime.makeDirectory(instanceId, path, { home, ...rootOf(caller) });
+      noteFacts({ instanceId, filePath: apiPath(made.path).path });
+      return made;
+    } catch (err) {
+      throw appErrorOf(err);
+    }
+  }
+
+  /** Renames a file or directory, making the target's parents (recorded as a write of the target). */
+  async renameAt(address: InstanceAddress, path: string, target: string, caller: FileCaller = {}): Promise<{ path: string; target: string }> {
+    noteOperation('file.write', addressFacts(address));
+    validatePath(path);
+    validatePath(target);
+    const { instanceId, home, runtime } = await this.target(address);
+    try {
+      const renamed = await runtime.renamePath(instanceId, path, target, { home, ...rootOf(caller) });
+      noteFacts({ instanceId, filePath: apiPath(renamed.target).path });
+      return renamed;
+    } catch (err) {
+      throw appErrorOf(err);
+    }
+  }
+
+  /** Removes a file, or a directory with everything under it (recorded as a file delete). */
+  async removeTreeAt(address: InstanceAddress, path: string, caller: FileCaller = {}): Promise<{ path: string }> {
+    noteOperation('file.delete', addressFacts(address));
+    validatePath(path);
+    const { instanceId, home, runtime } = await this.target(address);
+    try {
+      const removed = await runtime.removeTree(instanceId, path, { home, ...rootOf(caller) });
+      noteFacts({ instanceId, filePath: apiPath(removed.path).path });
+      return removed;
+    } catch (err) {
+      throw appErrorOf(err);
+    }
+  }
+}
+
+/** The runtime's side of a caller: root's rights only when asked for. */
+function rootOf(caller: FileCaller): { asRoot?: true } {
+  return caller.asRoot === true ? { asRoot: true } : {};
 }
 
 /** `{[key]: path}` as the API shows it, with `path_encoding` when the path is percent-escaped. */

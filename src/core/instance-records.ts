@@ -29,6 +29,8 @@ export interface ListOptions {
   metadata?: [string, string][];
   limit: number;
   cursor?: string;
+  /** Oldest first; newest first without it. */
+  oldestFirst?: boolean;
 }
 
 export class InstanceRecords {
@@ -45,8 +47,8 @@ export class InstanceRecords {
       .where('organization_id', '=', organizationId)
       // Instances waiting in a warm pool belong to no room yet (their profile counts them).
       .where('warm_pool_key', 'is', null)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
+      .orderBy('created_at', options.oldestFirst === true ? 'asc' : 'desc')
+      .orderBy('id', options.oldestFirst === true ? 'asc' : 'desc')
       .limit(options.limit + 1);
     if (options.profileId !== undefined) query = query.where('profile_id', '=', options.profileId);
     if (options.state !== undefined) query = query.where('state', '=', options.state);
@@ -61,7 +63,7 @@ export class InstanceRecords {
         ),
       );
     }
-    if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'created_at'));
+    if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'created_at', options.oldestFirst === true ? 'asc' : 'desc'));
     const { page, nextCursor } = pageOf(await query.execute(), options.limit, (r) => r.created_at);
     return { instances: await Promise.all(page.map((r) => this.view(decodeInstance(r)))), next_cursor: nextCursor };
   }

@@ -704,7 +704,7 @@ export class Instances {
     await this.records.transitionFrom(id, 'ready', 'failed', why);
   }
 
-  /** The organization's instances, newest first. */
+  /** The organization's instances, newest first (or oldest first: `oldestFirst`). */
   list(organizationId: string, options: ListOptions): Promise<InstancePage> {
     return this.records.list(organizationId, options);
   }

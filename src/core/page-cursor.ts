@@ -23,14 +23,16 @@ export function decodeCursor(cursor: string): [string, string] {
 }
 
 /**
- * The rows after a cursor in a list ordered by `column` then `id`, both descending: the
- * condition for the query's where(). `column` is the sort key the cursor was made from.
+ * The rows after a cursor in a list ordered by `column` then `id`, both descending (or
+ * both ascending: `order`): the condition for the query's where(). `column` is the sort
+ * key the cursor was made from.
  */
-export function afterCursor(cursor: string, column: string) {
+export function afterCursor(cursor: string, column: string, order: 'desc' | 'asc' = 'desc') {
   const [key, id] = decodeCursor(cursor);
   const sortKey = sql.ref(column);
   const rowId = sql.ref('id');
-  return (eb: ExpressionBuilder<any, any>) => eb.or([eb(sortKey, '<', key), eb.and([eb(sortKey, '=', key), eb(rowId, '<', id)])]);
+  const after = order === 'desc' ? '<' : '>';
+  return (eb: ExpressionBuilder<any, any>) => eb.or([eb(sortKey, after, key), eb.and([eb(sortKey, '=', key), eb(rowId, after, id)])]);
 }
 
 /**

@@ -15,7 +15,7 @@
 import { performance } from 'node:perf_hooks';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AuditRecord, AuditTrail } from '../core/audit.ts';
-import type { AuditAction, AuditDecision, AuditFilesChanged } from '../core/audit-schema.ts';
+import type { AuditAction, AuditDecision, AuditFilesChanged, AuditVia } from '../core/audit-schema.ts';
 import type { CommandSession } from '../core/commands.ts';
 import { actionOf, newOperationNote, withOperationNote, type OperationFacts, type OperationNote } from '../core/operations.ts';
 import { AppError, ERROR_STATUS, type ErrorCode } from '../errors.ts';
@@ -34,6 +34,8 @@ declare module 'fastify' {
      * before core ran (validation, rate limits) is recorded as. Null: nothing unless core names one.
      */
     auditAction?: AuditAction | null;
+    /** The adapter whose protocol the route speaks, when it is not the REST API (E2B's: `e2b`). */
+    auditVia?: AuditVia;
   }
 }
 
@@ -256,7 +258,7 @@ function describe(request: FastifyRequest, note: AuditNote): { record: Facts; to
       },
       payload,
     ),
-    via: 'api',
+    via: request.routeOptions.config.auditVia ?? 'api',
     action,
   };
   if (record.profileId === undefined && action.startsWith('profile.')) record.profileId = text(payload.profile_id);

@@ -10,10 +10,11 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { mountsUnder, unmountAll } from '../host/mounts.ts';
 import { GuestAdditionsError, guestAdditionsVersion, installGuestAdditions } from './guest-additions.ts';
+import { quickenLoginProfile } from './login-profile.ts';
 import { buildOciRootfs, isOciImage, type OciImage, OciImageError, resolveOciImage } from './oci/oci-image.ts';
 
-/** Bumped whenever the way images are built changes, so old cache entries are not reused. */
-const BUILD_FORMAT = 2;
+/** Bumped whenever the way images are built changes, so old cache entries are not reused (3: login-profile.ts). */
+const BUILD_FORMAT = 3;
 
 /** What an agent's first commands expect to find, on top of Debian's minimal base. */
 export const BASE_PACKAGES = [
@@ -241,6 +242,9 @@ export class ImageStore {
           onProgress(`building image ${request.image}: ${line}`);
         },
       );
+      // Debian's login shell made cheap (E2B's SDK runs every command in one); an OCI
+      // image's files are its author's.
+      if (!oci) quickenLoginProfile(join(tmp, 'rootfs'));
       onProgress(`building image ${request.image}: installing roomkit's guest additions`);
       await installGuestAdditions(join(tmp, 'rootfs'), this.dir).catch((err: unknown) => {
         throw err instanceof GuestAdditionsError ? new ImageBuildError(err.message) : err;

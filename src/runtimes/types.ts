@@ -146,6 +146,12 @@ export interface CommandRequest {
   commandId: string;
   /** Run by `sh -c` as the VM user. */
   command: string;
+  /**
+   * The program and its arguments, run directly (as the VM user, found on its PATH)
+   * instead of `command` under `sh -c`, for an adapter whose protocol names a program
+   * (E2B's); `command` is then only their text, for the record.
+   */
+  argv?: string[];
   /** The VM user's home: the working directory, and where relative paths start. */
   home: string;
   /** Working directory, absolute or relative to the home; the home when absent. */
@@ -251,6 +257,8 @@ export interface GuestDirEntry {
 
 export interface FileAccess {
   home: string;
+  /** Root in the guest rather than the VM user: what it makes is root's (the VM user may become root anyway, through sudo). */
+  asRoot?: boolean;
 }
 
 /** A terminal in an instance: a login shell (or a command) on a pseudo-terminal. */
@@ -399,10 +407,16 @@ export interface Runtime {
   ): Promise<{ info: GuestFileInfo; body: NodeJS.ReadableStream }>;
   /** Information about a regular file without reading it (for range checks). */
   statFile(instanceId: string, path: string, options: FileAccess): Promise<GuestFileInfo>;
-  /** Creates or replaces a file as the VM user, with its parent directories. */
+  /** Creates or replaces a file as the VM user (or root: asRoot), with its parent directories. */
   writeFile(instanceId: string, path: string, data: Buffer, options: FileAccess): Promise<{ info: GuestFileInfo; created: boolean }>;
   listDirectory(instanceId: string, path: string, options: FileAccess & { limit: number }): Promise<{ path: string; entries: GuestDirEntry[]; truncated: boolean }>;
   deleteFile(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }>;
+  /** Makes a directory and its missing parents; `created` is false when a directory was there already. */
+  makeDirectory(instanceId: string, path: string, options: FileAccess): Promise<{ path: string; created: boolean }>;
+  /** Renames a file or directory (replacing a file at `target`), making the target's missing parents. */
+  renamePath(instanceId: string, path: string, target: string, options: FileAccess): Promise<{ path: string; target: string }>;
+  /** Removes a file, or a directory with everything under it (a link itself, never what it points to). */
+  removeTree(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }>;
   /**
    * Puts every file a command run with keepUndo changed back as it was before it; the
    * files the revert changed. Rejects with UndoRefused when it cannot or should not.

@@ -7,14 +7,18 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { CommandExitError, NotFoundError, Sandbox, type SandboxOpts } from 'e2b';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { rawGet } from '../support/raw-get.ts';
 import { untilTrue } from '../support/until.ts';
 
 const PROFILE = 'e2b-host';
+/** roomkit's preview domain, which sandboxes name (getHost). */
+const DOMAIN = 'e2b-preview.test';
 
 let t: TestApp;
 let org: TestOrg;
 let opts: SandboxOpts & { apiKey: string; apiUrl: string; sandboxUrl: string };
 let sbx: Sandbox;
+let base: string;
 const made: string[] = [];
 
 async function create(more: SandboxOpts = {}, template = PROFILE): Promise<Sandbox> {
@@ -24,10 +28,10 @@ async function create(more: SandboxOpts = {}, template = PROFILE): Promise<Sandb
 }
 
 before(async () => {
-  t = await startTestApp({ gvisorPool: '10.234.128.0/25' });
+  t = await startTestApp({ gvisorPool: '10.234.128.0/25', config: { previewDomain: DOMAIN } });
   assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
   await t.app.listen({ host: '127.0.0.1', port: 0 });
-  const base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+  base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
   org = await t.newOrg();
   await t.createProfile(org, { name: PROFILE, memory_mb: 512, disk_mb: 1024, network: { egress: 'none' }, command_timeout_s: 60 });
   opts = { apiKey: org.apiKey, apiUrl: `${base}/e2b`, sandboxUrl: `${base}/e2b/envd` };
@@ -181,6 +185,71 @@ describe('files through the SDK', () => {
     assert.equal(await sbx.files.exists('/home/user/tree/leaf2.txt'), false);
     await sbx.files.remove('/home/user/tree');
     assert.equal(await sbx.files.exists('/home/user/tree'), false);
+  });
+
+  it("makes, renames and removes through the instance's agent, not as commands of the instance", async () => {
+    const { instances } = (await t.app.inject({ method: 'GET', url: '/api/instances?limit=50', headers: org.headers })).json() as { instances: { instance_id: string; profile_id: string; room_id: string }[] };
+    const instance = instances.find((i) => i.instance_id === sbx.sandboxId)!;
+    const commands = async () => {
+      const res = await t.app.inject({ method: 'GET', url: `/api/profile/${instance.profile_id}/room/${instance.room_id}/commands?limit=100`, headers: org.headers });
+      assert.equal(res.statusCode, 200, res.body);
+      return (res.json() as { commands: unknown[] }).commands.length;
+    };
+    const before = await commands();
+    await sbx.files.makeDir('/home/user/agent-ops/a/b');
+    await sbx.files.write('/home/user/agent-ops/a/b/f.txt', 'f');
+    await sbx.files.rename('/home/user/agent-ops/a', '/home/user/agent-ops/moved/a');
+    assert.equal(await sbx.files.read('/home/user/agent-ops/moved/a/b/f.txt'), 'f');
+    await sbx.files.remove('/home/user/agent-ops');
+    assert.equal(await sbx.files.exists('/home/user/agent-ops'), false);
+    assert.equal(await commands(), before, 'no command was run for them');
+  });
+
+  it("writes as root when asked: the file and the directories made for it are root's; by default they stay the user's", async () => {
+    await sbx.files.write('/home/user/by-root/inner/r.txt', 'root\n', { user: 'root' });
+    await sbx.files.makeDir('/home/user/by-root/made', { user: 'root' });
+    await sbx.files.write('/home/user/by-user/u.txt', 'user\n');
+    const owners = await sbx.commands.run('stat -c "%U %a %n" by-root by-root/inner by-root/inner/r.txt by-root/made by-user by-user/u.txt');
+    assert.equal(
+      owners.stdout,
+      ['root 755 by-root', 'root 755 by-root/inner', 'root 644 by-root/inner/r.txt', 'root 755 by-root/made', 'user 755 by-user', 'user 644 by-user/u.txt', ''].join('\n'),
+    );
+    assert.equal(await sbx.files.read('/home/user/by-root/inner/r.txt', { user: 'root' }), 'root\n');
+    await assert.rejects(sbx.files.remove('/home/user/by-root'), 'the user cannot remove what root made there');
+    await sbx.files.remove('/home/user/by-root', { user: 'root' });
+    assert.equal(await sbx.files.exists('/home/user/by-root'), false);
+    await sbx.files.write('in-root-home.txt', 'x', { user: 'root' });
+    assert.equal((await sbx.commands.run('cat /root/in-root-home.txt', { user: 'root' })).stdout, 'x', "root's relative paths are under /root");
+  });
+});
+
+describe("a sandbox's ports through the SDK", () => {
+  it("getHost(port) is the port's preview host name, reached with roomkit's signed URL token", async () => {
+    const host = sbx.getHost(8000);
+    assert.equal(host, `8000-${sbx.sandboxId}.${DOMAIN}`);
+    await sbx.files.write('/home/user/site/index.html', 'served to getHost\n');
+    const server = await sbx.commands.run('cd site && exec python3 -m http.server 8000', { background: true });
+    try {
+      const { instances } = (await t.app.inject({ method: 'GET', url: '/api/instances?limit=50', headers: org.headers })).json() as { instances: { instance_id: string; profile_id: string; room_id: string }[] };
+      const instance = instances.find((i) => i.instance_id === sbx.sandboxId)!;
+      const signed = await t.app.inject({ method: 'POST', url: `/api/profile/${instance.profile_id}/room/${instance.room_id}/ports/8000/url`, headers: org.headers, payload: {} });
+      assert.equal(signed.statusCode, 201, signed.body);
+      const hostUrl = new URL((signed.json() as { host_url: string }).host_url);
+      assert.equal(hostUrl.hostname, host);
+      const bare = await rawGet(base, '/index.html', { host });
+      assert.equal(bare.status, 401, 'a preview host name needs its token');
+      const first = await rawGet(base, `/index.html${hostUrl.search}`, { host });
+      assert.equal(first.status, 303, first.body);
+      const cookie = String(first.headers['set-cookie']).split(';')[0]!;
+      let page = { status: 0, body: '' };
+      await untilTrue('the server in the sandbox to answer', async () => {
+        page = await rawGet(base, '/index.html', { host, cookie });
+        return page.status === 200;
+      });
+      assert.equal(page.body, 'served to getHost\n');
+    } finally {
+      await server.kill();
+    }
   });
 });
 

@@ -148,6 +148,8 @@ export class FakeRuntime implements Runtime {
 
   /** Files of each instance, by absolute path (a flat map: directories are implied). */
   readonly files = new Map<string, Map<string, Buffer>>();
+  /** Directories made by makeDirectory, per instance (a file's directories are implied by its path). */
+  readonly directories = new Map<string, Set<string>>();
   /** Commands it was asked to run. */
   readonly commands: CommandRequest[] = [];
 
@@ -219,15 +221,67 @@ export class FakeRuntime implements Runtime {
 
   async listDirectory(instanceId: string, path: string, options: FileAccess & { limit: number }) {
     const absolute = posix.resolve(options.home, path);
-    const entries: GuestDirEntry[] = [...this.fileMap(instanceId)]
-      .filter(([p]) => posix.dirname(p) === absolute)
-      .map(([p, data]) => ({ name: posix.basename(p), type: 'file' as const, size: data.length, mode: '644', mtime: new Date(0).toISOString() }));
+    const entries: GuestDirEntry[] = [
+      ...[...this.dirSet(instanceId)]
+        .filter((p) => posix.dirname(p) === absolute)
+        .map((p) => ({ name: posix.basename(p), type: 'directory' as const, size: 0, mode: '755', mtime: new Date(0).toISOString() })),
+      ...[...this.fileMap(instanceId)]
+        .filter(([p]) => posix.dirname(p) === absolute)
+        .map(([p, data]) => ({ name: posix.basename(p), type: 'file' as const, size: data.length, mode: '644', mtime: new Date(0).toISOString() })),
+    ];
     return { path: absolute, entries: entries.slice(0, options.limit), truncated: entries.length > options.limit };
   }
 
   async deleteFile(instanceId: string, path: string, options: FileAccess) {
     const { absolute } = this.find(instanceId, path, options);
     this.fileMap(instanceId).delete(absolute);
+    return { path: absolute };
+  }
+
+  private dirSet(instanceId: string): Set<string> {
+    let set = this.directories.get(instanceId);
+    if (!set) this.directories.set(instanceId, (set = new Set()));
+    return set;
+  }
+
+  /** What is at `absolute` or under it: files and made directories. */
+  private under(instanceId: string, absolute: string): { files: string[]; dirs: string[] } {
+    const inside = (p: string) => p === absolute || p.startsWith(`${absolute}/`);
+    return { files: [...this.fileMap(instanceId).keys()].filter(inside), dirs: [...this.dirSet(instanceId)].filter(inside) };
+  }
+
+  async makeDirectory(instanceId: string, path: string, options: FileAccess) {
+    const absolute = posix.resolve(options.home, path);
+    if (this.fileMap(instanceId).has(absolute)) throw new GuestFileError('not_a_directory', `${absolute} exists and is not a directory`);
+    const created = !this.dirSet(instanceId).has(absolute);
+    for (let p = absolute; p !== '/'; p = posix.dirname(p)) this.dirSet(instanceId).add(p);
+    return { path: absolute, created };
+  }
+
+  async renamePath(instanceId: string, path: string, target: string, options: FileAccess) {
+    const absolute = posix.resolve(options.home, path);
+    const to = posix.resolve(options.home, target);
+    const { files, dirs } = this.under(instanceId, absolute);
+    if (files.length === 0 && dirs.length === 0) throw new GuestFileError('not_found', `no file at ${absolute}`);
+    const moved = (p: string) => `${to}${p.slice(absolute.length)}`;
+    for (const p of files) {
+      const data = this.fileMap(instanceId).get(p)!;
+      this.fileMap(instanceId).delete(p);
+      this.fileMap(instanceId).set(moved(p), data);
+    }
+    for (const p of dirs) {
+      this.dirSet(instanceId).delete(p);
+      this.dirSet(instanceId).add(moved(p));
+    }
+    return { path: absolute, target: to };
+  }
+
+  async removeTree(instanceId: string, path: string, options: FileAccess) {
+    const absolute = posix.resolve(options.home, path);
+    const { files, dirs } = this.under(instanceId, absolute);
+    if (files.length === 0 && dirs.length === 0) throw new GuestFileError('not_found', `no file at ${absolute}`);
+    for (const p of files) this.fileMap(instanceId).delete(p);
+    for (const p of dirs) this.dirSet(instanceId).delete(p);
     return { path: absolute };
   }
 }

@@ -359,6 +359,16 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
         assert.notEqual((await subject.runtime.runCommand(id, command('pwd', { cwd: '/no/such/dir' }))).exitCode, 0);
       });
 
+      it('runs a program given as such without a shell parsing its words, in the working directory asked for', async (t) => {
+        if (needsGuest(t)) return;
+        const direct = await subject.runtime.runCommand(id, command('(the record\'s text)', { argv: ['/bin/sh', '-c', 'printf "%s|" "$1"; cat /proc/$PPID/comm', 'sh', '$HOME; a b'] }));
+        assert.equal(direct.exitCode, 0, direct.output);
+        assert.equal(direct.output, '$HOME; a b|agent\n', 'its words reach it as they are, and the agent itself started it');
+        const inDir = await subject.runtime.runCommand(id, command('(the record\'s text)', { argv: ['printf', '%s %s', '$HOME'], cwd: '/tmp' }));
+        assert.equal(inDir.output, '$HOME ');
+        assert.equal((await subject.runtime.runCommand(id, command('(pwd)', { argv: ['pwd'], cwd: '/tmp' }))).output, '/tmp\n');
+      });
+
       it('passes every byte of a large output on, in order', async (t) => {
         if (needsGuest(t)) return;
         const chunks: Buffer[] = [];
@@ -501,6 +511,29 @@ export function runtimeContract(name: string, make: () => Promise<ContractSubjec
         // A command on a terminal ends with its own exit code.
         const short = await subject.runtime.openTerminal(id, { terminalId: randomUUID(), user: 'user', home: home(), env: {}, cols: 80, rows: 24, command: 'test -t 0 && exit 7' });
         assert.deepEqual(await within(short.exited), { exitCode: 7 });
+      });
+
+      it('makes a directory with its parents, renames into a new one, and removes a whole tree, as the unprivileged user (or root, asked)', async () => {
+        const access = { home: home() };
+        assert.deepEqual(await subject.runtime.makeDirectory(id, 'tree/a/b', access), { path: `${home()}/tree/a/b`, created: true });
+        assert.equal((await subject.runtime.makeDirectory(id, 'tree/a', access)).created, false);
+        await subject.runtime.writeFile(id, 'tree/a/b/f.txt', Buffer.from('x'), access);
+        await assert.rejects(subject.runtime.makeDirectory(id, 'tree/a/b/f.txt', access), (err: GuestFileError) => err.kind === 'not_a_directory');
+        assert.deepEqual(await subject.runtime.renamePath(id, 'tree/a', 'tree/moved/here', access), { path: `${home()}/tree/a`, target: `${home()}/tree/moved/here` });
+        assert.equal((await subject.runtime.statFile(id, 'tree/moved/here/b/f.txt', access)).size, 1);
+        await assert.rejects(subject.runtime.statFile(id, 'tree/a/b/f.txt', access), (err: GuestFileError) => err.kind === 'not_found');
+        await assert.rejects(subject.runtime.renamePath(id, 'tree/none', 'tree/other', access), (err: GuestFileError) => err.kind === 'not_found');
+        await subject.runtime.removeTree(id, 'tree', access);
+        await assert.rejects(subject.runtime.statFile(id, 'tree/moved/here/b/f.txt', access), (err: GuestFileError) => err.kind === 'not_found');
+        await assert.rejects(subject.runtime.removeTree(id, 'tree', access), (err: GuestFileError) => err.kind === 'not_found');
+        if (!subject.testDouble) {
+          await subject.runtime.writeFile(id, '/tmp/owned-by-root/f.txt', Buffer.from('x'), { home: home(), asRoot: true });
+          await subject.runtime.makeDirectory(id, '/tmp/owned-by-user', access);
+          const owners = await subject.runtime.runCommand(id, command('stat -c %u /tmp/owned-by-root /tmp/owned-by-root/f.txt /tmp/owned-by-user'));
+          assert.deepEqual(owners.output.trim().split('\n'), ['0', '0', '1000']);
+          assert.equal(await subject.runtime.removeTree(id, '/tmp/owned-by-root', access).then(() => 'ok', (err: GuestFileError) => err.kind), 'permission_denied');
+          await subject.runtime.removeTree(id, '/tmp/owned-by-root', { home: home(), asRoot: true });
+        }
       });
 
       it("answers each file error with its kind, with the unprivileged user's rights", async (t) => {

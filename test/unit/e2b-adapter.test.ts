@@ -81,6 +81,34 @@ describe('the control API', () => {
     assert.equal(listed.length, 0, 'no sandbox was made for them');
   });
 
+  it("tells what a sandbox's timeout does (getInfo's lifecycle), and names roomkit's preview domain, so getHost gives a port's preview host name", async () => {
+    const killed = await Sandbox.create(opts);
+    const paused = await Sandbox.create({ ...opts, lifecycle: { onTimeout: 'pause' } });
+    assert.deepEqual((await killed.getInfo()).lifecycle, { onTimeout: 'kill', autoResume: false });
+    assert.deepEqual((await Sandbox.getInfo(paused.sandboxId, opts)).lifecycle, { onTimeout: 'pause', autoResume: false });
+    assert.equal(killed.getHost(3000), `3000-${killed.sandboxId}.${PREVIEW_DOMAIN}`);
+    assert.equal((await killed.getInfo()).sandboxDomain, PREVIEW_DOMAIN);
+    const connected = await Sandbox.connect(paused.sandboxId, opts);
+    assert.equal(connected.getHost(8080), `8080-${paused.sandboxId}.${PREVIEW_DOMAIN}`);
+    await killed.kill();
+    await paused.kill();
+  });
+
+  it('lists oldest first with order asc, across pages, and newest first by default', async () => {
+    const made: string[] = [];
+    for (let i = 0; i < 3; i++) made.push((await Sandbox.create({ ...opts, metadata: { run: 'order' } })).sandboxId);
+    const all = async (order?: 'asc' | 'desc') => {
+      const paginator = Sandbox.list({ ...opts, query: { metadata: { run: 'order' } }, limit: 2, ...(order ? { order } : {}) });
+      const ids: string[] = [];
+      while (paginator.hasNext) ids.push(...(await paginator.nextItems()).map((s) => s.sandboxId));
+      return ids;
+    };
+    assert.deepEqual(await all('asc'), made);
+    assert.deepEqual(await all(), [...made].reverse());
+    assert.deepEqual(await all('desc'), [...made].reverse());
+    for (const id of made) await Sandbox.kill(id, opts);
+  });
+
   it("resolves the SDK's default templates to the organization's default profile", async () => {
     for (const template of ['base', 'code-interpreter-v1']) {
       const sandbox = await Sandbox.create(template, opts);
@@ -112,6 +140,9 @@ describe('the control API', () => {
     const sandbox = await Sandbox.create(opts);
     await sandbox.files.write('/home/user/audited.txt', 'x');
     await sandbox.files.list('/home/user');
+    await sandbox.files.makeDir('/home/user/made/here');
+    await sandbox.files.rename('/home/user/audited.txt', '/home/user/made/here/moved.txt');
+    await sandbox.files.remove('/home/user/made');
     await sandbox.commands.run('echo audited');
     await sandbox.kill();
     await t.services.audit.flush();
@@ -119,11 +150,20 @@ describe('the control API', () => {
     const actions = page.events.map((e) => `${e.action} ${e.route}`).sort();
     assert.deepEqual(actions, [
       'command.run /e2b/envd/process.Process/Start',
+      'file.delete /e2b/envd/filesystem.Filesystem/Remove',
       'file.write /e2b/envd/files',
+      'file.write /e2b/envd/filesystem.Filesystem/MakeDir',
+      'file.write /e2b/envd/filesystem.Filesystem/Move',
       'instance.create /e2b/v2/sandboxes',
       'instance.delete /e2b/sandboxes/:sandboxID',
     ], 'a listing, which changes nothing, is no record');
     assert.ok(page.events.every((e) => e.decision === 'allowed'));
+    assert.deepEqual([...new Set(page.events.map((e) => e.via))], ['e2b'], 'each record says it came through E2B');
+    assert.deepEqual(
+      page.events.filter((e) => e.action === 'file.write' || e.action === 'file.delete').map((e) => e.file_path).sort(),
+      ['/home/user/audited.txt', '/home/user/made', '/home/user/made/here', '/home/user/made/here/moved.txt'],
+      'a file record names its path: a directory made, a rename\'s target, what was removed',
+    );
     const run = page.events.find((e) => e.action === 'command.run');
     assert.match(run?.command ?? '', /echo audited/);
     assert.ok(run?.command_id, 'the record names the command');

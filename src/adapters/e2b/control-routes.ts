@@ -52,6 +52,7 @@ const DEFAULT_LIST_LIMIT = 100;
 
 export function controlRoutes(app: App, services: Services, tokens: AccessTokens): void {
   const ref = (organizationId: string, sandboxId: string): InstanceRef => ({ organizationId, instanceId: sandboxId });
+  const domain = services.config.previewDomain;
   const profileName = async (organizationId: string, profileId: string) => (await services.profiles.find(organizationId, profileId))?.name;
 
   /** A sandbox E2B would still know: a live instance of the organization, else 404. */
@@ -98,7 +99,7 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
       ...(body.envVars === undefined ? {} : { env: body.envVars }),
     });
-    return connectedSandbox(instance, tokens.sign({ instanceId: instance.instance_id, caller }), profile.name);
+    return connectedSandbox(instance, tokens.sign({ instanceId: instance.instance_id, caller }), { profileName: profile.name, domain });
   };
 
   for (const url of ['/v2/sandboxes', '/sandboxes']) {
@@ -111,6 +112,7 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       const query = request.query;
       const limit = Math.min(query.limit === undefined ? DEFAULT_LIST_LIMIT : Number(query.limit), MAX_LIST_LIMIT);
       if (limit < 1) throw new AppError('validation_error', 'limit must be at least 1');
+      if (query.order !== undefined && query.order !== 'asc' && query.order !== 'desc') throw new AppError('validation_error', `order must be asc or desc, not ${query.order}`);
       const states = new Set((query.state ?? '').split(',').filter((s) => s !== '') as SandboxState[]);
       for (const state of states) if (state !== 'running' && state !== 'paused') throw new AppError('validation_error', `state must be running or paused, not ${state}`);
       const onlyState: InstanceState | undefined = states.size === 1 ? (states.has('paused') ? 'paused' : 'ready') : undefined;
@@ -119,6 +121,7 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       if (startedAfter !== undefined && Number.isNaN(startedAfter)) throw new AppError('validation_error', 'startedAfter must be a date and time (RFC 3339)');
       const page = await services.instances.list(caller.organizationId, {
         limit,
+        ...(query.order === 'asc' ? { oldestFirst: true } : {}),
         ...(query.nextToken === undefined ? {} : { cursor: query.nextToken }),
         ...(onlyState === undefined ? {} : { state: onlyState }),
         ...(profile === undefined ? {} : { profileId: profile.profile_id }),
@@ -131,7 +134,7 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
         if (!state || (states.size > 0 && !states.has(state))) continue;
         if (startedAfter !== undefined && Date.parse(instance.created_at) <= startedAfter) continue;
         if (!names.has(instance.profile_id)) names.set(instance.profile_id, await profileName(caller.organizationId, instance.profile_id));
-        sandboxes.push(sandboxOf(instance, state, names.get(instance.profile_id)));
+        sandboxes.push(sandboxOf(instance, state, { profileName: names.get(instance.profile_id), domain }));
       }
       if (page.next_cursor !== null) reply.header('x-next-token', page.next_cursor);
       return sandboxes;
@@ -140,8 +143,10 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
 
   app.get('/sandboxes/:sandboxID', { schema: { hide: true, params: SandboxParams } }, async (request) => {
     const caller = callerOf(request);
-    const { instance, state } = await liveSandbox(ref(caller.organizationId, request.params.sandboxID));
-    return sandboxOf(instance, state, await profileName(caller.organizationId, instance.profile_id));
+    const address = ref(caller.organizationId, request.params.sandboxID);
+    const { instance, state } = await liveSandbox(address);
+    const onTimeout = (await services.instances.requireLiveAt(address)).timeout_action === 'pause' ? 'pause' : 'kill';
+    return sandboxOf(instance, state, { profileName: await profileName(caller.organizationId, instance.profile_id), domain, onTimeout });
   });
 
   app.delete('/sandboxes/:sandboxID', { schema: { hide: true, params: SandboxParams }, config: { auditAction: 'instance.delete' } }, async (request, reply) => {
@@ -194,7 +199,7 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       if (timeout !== undefined && instance.expires_at !== null && Date.parse(instance.expires_at) < Date.now() + timeout * 1000) {
         instance = await services.instances.keepAliveAt(address, { timeout_s: timeout });
       }
-      const body = connectedSandbox(instance, tokens.sign({ instanceId: instance.instance_id, caller }), await profileName(caller.organizationId, instance.profile_id));
+      const body = connectedSandbox(instance, tokens.sign({ instanceId: instance.instance_id, caller }), { profileName: await profileName(caller.organizationId, instance.profile_id), domain });
       return reply.code(resumed ? 201 : 200).send(body);
     });
   }

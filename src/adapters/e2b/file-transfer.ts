@@ -1,7 +1,8 @@
 // envd's HTTP file endpoints: GET /files downloads one file (gzip when the client accepts
 // it), POST /files uploads one or several (a multipart form, each part's file name its
 // path; or the bytes of one file as application/octet-stream, gzip-encoded or not),
-// parents created; both over core's files, as the instance's user. Answers are what the
+// parents created; both over core's files, as the user the query names (`username`: the
+// instance's own by default, or root, whose new files are root's). Answers are what the
 // SDK reads: the written files' entries, or the file's bytes.
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
@@ -12,7 +13,7 @@ import { callerOf } from '../../http/auth.ts';
 import type { App } from '../../http/types.ts';
 import type { Services } from '../../services.ts';
 import { sandboxIdOf } from './auth.ts';
-import { absolutePath } from './filesystem-service.ts';
+import { fileCallerOf, resolveFor } from './filesystem-service.ts';
 
 const FilesQuery = Type.Object({
   path: Type.Optional(Type.String({ maxLength: 4096 })),
@@ -22,19 +23,17 @@ const FilesQuery = Type.Object({
 });
 
 export function fileTransferRoutes(app: App, services: Services, options: { bodyLimit: number }): void {
-  const target = (request: Parameters<typeof callerOf>[0]) => {
+  const target = (request: Parameters<typeof callerOf>[0] & { query: { username?: string | undefined } }) => {
     const address = { organizationId: callerOf(request).organizationId, instanceId: sandboxIdOf(request) };
-    // The home directory is read only for a relative path.
-    let home: Promise<string> | undefined;
-    const resolve = async (path: string) =>
-      absolutePath(path, path.startsWith('/') ? '/' : await (home ??= services.instances.requireReadyAt(address).then(({ spec }) => spec.home)));
-    return { address, resolve };
+    const user = request.query.username === '' ? undefined : request.query.username;
+    const resolve = (path: string) => resolveFor(services, address, user, path);
+    return { address, resolve, caller: fileCallerOf(user) };
   };
 
   app.get('/files', { schema: { hide: true, querystring: FilesQuery } }, async (request, reply) => {
-    const { address, resolve } = target(request);
+    const { address, resolve, caller } = target(request);
     if (request.query.path === undefined) throw new AppError('validation_error', 'path names the file to download');
-    const file = await services.files.downloadAt(address, await resolve(request.query.path), undefined);
+    const file = await services.files.downloadAt(address, await resolve(request.query.path), undefined, caller);
     const body = Readable.from((async function* () {
       yield file.head;
       for await (const chunk of file.rest) yield chunk as Buffer;
@@ -51,7 +50,7 @@ export function fileTransferRoutes(app: App, services: Services, options: { body
   });
 
   app.post('/files', { schema: { hide: true, querystring: FilesQuery }, bodyLimit: options.bodyLimit, config: { auditAction: 'file.write' } }, async (request) => {
-    const { address, resolve } = target(request);
+    const { address, resolve, caller } = target(request);
     const contentType = request.headers['content-type'] ?? '';
     const raw = request.body;
     if (!Buffer.isBuffer(raw)) throw new AppError('unsupported_media_type', 'send the files as multipart/form-data or one file as application/octet-stream');
@@ -73,7 +72,7 @@ export function fileTransferRoutes(app: App, services: Services, options: { body
     const written = [];
     for (const file of files) {
       const path = await resolve(file.path);
-      await services.files.writeAt(address, path, file.data);
+      await services.files.writeAt(address, path, file.data, caller);
       written.push({ name: path.slice(path.lastIndexOf('/') + 1), type: 'file', path });
     }
     return written;

@@ -1,14 +1,18 @@
 // The file system service of E2B's in-sandbox protocol (filesystem.Filesystem), over
 // core's files: stat and listings from core's directory listings (a stat is its parent's
-// listing), removal of a file through core. What core has no file operation for yet
-// (making a directory, moving, removing a directory) runs as a command of the instance
-// through core's commands, so it is recorded, and tracked, like any other. Watching a
-// directory polls core's listings (directory-watch.ts), in the streamed form (WatchDir)
-// and in the polled one (CreateWatcher, GetWatcherEvents, RemoveWatcher).
+// listing); making a directory, moving and removing through core's file operations,
+// which the instance's agent does. A call runs with the rights of the user it names:
+// the instance's own (E2B's `user`, the default) or root (E2B's `user: "root"`, whose
+// relative paths start at /root and whose new files are root's). Watching a directory
+// polls core's listings (directory-watch.ts), in the streamed form (WatchDir) and in the
+// polled one (CreateWatcher, GetWatcherEvents, RemoveWatcher).
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import type { DirectoryListing } from '../../core/file-schema.ts';
+import type { FileCaller } from '../../core/files.ts';
+import type { InstanceRef } from '../../core/instance-address.ts';
+import { AppError } from '../../errors.ts';
 import type { Services } from '../../services.ts';
 import { connectErrorOf, unimplemented } from './errors.ts';
 import { type EntryInfoSchema, type Filesystem, FileType, type WatchDirResponseSchema } from './generated/filesystem/filesystem_pb.js';
@@ -21,8 +25,6 @@ const KEEPALIVE_MS = 50_000;
 type Entry = MessageInitShape<typeof EntryInfoSchema>;
 type DirEntry = DirectoryListing['entries'][number];
 
-/** The exit status the make-directory command gives when the path exists already. */
-const EXISTS_STATUS = 17;
 /** Deepest listing a ListDir walks. */
 const MAX_DEPTH = 16;
 
@@ -43,10 +45,6 @@ export function absolutePath(path: string, home: string): string {
     else parts.push(part);
   }
   return `/${parts.join('/')}`;
-}
-
-function shellWord(word: string): string {
-  return `'${word.replaceAll("'", "'\\''")}'`;
 }
 
 /** `ls -l`'s permission string of an entry. */
@@ -71,6 +69,29 @@ function entryOf(directory: string, entry: DirEntry): Entry {
   };
 }
 
+/** The name E2B's SDK gives the sandbox's own user, when it names one. */
+const DEFAULT_USER = 'user';
+
+/**
+ * Whose rights a file call runs with: root's for E2B's `root`, the instance's user's
+ * otherwise (its own name, E2B's `user`, or none). resolveFor refuses another user name,
+ * since files are read and written as one of those two.
+ */
+export function fileCallerOf(user: string | undefined): FileCaller {
+  if (user === 'root') return { asRoot: true };
+  return {};
+}
+
+/** An E2B path as the user it names sees it, absolute: a relative one is under that user's home (root's is /root). */
+export async function resolveFor(services: Services, address: InstanceRef, user: string | undefined, path: string): Promise<string> {
+  const needsSpec = !path.startsWith('/') || (user !== undefined && user !== DEFAULT_USER && user !== 'root');
+  const spec = needsSpec ? (await services.instances.requireReadyAt(address)).spec : undefined;
+  if (spec && user !== undefined && user !== DEFAULT_USER && user !== 'root' && user !== spec.user) {
+    throw new AppError('validation_error', `files are read and written as the sandbox's user or as root, not as ${user}`);
+  }
+  return absolutePath(path, path.startsWith('/') ? '/' : user === 'root' ? '/root' : (spec?.home ?? '/'));
+}
+
 function parentOf(path: string): { parent: string; name: string } {
   const cut = path.lastIndexOf('/');
   return { parent: cut <= 0 ? '/' : path.slice(0, cut), name: path.slice(cut + 1) };
@@ -78,23 +99,15 @@ function parentOf(path: string): { parent: string; name: string } {
 
 export function filesystemService(services: Services): Partial<ServiceImpl<typeof Filesystem>> {
   const watchers = new Watchers();
-  // The home directory is read only for a relative path.
-  const homeOf = async (call: SandboxCall) => (await services.instances.requireReadyAt(call.address)).spec.home;
-  const resolve = async (call: SandboxCall, path: string) => absolutePath(path, path.startsWith('/') ? '/' : await homeOf(call));
+  const resolve = (call: SandboxCall, path: string) => resolveFor(services, call.address, call.user, path);
 
   const stat = async (call: SandboxCall, path: string): Promise<Entry> => {
     if (path === '/') return { name: '/', type: FileType.DIRECTORY, path: '/', mode: 0o755, permissions: 'drwxr-xr-x' };
     const { parent, name } = parentOf(path);
-    const listing = await services.files.listAt(call.address, parent);
+    const listing = await services.files.listAt(call.address, parent, fileCallerOf(call.user));
     const entry = listing.entries.find((e) => e.name === name);
     if (!entry) throw new ConnectError(`no such file or directory: ${path}`, Code.NotFound);
     return entryOf(parent, entry);
-  };
-
-  /** Runs a small file operation as a command of the instance; its exit status, or its output as the error. */
-  const runFileCommand = async (call: SandboxCall, command: string): Promise<number> => {
-    const result = await services.commands.runAt(call.address, { command });
-    return result.result.exit_code ?? -1;
   };
 
   const guarded = <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
@@ -118,7 +131,7 @@ export function filesystemService(services: Services): Partial<ServiceImpl<typeo
       const depth = Math.min(Math.max(request.depth, 1), MAX_DEPTH);
       const entries: Entry[] = [];
       const walk = async (directory: string, level: number): Promise<void> => {
-        const listing = await services.files.listAt(call.address, directory);
+        const listing = await services.files.listAt(call.address, directory, fileCallerOf(call.user));
         for (const entry of listing.entries) {
           const info = entryOf(directory, entry);
           entries.push(info);
@@ -132,9 +145,8 @@ export function filesystemService(services: Services): Partial<ServiceImpl<typeo
     makeDir: guarded(async (request, context) => {
       const call = callOf(context);
       const path = await resolve(call, request.path);
-      const status = await runFileCommand(call, `[ -e ${shellWord(path)} ] && exit ${EXISTS_STATUS}; mkdir -p -- ${shellWord(path)}`);
-      if (status === EXISTS_STATUS) throw new ConnectError(`${path} exists already`, Code.AlreadyExists);
-      if (status !== 0) throw new ConnectError(`could not make the directory ${path}`, Code.PermissionDenied);
+      const { created } = await services.files.makeDirectoryAt(call.address, path, fileCallerOf(call.user));
+      if (!created) throw new ConnectError(`${path} exists already`, Code.AlreadyExists);
       return { entry: await stat(call, path) };
     }),
 
@@ -142,21 +154,13 @@ export function filesystemService(services: Services): Partial<ServiceImpl<typeo
       const call = callOf(context);
       const source = await resolve(call, request.source);
       const destination = await resolve(call, request.destination);
-      await stat(call, source);
-      const status = await runFileCommand(call, `mkdir -p -- ${shellWord(parentOf(destination).parent)} && mv -f -- ${shellWord(source)} ${shellWord(destination)}`);
-      if (status !== 0) throw new ConnectError(`could not move ${source} to ${destination}`, Code.PermissionDenied);
+      await services.files.renameAt(call.address, source, destination, fileCallerOf(call.user));
       return { entry: await stat(call, destination) };
     }),
 
     remove: guarded(async (request, context) => {
       const call = callOf(context);
-      const path = await resolve(call, request.path);
-      const entry = await stat(call, path);
-      if (entry.type !== FileType.DIRECTORY) {
-        await services.files.deleteAt(call.address, path);
-        return {};
-      }
-      if ((await runFileCommand(call, `rm -rf -- ${shellWord(path)}`)) !== 0) throw new ConnectError(`could not remove ${path}`, Code.PermissionDenied);
+      await services.files.removeTreeAt(call.address, await resolve(call, request.path), fileCallerOf(call.user));
       return {};
     }),
 

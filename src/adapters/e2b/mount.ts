@@ -17,6 +17,10 @@ export async function mountE2b(app: App, services: Services, tokens: AccessToken
   const bodyLimit = Math.ceil(services.config.maxUploadBytes * 1.4) + 64 * 1024;
   const scoped = (register: (scope: App) => void) => async (scope: App) => {
     scope.setErrorHandler((err, _request, reply) => sendE2bError(reply, err));
+    // The audit trail says which calls came through E2B's API.
+    scope.addHook('onRoute', (route) => {
+      route.config = { ...route.config, auditVia: 'e2b' };
+    });
     // What E2B's API has and this adapter does not (templates, volumes, secrets…)
     // answers 501, which the SDK raises as an error saying so, rather than a 404 it would
     // read as a missing sandbox.

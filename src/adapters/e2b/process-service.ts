@@ -85,14 +85,20 @@ function shellWord(word: string): string {
 }
 
 /**
- * The shell line of a process: its program and arguments, each word quoted as needed,
- * through the image's `sudo` for a user other than the instance's own (E2B's `root`).
+ * A process's program and arguments, through the image's `sudo` for a user other than
+ * the instance's own (E2B's `root`). A command runs them directly, as E2B does (no shell
+ * in between: a process fewer to start); a terminal runs them from its shell line.
  */
-function commandLine(config: ProcessConfig, user: string | undefined, ownUser: string): string {
-  const words = [config.cmd, ...config.args].map(shellWord).join(' ');
+function programOf(config: ProcessConfig, user: string | undefined, ownUser: string): string[] {
+  const words = [config.cmd, ...config.args];
   if (user === undefined || user === ownUser || user === DEFAULT_USER) return words;
   if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(user)) throw new ConnectError(`${user} is not a user name`, Code.InvalidArgument);
-  return user === 'root' ? `sudo -E -- ${words}` : `sudo -E -u ${user} -- ${words}`;
+  return user === 'root' ? ['sudo', '-E', '--', ...words] : ['sudo', '-E', '-u', user, '--', ...words];
+}
+
+/** Words as one shell line, each quoted as needed: a terminal's line, and a command's text on roomkit's API. */
+function shellLine(words: string[]): string {
+  return words.map(shellWord).join(' ');
 }
 
 function callOf(context: HandlerContext): SandboxCall {
@@ -120,7 +126,8 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
           throw connectErrorOf(err);
         }
       }
-      const line = commandLine(config, call.user, ownUser);
+      const program = programOf(config, call.user, ownUser);
+      const line = shellLine(program);
       if (request.pty) {
         const entry = await openTerminal(services, table, call, request.tag, config, line, request.pty.size);
         yield { event: { event: { case: 'start', value: { pid: entry.pid } } } };
@@ -131,6 +138,7 @@ export function processService(services: Services): Partial<ServiceImpl<typeof P
       try {
         session = await services.commands.startAt(call.address, {
           command: line,
+          argv: program,
           background: true,
           ...(request.stdin === true ? { stdin_open: true } : {}),
           ...(config.cwd === undefined || config.cwd === '' ? {} : { cwd: config.cwd }),

@@ -68,8 +68,22 @@ export function sandboxState(instance: Instance): SandboxState | undefined {
   return instance.state === 'paused' || instance.state === 'pausing' ? 'paused' : 'running';
 }
 
+/** What a sandbox's answers add to its instance: its profile's name, roomkit's preview domain, its timeout action. */
+export interface SandboxExtras {
+  profileName?: string | undefined;
+  /**
+   * Roomkit's preview domain (ROOMKIT_PREVIEW_DOMAIN), when the server has one: the SDK
+   * builds a sandbox's host names from it (`getHost(port)`: `{port}-{id}.{domain}`, which
+   * are roomkit's preview host names).
+   */
+  domain?: string | undefined;
+  /** What its deadline does (getInfo's lifecycle): E2B's kill or pause. */
+  onTimeout?: 'kill' | 'pause';
+}
+
 /** A sandbox as E2B's list and get describe it. */
-export function sandboxOf(instance: Instance, state: SandboxState, profileName?: string) {
+export function sandboxOf(instance: Instance, state: SandboxState, extras: SandboxExtras = {}) {
+  const { profileName, domain, onTimeout } = extras;
   return {
     sandboxID: instance.instance_id,
     templateID: instance.profile_id,
@@ -83,11 +97,15 @@ export function sandboxOf(instance: Instance, state: SandboxState, profileName?:
     metadata: instance.metadata,
     state,
     envdVersion: ENVD_VERSION,
+    ...(domain === undefined ? {} : { domain }),
+    // A paused sandbox is resumed by connect only: traffic never resumes it (autoResume).
+    ...(onTimeout === undefined ? {} : { lifecycle: { onTimeout, autoResume: false } }),
   };
 }
 
 /** What a create or connect answers: how the SDK reaches the sandbox from then on. */
-export function connectedSandbox(instance: Instance, envdAccessToken: string, profileName?: string) {
+export function connectedSandbox(instance: Instance, envdAccessToken: string, extras: Pick<SandboxExtras, 'profileName' | 'domain'> = {}) {
+  const { profileName, domain } = extras;
   return {
     sandboxID: instance.instance_id,
     templateID: instance.profile_id,
@@ -95,6 +113,6 @@ export function connectedSandbox(instance: Instance, envdAccessToken: string, pr
     clientID: CLIENT_ID,
     envdVersion: ENVD_VERSION,
     envdAccessToken,
-    domain: null,
+    domain: domain ?? null,
   };
 }

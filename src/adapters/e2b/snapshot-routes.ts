@@ -80,7 +80,7 @@ export function snapshotRoutes(app: App, services: Services, tokens: AccessToken
         }
         const address = ref(caller.organizationId, copy.instance_id);
         const timed = await services.instances.keepAliveAt(address, { timeout_s: request.body.timeout ?? DEFAULT_TIMEOUT_S });
-        results.push({ sandbox: connectedSandbox(timed, tokens.sign({ instanceId: copy.instance_id, caller })) });
+        results.push({ sandbox: connectedSandbox(timed, tokens.sign({ instanceId: copy.instance_id, caller }), { domain: services.config.previewDomain }) });
       }
       return results;
     },

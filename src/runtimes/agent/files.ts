@@ -1,7 +1,8 @@
-// File operations through the instance's agent (images/guest/agent/files.go): read
-// (streamed), stat, write, list and delete with the VM user's rights, so that paths
-// resolve in the guest with the guest's permissions and the host never opens a
-// guest-controlled path; and the first bytes of files, read as root, for their types.
+// File operations through the instance's agent (images/guest/agent/files.go, tree.go):
+// read (streamed), stat, write, list, delete, make a directory, rename and remove a tree
+// with the VM user's rights (or root's, when the caller asks), so that paths resolve in
+// the guest with the guest's permissions and the host never opens a guest-controlled
+// path; and the first bytes of files, read as root, for their types.
 import { PassThrough } from 'node:stream';
 import { decodeName, encodeName } from '../../lib/guest-names.ts';
 import { VM_UID } from '../../images/builder.ts';
@@ -21,6 +22,11 @@ function asFileError(err: unknown, path: string): unknown {
   if (err instanceof AgentFailure && KINDS.has(err.kind as GuestFileError['kind'])) return guestFileError(err.kind as GuestFileError['kind'], path);
   if (err instanceof AgentFailure) return new Error(`file operation on ${path} failed in the instance: ${err.message}`);
   return err;
+}
+
+/** Whose rights an operation runs with. */
+function identityOf(access: FileAccess): { uid: number; gid: number } {
+  return access.asRoot === true ? AS_ROOT : AS_VM;
 }
 
 function pathBytes(absolute: string): string {
@@ -43,7 +49,7 @@ export async function openFile(
   const range = options.range ? { offset: options.range.start, length: options.range.end - options.range.start + 1 } : { offset: 0, length: -1 };
   let opened;
   try {
-    opened = await agentRequest(endpoint, { op: 'read', path: pathBytes(absolute), ...AS_VM, ...range });
+    opened = await agentRequest(endpoint, { op: 'read', path: pathBytes(absolute), ...identityOf(options), ...range });
   } catch (err) {
     throw asFileError(err, absolute);
   }
@@ -89,7 +95,7 @@ function drainedOrClosed(stream: PassThrough): Promise<void> {
 export async function statFile(endpoint: AgentEndpoint, path: string, access: FileAccess): Promise<GuestFileInfo> {
   const absolute = absoluteGuestPath(path, access.home);
   try {
-    return infoOf(await agentCall(endpoint, { op: 'stat', path: pathBytes(absolute), ...AS_VM }), absolute);
+    return infoOf(await agentCall(endpoint, { op: 'stat', path: pathBytes(absolute), ...identityOf(access) }), absolute);
   } catch (err) {
     throw asFileError(err, absolute);
   }
@@ -100,7 +106,7 @@ export async function writeFile(
   path: string,
   data: Buffer,
   access: FileAccess,
-  identity: { uid: number; gid: number } = AS_VM,
+  identity: { uid: number; gid: number } = identityOf(access),
 ): Promise<{ info: GuestFileInfo; created: boolean }> {
   const absolute = absoluteGuestPath(path, access.home);
   let opened;
@@ -139,7 +145,7 @@ export async function listDirectory(
   const absolute = absoluteGuestPath(path, options.home);
   let reply;
   try {
-    reply = await agentCall(endpoint, { op: 'list', path: pathBytes(absolute), ...AS_VM, limit: options.limit + 1 });
+    reply = await agentCall(endpoint, { op: 'list', path: pathBytes(absolute), ...identityOf(options), limit: options.limit + 1 });
   } catch (err) {
     throw asFileError(err, absolute);
   }
@@ -159,7 +165,38 @@ export async function listDirectory(
 export async function deleteFile(endpoint: AgentEndpoint, path: string, access: FileAccess): Promise<{ path: string }> {
   const absolute = absoluteGuestPath(path, access.home);
   try {
-    await agentCall(endpoint, { op: 'delete', path: pathBytes(absolute), ...AS_VM });
+    await agentCall(endpoint, { op: 'delete', path: pathBytes(absolute), ...identityOf(access) });
+  } catch (err) {
+    throw asFileError(err, absolute);
+  }
+  return { path: absolute };
+}
+
+export async function makeDirectory(endpoint: AgentEndpoint, path: string, access: FileAccess): Promise<{ path: string; created: boolean }> {
+  const absolute = absoluteGuestPath(path, access.home);
+  try {
+    const reply = await agentCall(endpoint, { op: 'mkdir', path: pathBytes(absolute), ...identityOf(access) });
+    return { path: absolute, created: reply.created === true };
+  } catch (err) {
+    throw asFileError(err, absolute);
+  }
+}
+
+export async function renamePath(endpoint: AgentEndpoint, path: string, target: string, access: FileAccess): Promise<{ path: string; target: string }> {
+  const absolute = absoluteGuestPath(path, access.home);
+  const to = absoluteGuestPath(target, access.home);
+  try {
+    await agentCall(endpoint, { op: 'rename', path: pathBytes(absolute), target: pathBytes(to), ...identityOf(access) });
+  } catch (err) {
+    throw asFileError(err, absolute);
+  }
+  return { path: absolute, target: to };
+}
+
+export async function removeTree(endpoint: AgentEndpoint, path: string, access: FileAccess): Promise<{ path: string }> {
+  const absolute = absoluteGuestPath(path, access.home);
+  try {
+    await agentCall(endpoint, { op: 'rmtree', path: pathBytes(absolute), ...identityOf(access) });
   } catch (err) {
     throw asFileError(err, absolute);
   }

@@ -93,6 +93,14 @@ export const AGENT_PROTOCOL = {
     list: { request: { path: 'bytes', uid: 'int', gid: 'int', limit: 'int' }, reply: { entries: '[]entry' } },
     delete: { request: { path: 'bytes', uid: 'int', gid: 'int' }, reply: {} },
     heads: { request: { paths: '[]bytes', bytes: 'int' }, reply: { heads: '[]bytes' } },
+    // Changes of a file system's tree, as the user named (uid, gid): what E2B's file
+    // system service asks for, done by the agent rather than by a shell in the guest.
+    /** Makes a directory and its missing parents; `created` is false when a directory was there already. */
+    mkdir: { request: { path: 'bytes', uid: 'int', gid: 'int' }, reply: { created: 'bool' } },
+    /** Renames `path` to `target` (replacing a file there), making the target's missing parents. */
+    rename: { request: { path: 'bytes', target: 'bytes', uid: 'int', gid: 'int' }, reply: {} },
+    /** Removes a file, or a directory with everything under it. */
+    rmtree: { request: { path: 'bytes', uid: 'int', gid: 'int' }, reply: {} },
   },
   /** What each `type` of a listing's entry means. */
   entryTypes: { file: 'f', directory: 'd', symlink: 'l', other: 'o' },

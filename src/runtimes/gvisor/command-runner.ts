@@ -247,10 +247,18 @@ export class CommandRunner {
   ): Promise<CommandOutcome> {
     const instanceId = h.id;
     const script = request.cwd === undefined ? request.command : `cd -- ${shellQuote(request.cwd)} || exit 1\n${request.command}`;
+    // A program given as such starts without a shell; in a working directory of its own,
+    // a shell only changes to it and becomes the program, parsing none of its words.
+    const argv =
+      request.argv === undefined
+        ? ['/bin/sh', '-c', script]
+        : request.cwd === undefined
+          ? request.argv
+          : ['/bin/sh', '-c', 'cd -- "$1" || exit 1; shift; exec "$@"', 'sh', request.cwd, ...request.argv];
     const env = { LANG: 'C.UTF-8', ...request.env, [COMMAND_MARKER]: request.commandId };
     const outcome = await this.deps.withAgent(h, (endpoint) =>
       this.agentCommand(h, endpoint, {
-        argv: ['/bin/sh', '-c', script],
+        argv,
         identity: { as: 'vm', home: request.home },
         env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
         commandId: request.commandId,

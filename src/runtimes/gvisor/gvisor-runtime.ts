@@ -749,6 +749,18 @@ export class GvisorRuntime implements Runtime {
     return this.withAgent(this.handle(instanceId), (endpoint) => agentFiles.deleteFile(endpoint, path, options));
   }
 
+  makeDirectory(instanceId: string, path: string, options: FileAccess): Promise<{ path: string; created: boolean }> {
+    return this.withAgent(this.handle(instanceId), (endpoint) => agentFiles.makeDirectory(endpoint, path, options));
+  }
+
+  renamePath(instanceId: string, path: string, target: string, options: FileAccess): Promise<{ path: string; target: string }> {
+    return this.withAgent(this.handle(instanceId), (endpoint) => agentFiles.renamePath(endpoint, path, target, options));
+  }
+
+  removeTree(instanceId: string, path: string, options: FileAccess): Promise<{ path: string }> {
+    return this.withAgent(this.handle(instanceId), (endpoint) => agentFiles.removeTree(endpoint, path, options));
+  }
+
   async health(instanceId: string): Promise<RuntimeHealth> {
     const h = this.handle(instanceId);
     if (!existsSync(netnsPath(h.netns))) return { healthy: false, reason: 'its network namespace is gone' };

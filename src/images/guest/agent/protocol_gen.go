@@ -44,6 +44,9 @@ const (
 	opList   = "list"
 	opDelete = "delete"
 	opHeads  = "heads"
+	opMkdir  = "mkdir"
+	opRename = "rename"
+	opRmtree = "rmtree"
 )
 
 // The types of a listing's entries.
@@ -138,6 +141,7 @@ type request struct {
 	Limit      int         `json:"limit"`
 	Paths      [][]byte    `json:"paths"`
 	Bytes      int         `json:"bytes"`
+	Target     []byte      `json:"target"`
 }
 
 // helloReply is what hello's reply frame carries.
@@ -217,3 +221,14 @@ type deleteReply struct{}
 type headsReply struct {
 	Heads [][]byte `json:"heads"`
 }
+
+// mkdirReply is what mkdir's reply frame carries.
+type mkdirReply struct {
+	Created bool `json:"created"`
+}
+
+// renameReply is what rename's reply frame carries.
+type renameReply struct{}
+
+// rmtreeReply is what rmtree's reply frame carries.
+type rmtreeReply struct{}

@@ -159,6 +159,12 @@ func handle(conn net.Conn, key string) {
 		deleteFile(w, &req)
 	case opHeads:
 		headsOf(w, &req)
+	case opMkdir:
+		makeDirectory(w, &req)
+	case opRename:
+		renamePath(w, &req)
+	case opRmtree:
+		removeTree(w, &req)
 	default:
 		w.fail(failBadRequest, fmt.Sprintf("unknown operation %q", req.Op))
 	}
