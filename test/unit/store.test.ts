@@ -3,7 +3,7 @@
 // what a store that cannot be reached says, migrations by several processes at once on
 // one empty PostgreSQL database, and two services on one PostgreSQL store, as two nodes
 // share it: racing creates for one room make one instance, and racing creates and
-// commands never take more than a quota.
+// commands never take more than a quota; and a delete that meets provisioning halfway.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -158,5 +158,27 @@ describe('two services on one store', { skip: TEST_STORE !== 'postgres' && 'Post
       .where('organization_id', '=', org.organizationId)
       .executeTakeFirstOrThrow();
     assert.equal(started.n, 6);
+  });
+});
+
+describe('state changes that race', () => {
+  it('a delete while provisioning records its steps stops the instance, never an error', async () => {
+    const t = await startTestApp();
+    try {
+      const org = await t.newOrg();
+      t.runtime.options = { stepDelayMs: 1 };
+      for (let i = 0; i < 12; i++) {
+        const url = `/api/profile/${org.defaultProfileId}/room/raced-${i}`;
+        const created = await t.app.inject({ method: 'POST', url, headers: org.headers, payload: { wait: false } });
+        assert.equal(created.statusCode, 202, created.body);
+        // Each delete meets provisioning at another step.
+        await new Promise((resolve) => setTimeout(resolve, i % 6));
+        const deleted = await t.app.inject({ method: 'DELETE', url, headers: org.headers });
+        assert.equal(deleted.statusCode, 200, deleted.body);
+        assert.equal(deleted.json().state, 'stopped');
+      }
+    } finally {
+      await t.close();
+    }
   });
 });
