@@ -56,9 +56,14 @@ async function ensureTemplate(admin: pg.Client): Promise<void> {
   await admin.query('SELECT pg_advisory_lock($1)', [TEMPLATE_LOCK]);
   try {
     if (await exists()) return;
-    await admin.query(`CREATE DATABASE ${TEMPLATE}`);
-    const db = await openStore({ dataDir: '', databaseUrl: serverUrl(TEMPLATE), databasePoolSize: 1 });
+    // Made under another name and renamed once migrated and closed: a template that
+    // exists is whole, and nobody is connected to it (which a copy needs).
+    const making = `${TEMPLATE}_making`;
+    await admin.query(`DROP DATABASE IF EXISTS ${making}`);
+    await admin.query(`CREATE DATABASE ${making}`);
+    const db = await openStore({ dataDir: '', databaseUrl: serverUrl(making), databasePoolSize: 1 });
     await db.destroy();
+    await admin.query(`ALTER DATABASE ${making} RENAME TO ${TEMPLATE}`);
   } finally {
     await admin.query('SELECT pg_advisory_unlock($1)', [TEMPLATE_LOCK]);
   }
