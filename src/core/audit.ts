@@ -236,8 +236,18 @@ function normalizeTime(value: string): string {
   return new Date(ms).toISOString();
 }
 
+/**
+ * A NUL character becomes U+FFFD in every text of a record: PostgreSQL's text cannot hold
+ * one, and one record it refused would hold back every record written with it. What a
+ * refused request carried (a command, a path) is still recorded, the same on both stores.
+ */
+function storable(row: AuditEventRow): AuditEventRow {
+  const clean = Object.entries(row).map(([name, value]) => [name, typeof value === 'string' ? value.replaceAll('\u0000', '\uFFFD') : value]);
+  return Object.fromEntries(clean) as AuditEventRow;
+}
+
 function toRow(r: AuditRecord): AuditEventRow {
-  return {
+  return storable({
     id: r.eventId,
     organization_id: r.organizationId,
     at: r.at,
@@ -263,7 +273,7 @@ function toRow(r: AuditRecord): AuditEventRow {
     status: r.status,
     decision: r.decision,
     error: r.error ?? null,
-  };
+  });
 }
 
 function toEvent(row: AuditEventRow): AuditEvent {

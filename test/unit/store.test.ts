@@ -3,7 +3,8 @@
 // what a store that cannot be reached says, migrations by several processes at once on
 // one empty PostgreSQL database, and two services on one PostgreSQL store, as two nodes
 // share it: racing creates for one room make one instance, and racing creates and
-// commands never take more than a quota; and a delete that meets provisioning halfway.
+// commands never take more than a quota; a delete that meets provisioning halfway; and
+// text with a NUL character, which PostgreSQL cannot store.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -177,6 +178,30 @@ describe('state changes that race', () => {
         assert.equal(deleted.statusCode, 200, deleted.body);
         assert.equal(deleted.json().state, 'stopped');
       }
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('text PostgreSQL cannot hold', () => {
+  it('refuses a label with a NUL character, and records a request that carried one with U+FFFD in its place', async () => {
+    const t = await startTestApp();
+    try {
+      const org = await t.newOrg();
+      const room = `/api/profile/${org.defaultProfileId}/room/nul`;
+      const labelled = await t.app.inject({ method: 'POST', url: room, headers: org.headers, payload: { metadata: { k: 'a\u0000b' } } });
+      assert.equal(labelled.statusCode, 400, labelled.body);
+      assert.match(labelled.json().message, /metadata k: the value contains a NUL character/);
+      const filtered = await t.app.inject({ method: 'GET', url: `/api/instances?metadata=${encodeURIComponent('k=a\u0000b')}`, headers: org.headers });
+      assert.equal(filtered.statusCode, 400, filtered.body);
+      assert.equal((await t.app.inject({ method: 'POST', url: room, headers: org.headers, payload: {} })).statusCode, 201);
+      const refused = await t.app.inject({ method: 'POST', url: `${room}/command`, headers: org.headers, payload: { command: 'echo a\u0000b' } });
+      assert.equal(refused.statusCode, 400, refused.body);
+      // One record the store refused would hold back every other record of its batch.
+      await t.services.audit.flush();
+      const { events } = (await t.app.inject({ method: 'GET', url: '/api/audit?action=command.run', headers: org.headers })).json() as { events: { command: string | null }[] };
+      assert.deepEqual(events.map((e) => e.command), ['echo a\uFFFDb']);
     } finally {
       await t.close();
     }
