@@ -185,7 +185,7 @@ describe('state changes that race', () => {
 });
 
 describe('text PostgreSQL cannot hold', () => {
-  it('refuses a label with a NUL character, and records a request that carried one with U+FFFD in its place', async () => {
+  it('refuses a label or a name with a NUL character, and records a request that carried one with U+FFFD in its place', async () => {
     const t = await startTestApp();
     try {
       const org = await t.newOrg();
@@ -196,6 +196,11 @@ describe('text PostgreSQL cannot hold', () => {
       const filtered = await t.app.inject({ method: 'GET', url: `/api/instances?metadata=${encodeURIComponent('k=a\u0000b')}`, headers: org.headers });
       assert.equal(filtered.statusCode, 400, filtered.body);
       assert.equal((await t.app.inject({ method: 'POST', url: room, headers: org.headers, payload: {} })).statusCode, 201);
+      for (const [url, payload] of [[`${room}/snapshots`, { name: 'a\u0000b' }], ['/api/keys', { name: 'a\u0000b' }]] as const) {
+        const named = await t.app.inject({ method: 'POST', url, headers: org.headers, payload });
+        assert.equal(named.statusCode, 400, `${url}: ${named.body}`);
+        assert.match(named.json().message, /name contains a NUL character/);
+      }
       const refused = await t.app.inject({ method: 'POST', url: `${room}/command`, headers: org.headers, payload: { command: 'echo a\u0000b' } });
       assert.equal(refused.statusCode, 400, refused.body);
       // One record the store refused would hold back every other record of its batch.
