@@ -176,7 +176,8 @@ export class AuditTrail {
     if (filters.keyId !== undefined) query = query.where('key_id', '=', filters.keyId.toLowerCase());
     if (filters.instanceId !== undefined) query = query.where('instance_id', '=', filters.instanceId.toLowerCase());
     if (filters.profileId !== undefined) query = query.where('profile_id', '=', filters.profileId.toLowerCase());
-    if (filters.roomId !== undefined) query = query.where('room_id', '=', filters.roomId);
+    // As the room was recorded: a NUL as U+FFFD (see storable).
+    if (filters.roomId !== undefined) query = query.where('room_id', '=', filters.roomId.replaceAll('\u0000', '\uFFFD'));
     if (filters.action !== undefined) query = query.where('action', '=', filters.action);
     if (filters.decision !== undefined) query = query.where('decision', '=', filters.decision);
     if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'at'));

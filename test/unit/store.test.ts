@@ -207,6 +207,9 @@ describe('text PostgreSQL cannot hold', () => {
       await t.services.audit.flush();
       const { events } = (await t.app.inject({ method: 'GET', url: '/api/audit?action=command.run', headers: org.headers })).json() as { events: { command: string | null }[] };
       assert.deepEqual(events.map((e) => e.command), ['echo a\uFFFDb']);
+      const byRoom = await t.app.inject({ method: 'GET', url: `/api/audit?room_id=${encodeURIComponent('a\u0000b')}`, headers: org.headers });
+      assert.equal(byRoom.statusCode, 200, byRoom.body);
+      assert.deepEqual(byRoom.json().events, []);
     } finally {
       await t.close();
     }
