@@ -52,6 +52,8 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     host: read.raw('host') ?? '127.0.0.1',
     port: read.int('port', 8080, 0, 65535),
     dataDir,
+    databaseUrl: read.databaseUrl('databaseUrl'),
+    databasePoolSize: read.int('databasePoolSize', 10, 1, 1000),
     logLevel: read.oneOf('logLevel', LOG_LEVELS, 'info'),
     bodyLimitBytes: read.int('bodyLimitBytes', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     maxMemoryMb: read.int('maxMemoryMb', hostMemoryMb, 128, 1024 * 1024),

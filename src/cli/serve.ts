@@ -10,6 +10,7 @@ import { buildApp } from '../app.ts';
 import type { App } from '../http/types.ts';
 import { createLogger } from '../log.ts';
 import { createServices, type Services } from '../services.ts';
+import { describeDatabase } from '../store/postgres/postgres-errors.ts';
 
 export const INITIAL_KEY_FILE = 'initial-api-key';
 /** How long a graceful shutdown may take before the service exits on its own (packaging/ allows for it). */
@@ -78,7 +79,8 @@ export async function serve(overrides: ConfigOverrides): Promise<void> {
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const base = `http://${host}:${address.port}`;
-  log.info({ url: base, dataDir: config.dataDir }, 'roomkit listening');
+  const store = config.databaseUrl === undefined ? 'sqlite' : `postgres ${describeDatabase(config.databaseUrl)}`;
+  log.info({ url: base, dataDir: config.dataDir, store }, 'roomkit listening');
   if (initialKeyFile) announce(log, initialKeyFile, base);
   process.stderr.write(`roomkit listening on ${base} (API reference: ${base}/docs)\n`);
 }

@@ -7,6 +7,8 @@ export const ENV_NAMES: Record<keyof Config, string> = {
   host: 'ROOMKIT_HOST',
   port: 'ROOMKIT_PORT',
   dataDir: 'ROOMKIT_DATA_DIR',
+  databaseUrl: 'ROOMKIT_DATABASE_URL',
+  databasePoolSize: 'ROOMKIT_DATABASE_POOL_SIZE',
   logLevel: 'ROOMKIT_LOG_LEVEL',
   bodyLimitBytes: 'ROOMKIT_BODY_LIMIT_BYTES',
   maxMemoryMb: 'ROOMKIT_MAX_MEMORY_MB',

@@ -1,6 +1,6 @@
 // Readers of single settings: each takes a setting's value from its flag or, failing
 // that, its ROOMKIT_* variable (env-names.ts), checks it against its kind (a bounded
-// whole number, one of a list, a CIDR range, a path, a URL, a token, addresses, a
+// whole number, one of a list, a CIDR range, a path, a URL, a database URL, a token, addresses, a
 // domain, ports) and throws a ConfigError naming where the value came from. An empty
 // variable counts as unset.
 import { isIP } from 'node:net';
@@ -85,6 +85,26 @@ export class SettingReaders {
       throw new ConfigError(`${this.where(key)} must be an http(s) URL without credentials, query or fragment, got "${value}"`);
     }
     return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+  }
+
+  /**
+   * A PostgreSQL connection URL (postgres:// or postgresql://) with a host. Its password
+   * is never repeated in an error.
+   */
+  databaseUrl(key: Key): string | undefined {
+    const value = this.raw(key);
+    if (value === undefined) return undefined;
+    let url: URL | undefined;
+    try {
+      url = new URL(value);
+    } catch {
+      url = undefined;
+    }
+    if (url === undefined || (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') || url.hostname === '') {
+      const shown = url === undefined ? 'a value that is not a URL' : `"${url.protocol}//${url.host}${url.pathname}"`;
+      throw new ConfigError(`${this.where(key)} must be a PostgreSQL URL such as postgres://roomkit:PASSWORD@db.example.com:5432/roomkit, got ${shown}`);
+    }
+    return value;
   }
 
   token(key: Key): string | undefined {

@@ -17,6 +17,13 @@ export interface Config {
   readonly host: string;
   readonly port: number;
   readonly dataDir: string;
+  /**
+   * The PostgreSQL database the store is in (`postgres://user:password@host:port/name`),
+   * for several nodes sharing one record; unset: SQLite in the data directory.
+   */
+  readonly databaseUrl: string | undefined;
+  /** Connections this process keeps open to PostgreSQL at most (unused with SQLite). */
+  readonly databasePoolSize: number;
   readonly logLevel: LogLevel;
   /** Largest accepted request body. */
   readonly bodyLimitBytes: number;

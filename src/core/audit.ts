@@ -176,7 +176,8 @@ export class AuditTrail {
     if (filters.keyId !== undefined) query = query.where('key_id', '=', filters.keyId.toLowerCase());
     if (filters.instanceId !== undefined) query = query.where('instance_id', '=', filters.instanceId.toLowerCase());
     if (filters.profileId !== undefined) query = query.where('profile_id', '=', filters.profileId.toLowerCase());
-    if (filters.roomId !== undefined) query = query.where('room_id', '=', filters.roomId);
+    // As the room was recorded: a NUL as U+FFFD (see storable).
+    if (filters.roomId !== undefined) query = query.where('room_id', '=', filters.roomId.replaceAll('\u0000', '\uFFFD'));
     if (filters.action !== undefined) query = query.where('action', '=', filters.action);
     if (filters.decision !== undefined) query = query.where('decision', '=', filters.decision);
     if (options.cursor !== undefined) query = query.where(afterCursor(options.cursor, 'at'));
@@ -236,8 +237,18 @@ function normalizeTime(value: string): string {
   return new Date(ms).toISOString();
 }
 
+/**
+ * A NUL character becomes U+FFFD in every text of a record: PostgreSQL's text cannot hold
+ * one, and one record it refused would hold back every record written with it. What a
+ * refused request carried (a command, a path) is still recorded, the same on both stores.
+ */
+function storable(row: AuditEventRow): AuditEventRow {
+  const clean = Object.entries(row).map(([name, value]) => [name, typeof value === 'string' ? value.replaceAll('\u0000', '\uFFFD') : value]);
+  return Object.fromEntries(clean) as AuditEventRow;
+}
+
 function toRow(r: AuditRecord): AuditEventRow {
-  return {
+  return storable({
     id: r.eventId,
     organization_id: r.organizationId,
     at: r.at,
@@ -263,7 +274,7 @@ function toRow(r: AuditRecord): AuditEventRow {
     status: r.status,
     decision: r.decision,
     error: r.error ?? null,
-  };
+  });
 }
 
 function toEvent(row: AuditEventRow): AuditEvent {

@@ -59,6 +59,10 @@ export function checkCreateOptions(options: CreateOptions, spec: ProfileSpec): v
       { code: 'env_in_file' },
     );
   }
+  for (const [key, value] of Object.entries(options.metadata ?? {})) {
+    // A label is text to show and filter by; PostgreSQL's text cannot hold a NUL at all.
+    if (value.includes('\u0000')) throw new AppError('validation_error', `metadata ${key}: the value contains a NUL character, which a label cannot carry`);
+  }
   if (options.timeout_s !== undefined) checkTimeout(options.timeout_s, spec);
 }
 
@@ -179,6 +183,7 @@ export function parseMetadataQuery(query: string): [string, string][] {
       throw new AppError('validation_error', `metadata filter: key "${key}" is not a label key (1-${MAX_METADATA_KEY} characters [A-Za-z0-9._/-], starting with a letter or digit)`);
     }
     if (value.length > MAX_METADATA_VALUE) throw new AppError('validation_error', `metadata filter: the value of "${key}" is longer than ${MAX_METADATA_VALUE} characters`);
+    if (value.includes('\u0000')) throw new AppError('validation_error', `metadata filter: the value of "${key}" contains a NUL character, which no label has`);
     if (seen.has(key)) throw new AppError('validation_error', `metadata filter: key "${key}" is given twice`);
     seen.add(key);
     pairs.push([key, value]);

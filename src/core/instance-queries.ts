@@ -100,7 +100,9 @@ export async function poolMembers(db: Db, scope: { profileId: string } | { organ
     .where('state', '!=', 'stopping');
   if (scope !== '*' && 'profileId' in scope) query = query.where('profile_id', '=', scope.profileId);
   if (scope !== '*' && 'organizationId' in scope) query = query.where('organization_id', '=', scope.organizationId);
-  return (await query.orderBy('created_at', newestFirst ? 'desc' : 'asc').execute()).map(decodeInstance);
+  // Instances made in the same millisecond are ordered by id: without it each store breaks the tie its own way.
+  const order = newestFirst ? 'desc' : 'asc';
+  return (await query.orderBy('created_at', order).orderBy('id', order).execute()).map(decodeInstance);
 }
 
 /** The oldest ready instance in the profile's warm pool made for `key`, for a room to claim. */
@@ -113,6 +115,7 @@ export async function oldestPooled(db: Db, organizationId: string, profileId: st
     .where('warm_pool_key', '=', key)
     .where('state', '=', 'ready')
     .orderBy('created_at')
+    .orderBy('id')
     .executeTakeFirst();
   return row === undefined ? undefined : decodeInstance(row);
 }

@@ -85,6 +85,11 @@ export class InstanceRecords {
   private async move(instanceId: string, to: InstanceState, why: EndReason | undefined, onlyFrom?: InstanceState): Promise<boolean> {
     const reason = why?.reason;
     return this.db.transaction().execute(async (trx) => {
+      // The row is locked first (an UPDATE that changes nothing, which both stores lock
+      // for), so that a move racing this one (a delete while provisioning records its
+      // next step) waits for it and then reads the state it left, rather than both
+      // reading one state and the second failing its compare-and-set.
+      await trx.updateTable('instances').set((eb) => ({ state: eb.ref('state') })).where('id', '=', instanceId).execute();
       const row = await trx.selectFrom('instances').select(['state']).where('id', '=', instanceId).executeTakeFirstOrThrow();
       const from = row.state as InstanceState;
       if (onlyFrom !== undefined && from !== onlyFrom) return false;

@@ -80,6 +80,8 @@ export class Organizations {
     options: { env: KeyEnv; name?: string | undefined },
   ): Promise<{ info: ApiKey; secret: string }> {
     noteOperation('key.create');
+    // PostgreSQL's text cannot hold a NUL: refused on either store, rather than a 500 on one.
+    if (options.name?.includes('\u0000')) throw new AppError('validation_error', 'name contains a NUL character, which a name cannot carry');
     const secret = generateApiKey(options.env);
     const row: ApiKeyRow = {
       id: randomUUID(),

@@ -55,6 +55,8 @@ export class Snapshots {
 
   async createAt(address: InstanceAddress, options: SnapshotCreateOptions): Promise<Snapshot> {
     noteOperation('snapshot.create', addressFacts(address));
+    // PostgreSQL's text cannot hold a NUL: refused on either store, rather than a 500 on one.
+    if (options.name?.includes('\u0000')) throw new AppError('validation_error', 'name contains a NUL character, which a name cannot carry');
     const instance = await this.deps.instances.requireLiveAt(address);
     const { organization_id: organizationId, profile_id: profileId, room_id: roomId } = instance;
     const runtime = this.snapshotRuntime();

@@ -1,10 +1,14 @@
 // The address pool: an IPv4 range split into /30 blocks, one per instance (the host end
 // of its veth takes .1, the instance .2). Leases live in the store, so an address is
 // never handed out twice, also across restarts. A lease is held under an instance's id,
-// or under a network slot's key until an instance takes the slot (slots.ts).
+// or under a network slot's key until an instance takes the slot (slots.ts). A process
+// allocates one block at a time: concurrent allocations would all read the same free
+// block and all but one retry (on either store), and a burst of creates ran out of
+// retries. Another process's allocation is still caught by the primary key, and retried.
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import { formatIp, parseCidr } from '../lib/cidr.ts';
+import { Serial } from '../lib/keyed-serial.ts';
 import { nowIso } from '../lib/time.ts';
 
 export interface Lease {
@@ -33,8 +37,14 @@ export class AddressPool {
     this.size = 2 ** (32 - prefixLength) / 4;
   }
 
+  private readonly allocations = new Serial();
+
   /** Hands the lowest free block to the instance; the same one if it already has one. */
-  async allocate(instanceId: string): Promise<Lease> {
+  allocate(instanceId: string): Promise<Lease> {
+    return this.allocations.run(() => this.allocateNow(instanceId));
+  }
+
+  private async allocateNow(instanceId: string): Promise<Lease> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const existing = await this.db.selectFrom('network_leases').select('slot').where('instance_id', '=', instanceId).executeTakeFirst();
       if (existing) return this.lease(existing.slot);

@@ -1,5 +1,6 @@
-// Builds a real roomkit app (real SQLite store in a temporary data directory) for
-// in-process tests, with a test double as the runtime unless one is given.
+// Builds a real roomkit app (a real store: SQLite in a temporary data directory, or a
+// PostgreSQL database of its own, as test-store.ts chooses) for in-process tests, with a
+// test double as the runtime unless one is given.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,7 @@ import type { RuntimeSelection } from '../../src/runtimes/types.ts';
 import { createServices, type Services } from '../../src/services.ts';
 import { FakeRuntime } from './fake-runtime.ts';
 import { hostObjects, NOTHING } from './host.ts';
+import { dropTestStore, testStoreConfig } from './test-store.ts';
 
 export interface TestOrg {
   organizationId: string;
@@ -79,13 +81,16 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   // A data directory of its own, removed on close, unless the test gives one (and owns it).
   const given = options.config?.dataDir;
   const dataDir = given === undefined ? testDataDir(TEST_DATA_PREFIX, options.gvisorPool ?? null) : String(given);
-  const removeDataDir = () => {
-    if (given === undefined) rmSync(dataDir, { recursive: true, force: true });
+  const removeDataDir = async () => {
+    if (given !== undefined) return;
+    rmSync(dataDir, { recursive: true, force: true });
+    await dropTestStore(dataDir);
   };
   const real = options.gvisorPool !== undefined;
   const config = loadConfig(
     {
       dataDir,
+      ...(await testStoreConfig(dataDir)),
       logLevel: 'silent',
       // No network slots unless a test asks for them: tests that look at the host find
       // exactly what their instances hold (test/host/network-slots.test.ts has the slots).
@@ -105,13 +110,13 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     options.beforeReady?.(app);
     await app.ready();
   } catch (err) {
-    removeDataDir();
+    await removeDataDir();
     throw err;
   }
   const close = async () => {
     await app.close();
     await services.close();
-    removeDataDir();
+    await removeDataDir();
   };
   return {
     app,

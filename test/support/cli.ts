@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import { PACKAGE_ROOT } from '../../src/config.ts';
+import { testStoreEnv } from './test-store.ts';
 
 export const MAIN = join(PACKAGE_ROOT, 'src', 'cli', 'main.ts');
 export const BIN = join(PACKAGE_ROOT, 'bin', 'roomkit.mjs');
@@ -30,10 +31,21 @@ export interface Run {
   stderr: string;
 }
 
+/**
+ * The store of the data directory `args` name (`--data-dir DIR`), for a child process:
+ * the test store's database of that directory when the tests run on PostgreSQL, so that
+ * the command and an in-process app on one data directory see the same rows.
+ */
+async function storeEnvOf(args: string[]): Promise<Record<string, string>> {
+  const at = args.indexOf('--data-dir');
+  const dataDir = at === -1 ? undefined : args[at + 1];
+  return dataDir === undefined ? {} : testStoreEnv(dataDir);
+}
+
 /** Runs `node <script> args...` to completion. */
 export async function run(args: string[], options: { node?: string; script?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
   const child = spawn(options.node ?? process.execPath, [options.script ?? MAIN, ...args], {
-    env: { ...process.env, ROOMKIT_RUNTIME: 'none', ...options.env },
+    env: { ...process.env, ROOMKIT_RUNTIME: 'none', ...(await storeEnvOf(args)), ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return collect(child);
@@ -67,7 +79,7 @@ export async function startServer(dataDir: string, extraArgs: string[] = [], env
   // The CLI tests are about the command, not instances: no runtime, no host changes.
   const child = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ROOMKIT_RUNTIME: 'none', ...env },
+    env: { ...process.env, ROOMKIT_RUNTIME: 'none', ...(await testStoreEnv(dataDir)), ...env },
   });
   let stdout = '';
   let stderr = '';

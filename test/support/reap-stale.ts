@@ -6,6 +6,7 @@
 // scripts/test runs this before the host tests. The instances are cleaned up by
 // roomkit's own crash recovery: a service is started on the dead run's data directory
 // (which makes the store and the host agree) and then stopped with `onShutdown: stop`.
+// It runs on SQLite (scripts/test sees to it), whatever store the dead run used.
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,7 +32,9 @@ async function reapDataDirs(): Promise<string[]> {
     if (!existsSync(ownerFile)) continue; // not ours to judge: made by something else, or still being made
     const owner = JSON.parse(readFileSync(ownerFile, 'utf8')) as { pid: number; pool: string | null };
     if (alive(owner.pid)) continue;
-    if (owner.pool !== null && existsSync(join(dataDir, 'roomkit.sqlite'))) {
+    // A run on PostgreSQL left no store here (its cluster went with it): the service then
+    // starts on a new, empty one, and sweeps everything of the directory as unknown.
+    if (owner.pool !== null) {
       const t = await startTestApp({ gvisorPool: owner.pool, config: { dataDir } });
       await t.closeLeavingNothing();
     }

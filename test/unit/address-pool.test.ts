@@ -1,7 +1,8 @@
 // The address pool in the store: a block leased under a network slot's key is handed to
 // the instance that takes the slot (the same block, no other lease meanwhile), a
 // transfer of a key that holds nothing is refused, and the next allocation skips the
-// handed-over block. Slots themselves (namespaces, veths) are test/host/network-slots.test.ts.
+// handed-over block; a burst of allocations gets a block each. Slots themselves
+// (namespaces, veths) are test/host/network-slots.test.ts.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AddressPool } from '../../src/network/pool.ts';
@@ -34,5 +35,13 @@ describe('address pool', () => {
     await pool.release('instance-a');
     await pool.release('instance-b');
     assert.deepEqual(await pool.leasedInstances(), []);
+  });
+
+  it('gives each of a burst of allocations its own block', async () => {
+    const wide = new AddressPool(t.services.db, '10.10.0.0/24');
+    const ids = Array.from({ length: 24 }, (_, i) => `burst-${i}`);
+    const leases = await Promise.all(ids.map((id) => wide.allocate(id)));
+    assert.equal(new Set(leases.map((l) => l.slot)).size, ids.length);
+    for (const id of ids) await wide.release(id);
   });
 });

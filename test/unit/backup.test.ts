@@ -1,16 +1,22 @@
 // `roomkit backup`: the real command copies a store while the service has it open and
 // writes to it; the copy is whole, self-contained and owner-only, and a service started
-// on it after a restore (copy over roomkit.sqlite) serves the data it held.
+// on it after a restore (copy over roomkit.sqlite) serves the data it held. A store in
+// PostgreSQL is left to pg_dump, which the command names. A store a newer version
+// migrated is refused, on either store.
 import assert from 'node:assert/strict';
 import { copyFileSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import SQLite from 'better-sqlite3';
+import { Kysely } from 'kysely';
+import type { Database } from '../../src/store/schema.ts';
+import { dialectOf, storeSettings } from '../../src/store/store-settings.ts';
 import { SQLITE_FILE } from '../../src/store/sqlite/sqlite-connection.ts';
 import { migrationProvider } from '../../src/store/migrations.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { run, scratchDirs } from '../support/cli.ts';
+import { dropTestStore, TEST_STORE, testStoreConfig } from '../support/test-store.ts';
 
 const scratch = scratchDirs();
 let t: TestApp;
@@ -27,7 +33,7 @@ before(async () => {
 });
 after(() => t.close());
 
-describe('roomkit backup', () => {
+describe('roomkit backup', { skip: TEST_STORE !== 'sqlite' && 'copies the SQLite store; a PostgreSQL one is pg_dump\'s' }, () => {
   let file: string;
 
   it('copies the store while the service is open and writing', async () => {
@@ -98,20 +104,33 @@ describe('roomkit backup', () => {
   });
 });
 
+describe('roomkit backup of a PostgreSQL store', () => {
+  it('names pg_dump instead of copying, and never shows the password', async () => {
+    const dir = scratch();
+    const res = await run(['backup', join(dir, 'x.dump'), '--data-dir', dir], { env: { ROOMKIT_DATABASE_URL: 'postgres://roomkit:s3cret-pw@db.example.com:6543/records' } });
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, /the store is the PostgreSQL database db\.example\.com:6543\/records \(ROOMKIT_DATABASE_URL\).*pg_dump --format=custom/);
+    assert.doesNotMatch(res.stderr, /s3cret-pw|\n\s+at /);
+    assert.equal(existsSync(join(dir, 'x.dump')), false);
+  });
+});
+
 describe('a downgrade', () => {
   it('refuses a store a newer version migrated, saying what to do, and leaves it as it was', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-downgrade-'));
     const first = await startTestApp({ config: { dataDir } });
+    await first.services.db
+      .insertInto('kysely_migration' as never)
+      .values({ name: '9999_from_a_newer_version', timestamp: new Date().toISOString() } as never)
+      .execute();
     await first.services.close();
-    const file = join(dataDir, SQLITE_FILE);
-    const db = new SQLite(file);
-    db.prepare("INSERT INTO kysely_migration (name, timestamp) VALUES ('9999_from_a_newer_version', ?)").run(new Date().toISOString());
-    db.close();
     await assert.rejects(startTestApp({ config: { dataDir } }), /the store has migration 9999_from_a_newer_version, which this version of roomkit does not know/);
-    const after = new SQLite(file, { readonly: true });
-    const names = (after.prepare('SELECT name FROM kysely_migration ORDER BY name').all() as { name: string }[]).map((r) => r.name);
-    after.close();
-    assert.equal(names.at(-1), '9999_from_a_newer_version');
+    // Read without opening it as a store (which migrates, and refuses it).
+    const raw = new Kysely<Database>({ dialect: dialectOf(storeSettings({ dataDir, ...(await testStoreConfig(dataDir)) })) });
+    const names = (await raw.selectFrom('kysely_migration' as never).select('name' as never).orderBy('name' as never).execute()) as { name: string }[];
+    await raw.destroy();
+    assert.equal(names.at(-1)?.name, '9999_from_a_newer_version');
     rmSync(dataDir, { recursive: true, force: true });
+    await dropTestStore(dataDir);
   });
 });

@@ -86,14 +86,15 @@ describe('an instance by its id', () => {
     });
     // Nothing of the other organization's is touched or read through the id.
     const otherRef = { organizationId: other.organizationId, instanceId: ref.instanceId };
+    // One call at a time: each refusal is awaited as it is made, never left unhandled while another runs.
     for (const call of [
-      t.services.commands.runAt(otherRef, { command: 'true' }),
-      t.services.files.readAt(otherRef, 'x'),
-      t.services.files.writeAt(otherRef, 'x', Buffer.from('x')),
-      t.services.instances.keepAliveAt(otherRef),
-      t.services.instances.deleteAt(otherRef),
+      () => t.services.commands.runAt(otherRef, { command: 'true' }),
+      () => t.services.files.readAt(otherRef, 'x'),
+      () => t.services.files.writeAt(otherRef, 'x', Buffer.from('x')),
+      () => t.services.instances.keepAliveAt(otherRef),
+      () => t.services.instances.deleteAt(otherRef),
     ]) {
-      assert.equal((await refusal(call)).code, 'instance_not_found');
+      assert.equal((await refusal(call())).code, 'instance_not_found');
     }
     const commandId = (await t.services.commands.runAt(ref, { command: 'true' })).command_id;
     assert.equal((await refusal(t.services.commands.statusAt(otherRef, commandId))).code, 'command_not_found');

@@ -49,6 +49,8 @@ const pooledRows = (t: TestApp, profileId: string) =>
     .where('profile_id', '=', profileId)
     .where('warm_pool_key', 'is not', null)
     .where('state', 'not in', ['stopped', 'failed'])
+    .orderBy('created_at')
+    .orderBy('id')
     .execute();
 
 const create = (t: TestApp, org: TestOrg, profileId: string, room: string) =>
@@ -165,7 +167,8 @@ describe('a warm pool', () => {
     const kept = (await pooledRows(t, profileId)).map((r) => r.id);
     await t.app.inject({ method: 'PATCH', url: `/api/profiles/${profileId}`, headers: org.headers, payload: { warm_pool: 1 } });
     await poolIs(t, org, profileId, 1);
-    // The size is no change to the instances: the oldest stays.
+    // The size is no change to the instances: the oldest stays (the others stop as the pool is counted without them).
+    await until('the pool to keep only its oldest', async () => ((await pooledRows(t, profileId)).length === 1 ? true : undefined));
     assert.deepEqual((await pooledRows(t, profileId)).map((r) => r.id), [kept[0]]);
 
     const del = await t.app.inject({ method: 'DELETE', url: `/api/profiles/${profileId}`, headers: org.headers });
