@@ -25,6 +25,11 @@ import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
 import { type Db, openStore } from './store/db.ts';
 import { FileLinks } from './core/file-links.ts';
+import { nodeFigures } from './core/node-figures.ts';
+import { nodeIdOf } from './cluster/node-identity.ts';
+import { NodeRegistry } from './cluster/node-registry.ts';
+import { storeSettings } from './store/store-settings.ts';
+import pkg from '../package.json' with { type: 'json' };
 
 export interface Services {
   config: Config;
@@ -54,6 +59,8 @@ export interface Services {
   metrics: Metrics;
   /** The record of state-changing requests, per organization (GET /api/audit). */
   audit: AuditTrail;
+  /** This node among those sharing a PostgreSQL store; undefined with SQLite (one node). */
+  nodes: NodeRegistry | undefined;
   close(): Promise<void>;
 }
 
@@ -94,6 +101,20 @@ export async function createServices(config: Config, log: Logger, options: Servi
     await snapshots.reconcile();
     const interrupted = await commands.recover();
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
+    // With a PostgreSQL store, this process is a node among others sharing it; it joins
+    // once it listens (join(), from serve), when it knows the address it is reached at.
+    const nodes =
+      storeSettings(config).dialect === 'postgres'
+        ? new NodeRegistry({
+            db,
+            log,
+            nodeId: nodeIdOf(config.dataDir),
+            version: pkg.version,
+            heartbeatMs: config.nodeHeartbeatMs,
+            lostAfterMs: config.nodeLostAfterMs,
+            measure: () => nodeFigures(db, runtime, admission, config),
+          })
+        : undefined;
     instances.startExpiryChecks(config.expiryCheckIntervalMs);
     instances.warmPool.start(config.expiryCheckIntervalMs);
     servedFiles.startPruning(SERVED_FILES_PRUNE_INTERVAL_MS, (err) => log.error({ err }, 'could not prune the served files of ended instances'));
@@ -119,8 +140,10 @@ export async function createServices(config: Config, log: Logger, options: Servi
       runtime,
       metrics,
       audit,
+      nodes,
       close() {
         closed ??= (async () => {
+          await nodes?.leave().catch((err: unknown) => log.error({ err }, 'could not record that this node left'));
           servedFiles.close();
           // Terminals first: their shells are hung up while their instances still run.
           await terminals.close();

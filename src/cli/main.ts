@@ -7,6 +7,7 @@ import { API_VERSION } from '../app.ts';
 import { backup } from './backup.ts';
 import { doctor } from './doctor.ts';
 import { registerClientCommands } from './client.ts';
+import { registerNodeCommands } from './nodes.ts';
 import { registerShellCommand } from './shell.ts';
 import { registerSnapshotCommands } from './snapshots.ts';
 import { CliError } from './errors.ts';
@@ -34,8 +35,9 @@ program
   .option('--port <port>', 'port to listen on, 0 for any free one (env ROOMKIT_PORT; default 8080)')
   .addOption(dataDirOption())
   .addOption(new Option('--log-level <level>', 'log level (env ROOMKIT_LOG_LEVEL; default info)').choices(LOG_LEVELS))
-  .action(async (options: { host?: string; port?: string; dataDir?: string; logLevel?: string }) => {
-    await serve({ host: options.host, port: options.port, dataDir: options.dataDir, logLevel: options.logLevel });
+  .option('--node-url <url>', 'with a PostgreSQL store: where other nodes reach this one (env ROOMKIT_NODE_URL; default the address it listens on)')
+  .action(async (options: { host?: string; port?: string; dataDir?: string; logLevel?: string; nodeUrl?: string }) => {
+    await serve({ host: options.host, port: options.port, dataDir: options.dataDir, logLevel: options.logLevel, nodeUrl: options.nodeUrl });
   });
 
 const keys = program.command('keys').description('manage API keys');
@@ -128,6 +130,7 @@ images
   });
 
 registerClientCommands(program);
+registerNodeCommands(program);
 registerSnapshotCommands(program);
 registerShellCommand(program);
 

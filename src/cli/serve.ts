@@ -81,6 +81,12 @@ export async function serve(overrides: ConfigOverrides): Promise<void> {
   const base = `http://${host}:${address.port}`;
   const store = config.databaseUrl === undefined ? 'sqlite' : `postgres ${describeDatabase(config.databaseUrl)}`;
   log.info({ url: base, dataDir: config.dataDir, store }, 'roomkit listening');
+  if (services.nodes) {
+    // A node among the ones sharing the store: the others reach it at this address.
+    const nodeUrl = config.nodeUrl ?? base;
+    await services.nodes.join(nodeUrl);
+    process.stderr.write(`roomkit node ${services.nodes.nodeId} joined the nodes of its store, reached at ${nodeUrl}\n`);
+  }
   if (initialKeyFile) announce(log, initialKeyFile, base);
   process.stderr.write(`roomkit listening on ${base} (API reference: ${base}/docs)\n`);
 }

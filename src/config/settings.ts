@@ -24,6 +24,15 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** Connections this process keeps open to PostgreSQL at most (unused with SQLite). */
   readonly databasePoolSize: number;
+  /**
+   * The address other nodes reach this one at (with a PostgreSQL store, every `roomkit
+   * serve` is a node); unset: the address it listens on.
+   */
+  readonly nodeUrl: string | undefined;
+  /** How often a node says in the store that it is alive. */
+  readonly nodeHeartbeatMs: number;
+  /** A node silent this long is declared lost (by one other node). */
+  readonly nodeLostAfterMs: number;
   readonly logLevel: LogLevel;
   /** Largest accepted request body. */
   readonly bodyLimitBytes: number;

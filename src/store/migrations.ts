@@ -302,6 +302,25 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('instances').addColumn('timeout_action', 'text').execute();
     },
   },
+  '0016_nodes': {
+    async up(db: Kysely<any>) {
+      // The roomkit processes that share a PostgreSQL store (cluster/node-registry.ts):
+      // each heartbeats its row; one that goes silent is declared lost by another.
+      await db.schema
+        .createTable('nodes')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('url', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('version', 'text', (c) => c.notNull())
+        .addColumn('started_at', 'text', (c) => c.notNull())
+        .addColumn('heartbeat_at', 'text', (c) => c.notNull())
+        .addColumn('lost_at', 'text')
+        .addColumn('lost_by', 'text')
+        .addColumn('capacity', 'text', (c) => c.notNull())
+        .addColumn('load', 'text', (c) => c.notNull())
+        .execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -220,6 +220,21 @@ export interface Database {
   org_quotas: OrgQuotasTable;
   audit_events: AuditEventsTable;
   snapshots: SnapshotsTable;
+  nodes: NodesTable;
+}
+
+/** A roomkit process sharing the store (cluster/node-registry.ts); capacity and load are JSON. */
+export interface NodesTable {
+  id: string;
+  url: string;
+  state: string;
+  version: string;
+  started_at: string;
+  heartbeat_at: string;
+  lost_at: string | null;
+  lost_by: string | null;
+  capacity: string;
+  load: string;
 }
 
 export type OrganizationRow = Selectable<OrganizationsTable>;
@@ -232,3 +247,4 @@ export type InstanceEventRow = Selectable<InstanceEventsTable>;
 export type CommandRow = Selectable<CommandsTable>;
 export type AuditEventRow = Selectable<AuditEventsTable>;
 export type SnapshotRow = Selectable<SnapshotsTable>;
+export type NodeRow = Selectable<NodesTable>;

@@ -1,5 +1,5 @@
-// The operator API under /operator/: an organization's quotas and use, and what this
-// host has committed. Registered only when ROOMKIT_OPERATOR_TOKEN is set, and guarded by
+// The operator API under /operator/: an organization's quotas and use, what this host
+// has committed, and the nodes sharing the store. Registered only when ROOMKIT_OPERATOR_TOKEN is set, and guarded by
 // that token (not by API keys, which belong to tenants), compared in constant time.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
@@ -11,6 +11,7 @@ import { PROFILE_DEFAULTS } from '../../../core/profile-schema.ts';
 import { errorResponses } from '../../../http/schemas.ts';
 import type { App } from '../../../http/types.ts';
 import { usageWithMemory } from './usage.ts';
+import { NodeList } from '../../../cluster/node-schema.ts';
 
 const OrgParams = Type.Object({
   org: Type.String({ minLength: 1, maxLength: 64, description: "The organization's name or id" }),
@@ -92,6 +93,28 @@ export function operatorRoutes(app: App, services: Services): void {
       const { organization_id } = await organizations.find(request.params.org);
       await quotas.setOverrides(organization_id, request.body);
       return usageWithMemory(services, organization_id);
+    },
+  );
+
+  app.get(
+    '/operator/nodes',
+    {
+      onRequest: authenticate,
+      schema: {
+        operationId: 'listNodes',
+        summary: 'The nodes sharing this PostgreSQL store: their address, state, heartbeat, capacity and load',
+        description:
+          'Every `roomkit serve` with a PostgreSQL store (ROOMKIT_DATABASE_URL) is a node; with SQLite there is one, and this answers 409 feature_unavailable.',
+        tags: ['operator'],
+        response: { 200: NodeList, ...errorResponses(401, 409) },
+      },
+    },
+    async () => {
+      const nodes = services.nodes;
+      if (!nodes) {
+        throw new AppError('feature_unavailable', 'this server keeps its store in SQLite, so it is the only node; nodes share a PostgreSQL store (ROOMKIT_DATABASE_URL)');
+      }
+      return { nodes: await nodes.list(), this_node: nodes.nodeId };
     },
   );
 

@@ -1,0 +1,156 @@
+// The node registry on the test store (SQLite, or PostgreSQL in a PostgreSQL run), with
+// a clock of the test's: nodes join and show their figures; a silent node is declared
+// lost by exactly one of the nodes that look at once, and joins again when it comes
+// back; a clean shutdown records that it left. The operator route answers the nodes
+// with a PostgreSQL store, and says why not with SQLite.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import { nodeIdOf } from '../../src/cluster/node-identity.ts';
+import { NodeRegistry } from '../../src/cluster/node-registry.ts';
+import { type Db, openStore } from '../../src/store/db.ts';
+import type { AddressInfo } from 'node:net';
+import { startTestApp } from '../support/app.ts';
+import { run } from '../support/cli.ts';
+import { dropTestStore, TEST_STORE, testStoreConfig } from '../support/test-store.ts';
+
+const log = pino({ level: 'silent' });
+let dataDir: string;
+let db: Db;
+let clock = Date.parse('2026-11-26T12:00:00.000Z');
+
+function node(id: string, instances = 0): NodeRegistry {
+  return new NodeRegistry({
+    db,
+    log,
+    nodeId: id,
+    version: '0.1.0',
+    heartbeatMs: 3_600_000, // beats are driven by the test (beatNow)
+    lostAfterMs: 10_000,
+    measure: async () => ({ capacity: { memory_mb: 1000, vcpus: 2, disk_mb: 5000 }, load: { instances, memory_in_use_mb: 10 * instances } }),
+    now: () => clock,
+  });
+}
+
+/** One heartbeat of `registry` now, as its timer would run it. */
+const beatNow = (registry: NodeRegistry) => (registry as unknown as { beat(): Promise<void> }).beat();
+
+before(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), 'roomkit-nodes-'));
+  db = await openStore({ dataDir, ...(await testStoreConfig(dataDir)) });
+});
+
+after(async () => {
+  await db.destroy();
+  await dropTestStore(dataDir);
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('the node registry', () => {
+  it('lists the nodes that joined, with their address and figures', async () => {
+    const a = node('node-a', 3);
+    const b = node('node-b');
+    await a.join('http://10.0.0.1:8080');
+    await b.join('http://10.0.0.2:8080');
+    const listed = await a.list();
+    assert.deepEqual(listed.map((n) => [n.node_id, n.state, n.url]).sort(), [
+      ['node-a', 'active', 'http://10.0.0.1:8080'],
+      ['node-b', 'active', 'http://10.0.0.2:8080'],
+    ]);
+    const mine = listed.find((n) => n.node_id === 'node-a')!;
+    assert.deepEqual([mine.load.instances, mine.capacity.memory_mb, mine.heartbeat_age_ms], [3, 1000, 0]);
+    await a.leave();
+    await b.leave();
+  });
+
+  it('declares a silent node lost: exactly one of the nodes that look at once does', async () => {
+    const [a, b, c] = [node('race-a'), node('race-b'), node('race-c')];
+    for (const [n, i] of [[a, 1], [b, 2], [c, 3]] as const) await n.join(`http://10.0.1.${i}:8080`);
+    clock += 6_000;
+    await beatNow(a);
+    await beatNow(b);
+    // c is silent; not yet past the limit.
+    assert.deepEqual(await a.declareLost(), []);
+    // Past the limit for c, not for a and b (their last beats were 6 s ago): they look at once.
+    clock += 6_000;
+    const declared = await Promise.all([a.declareLost(), b.declareLost(), a.declareLost()]);
+    assert.deepEqual(declared.flat(), ['race-c'], 'one declaration, by one node');
+    const lost = (await a.list()).find((n) => n.node_id === 'race-c')!;
+    assert.equal(lost.state, 'lost');
+    assert.ok(lost.lost_by === 'race-a' || lost.lost_by === 'race-b', String(lost.lost_by));
+    assert.equal(lost.lost_at, new Date(clock).toISOString());
+
+    // It comes back: its next heartbeat finds it lost, and it joins again.
+    await beatNow(c);
+    const back = (await a.list()).find((n) => n.node_id === 'race-c')!;
+    assert.deepEqual([back.state, back.lost_by, back.heartbeat_age_ms], ['active', null, 0]);
+    for (const n of [a, b, c]) await n.leave();
+  });
+
+  it('records a clean shutdown as left, and a node that left is not declared lost', async () => {
+    const a = node('leaves-a');
+    const b = node('leaves-b');
+    await a.join('http://10.0.2.1:8080');
+    await b.join('http://10.0.2.2:8080');
+    await b.leave();
+    clock += 60_000;
+    await beatNow(a);
+    assert.deepEqual(await a.declareLost(), []);
+    assert.equal((await a.list()).find((n) => n.node_id === 'leaves-b')?.state, 'left');
+    await a.leave();
+  });
+
+  it('keeps a node\'s id in its data directory across restarts', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'roomkit-node-id-'));
+    try {
+      const first = nodeIdOf(dir);
+      assert.match(first, /^[0-9a-f-]{36}$/);
+      assert.equal(nodeIdOf(dir), first);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('GET /operator/nodes', () => {
+  it(TEST_STORE === 'postgres' ? 'lists the nodes of the PostgreSQL store' : 'answers 409 with SQLite, saying nodes share a PostgreSQL store', async () => {
+    const t = await startTestApp({ config: { operatorToken: 'op-secret-token-0123456789abcdef0123456789' } });
+    try {
+      const headers = { authorization: 'Bearer op-secret-token-0123456789abcdef0123456789' };
+      if (TEST_STORE === 'postgres') {
+        await t.services.nodes!.join('http://127.0.0.1:1');
+        const res = await t.app.inject({ method: 'GET', url: '/operator/nodes', headers });
+        assert.equal(res.statusCode, 200, res.body);
+        assert.equal(res.json().this_node, t.services.nodes!.nodeId);
+        assert.deepEqual(res.json().nodes.map((n: { node_id: string; state: string }) => [n.node_id, n.state]), [[t.services.nodes!.nodeId, 'active']]);
+      } else {
+        assert.equal(t.services.nodes, undefined);
+        const res = await t.app.inject({ method: 'GET', url: '/operator/nodes', headers });
+        assert.equal(res.statusCode, 409, res.body);
+        assert.match(res.json().message, /SQLite.*only node.*PostgreSQL store \(ROOMKIT_DATABASE_URL\)/);
+      }
+      const refused = await t.app.inject({ method: 'GET', url: '/operator/nodes' });
+      assert.equal(refused.statusCode, 401);
+
+      // `roomkit nodes` shows the same, from any node's address.
+      await t.app.listen({ host: '127.0.0.1', port: 0 });
+      const env = { ROOMKIT_URL: `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`, ROOMKIT_OPERATOR_TOKEN: 'op-secret-token-0123456789abcdef0123456789' };
+      const shown = await run(['nodes'], { env });
+      if (TEST_STORE === 'postgres') {
+        assert.equal(shown.code, 0, shown.stderr);
+        assert.match(shown.stdout, /^NODE +STATE +URL +HEARTBEAT +INSTANCES +MEMORY +VERSION\n\S+ \* +active +http:\/\/127\.0\.0\.1:1 /);
+      } else {
+        assert.equal(shown.code, 1);
+        assert.match(shown.stderr, /^roomkit: error: feature_unavailable: this server keeps its store in SQLite/);
+      }
+      const noToken = await run(['nodes'], { env: { ...env, ROOMKIT_OPERATOR_TOKEN: '' } });
+      assert.equal(noToken.code, 2);
+      assert.match(noToken.stderr, /no operator token: set ROOMKIT_OPERATOR_TOKEN/);
+    } finally {
+      await t.close();
+    }
+  });
+});
