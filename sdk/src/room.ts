@@ -7,7 +7,7 @@ import { RoomkitConnectionError, RoomkitError } from './errors.ts';
 import type { CommandResult, CommandStatus, FileContent, FileWritten, ForkResult, Instance, Paths, PortUrl, RevertResult, Snapshot } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';
 import { fromBase64, sleep, toBase64 } from './portable.ts';
-import { openTerminal, type Terminal, type TerminalOptions } from './terminal.ts';
+import { openTerminal, type Terminal, type TerminalOptions, type WebSocketConstructor } from './terminal.ts';
 import type {
   CommandPage,
   CommandStarted,
@@ -29,6 +29,8 @@ export interface RoomContext {
   /** The profile's home directory, to make relative paths absolute for the raw endpoint. */
   homeOf(profileId: string, options?: RequestOptions): Promise<string>;
   pollIntervalMs: number;
+  /** The WebSocket terminals use when the runtime has no global one (RoomkitOptions.WebSocket). */
+  WebSocket?: WebSocketConstructor | undefined;
 }
 
 /** What a create may ask beyond the profile: env for its commands, labels, a deadline. */
@@ -123,7 +125,7 @@ export class Room {
    * `exited` is the program's exit code.
    */
   async terminal(options: TerminalOptions = {}): Promise<Terminal> {
-    return openTerminal(this.#ctx.transport, await this.#params(options), options);
+    return openTerminal(this.#ctx.transport, await this.#params(options), options, this.#ctx.WebSocket);
   }
 
   /**
