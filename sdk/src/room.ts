@@ -3,7 +3,8 @@
 // profile given by name is resolved on first use.
 // Over 400 lines: the Room class is the SDK's whole surface for one room (instance,
 // commands, files, terminals, ports, snapshots), and a class's methods read best together.
-import { RoomkitConnectionError, RoomkitError } from './errors.ts';
+import { type ErrorHint, RoomkitConnectionError, RoomkitError } from './errors.ts';
+import { sdkMessage } from './hint-wording.ts';
 import type { CommandResult, CommandStatus, FileContent, FileWritten, ForkResult, Instance, Paths, PortUrl, RevertResult, Snapshot } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';
 import { fromBase64, sleep, toBase64 } from './portable.ts';
@@ -299,8 +300,8 @@ export class Room {
         } else if (event === 'result') {
           return JSON.parse(data) as CommandResult;
         } else if (event === 'error') {
-          const error = JSON.parse(data) as { error: string; message: string; details?: Record<string, unknown>; request_id?: string };
-          throw new RoomkitError({ status: 500, code: error.error, message: error.message, details: error.details, requestId: error.request_id ?? requestId });
+          const error = JSON.parse(data) as { error: string; message: string; problem?: string; hint?: ErrorHint; details?: Record<string, unknown>; request_id?: string };
+          throw new RoomkitError({ status: 500, code: error.error, message: sdkMessage(error), details: error.details, requestId: error.request_id ?? requestId, problem: error.problem, hint: error.hint });
         }
       }
     } catch (err) {

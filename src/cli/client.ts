@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { PROVISION_STATES } from '../core/lifecycle.ts';
 import { formatBytes } from '../lib/format-size.ts';
-import { type Instance, type Room, Roomkit, RoomkitConnectionError, RoomkitError } from '../../sdk/src/index.ts';
+import { type ErrorHint, type Instance, type Room, Roomkit, RoomkitConnectionError, RoomkitError } from '../../sdk/src/index.ts';
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 export interface ConnectionOptions {
@@ -182,7 +182,8 @@ export function run<A extends unknown[]>(action: (this: Command, ...args: A) => 
       if (!(err instanceof RoomkitError || err instanceof RoomkitConnectionError || err instanceof ClientError)) throw err;
       const roomId = typeof args[0] === 'string' ? args[0] : undefined;
       const details = err instanceof RoomkitError ? err.details : undefined;
-      process.stderr.write(`roomkit: error ${err.code}: ${cliMessage(err.code, err.message, roomId, (options as RoomOptions | undefined)?.profile, details)}\n`);
+      const hinted = err instanceof RoomkitError && err.hint !== undefined && err.problem !== undefined ? { problem: err.problem, hint: err.hint } : undefined;
+      process.stderr.write(`roomkit: error ${err.code}: ${cliMessage(err.code, err.message, roomId, (options as RoomOptions | undefined)?.profile, details, hinted)}\n`);
       if (options?.json) {
         const requestId = err instanceof RoomkitError ? err.requestId : undefined;
         printJson({ error: err.code, message: err.message, ...(details ? { details } : {}), ...(requestId ? { request_id: requestId } : {}) });
@@ -198,9 +199,16 @@ export function run<A extends unknown[]>(action: (this: Command, ...args: A) => 
  * The server's messages advise REST calls with UUIDs; on the command line the same
  * advice is a roomkit command with names. Codes without a CLI form keep the message.
  */
-function cliMessage(code: string, message: string, roomId: string | undefined, profile: string | undefined, details: Record<string, unknown> | undefined): string {
+function cliMessage(
+  code: string,
+  message: string,
+  roomId: string | undefined,
+  profile: string | undefined,
+  details: Record<string, unknown> | undefined,
+  hinted?: { problem: string; hint: ErrorHint },
+): string {
   const of = profile === undefined ? '' : ` --profile ${profile}`;
-  const first = message.split(';')[0];
+  const first = hinted?.problem ?? message.split(';')[0];
   switch (code) {
     case 'instance_not_found':
       return roomId === undefined ? message : `no instance in room "${roomId}"; create one with \`roomkit create${of} ${roomId}\``;
@@ -223,14 +231,40 @@ function cliMessage(code: string, message: string, roomId: string | undefined, p
     case 'snapshot_unusable':
       return typeof details?.snapshot_id === 'string' ? `${first}; retry once \`roomkit snapshots show ${details.snapshot_id}\` says ready` : message;
     case 'instance_state_conflict':
+      if (hinted && CLI_HINTS[hinted.hint.code]) return CLI_HINTS[hinted.hint.code]!(hinted.problem, hinted.hint, roomId ?? 'ROOM', of);
       // "poll GET …" becomes the command that shows the state; other advice stays.
       if (roomId === undefined || !message.includes('poll GET')) return message;
       return `${message.split(/;? poll GET| \(poll GET/)[0]}; \`roomkit status${of} ${roomId}\` shows its state`;
-    default:
+    default: {
+      // The advice the server gives as data, as a roomkit command where there is one; the
+      // problem alone where the advice is an API call the command line has no word for.
+      if (hinted) return CLI_HINTS[hinted.hint.code]?.(hinted.problem, hinted.hint, roomId ?? 'ROOM', of) ?? hinted.problem;
       // The API's advice to send "background": true is a flag here.
       return message.replace('start the work with "background": true', 'start the work with `roomkit exec --background`');
+    }
   }
 }
+
+/** The server's hints (its errors' advice as data) as roomkit commands. */
+const CLI_HINTS: Record<string, (problem: string, hint: ErrorHint, room: string, of: string) => string> = {
+  create_instance: (p, _h, room, of) => `${p}; create one with \`roomkit create${of} ${room}\``,
+  create_new_instance: (p, _h, room, of) => `${p}; create a new one with \`roomkit create${of} ${room}\``,
+  recreate_failed_instance: (p, _h, room, of) => `${p}; \`roomkit destroy${of} ${room}\`, then \`roomkit create${of} ${room}\``,
+  wait_until_ready: (p, _h, room, of) => `${p}; \`roomkit create${of} ${room}\` waits until it is ready`,
+  poll_until: (p, h, room, of) => `${p}; \`roomkit status${of} ${room}\` shows when it is "${h.until}"`,
+  poll_state: (p, _h, room, of) => `${p} (\`roomkit status${of} ${room}\` shows its state)`,
+  poll_and_retry: (p, _h, room, of) => `${p}; \`roomkit status${of} ${room}\` shows its state: retry then`,
+  delete_instance_first: (p, h, room, of) => `${p}; \`roomkit destroy${of} ${room}\` first to ${h.asked}, or use another room`,
+  list_commands: (p, _h, room, of) => `${p}; \`roomkit commands${of} ${room}\` lists them`,
+  kill_a_command: (p, _h, room, of) => `${p}; wait for one to finish, or end one with \`roomkit kill${of} ${room} COMMAND_ID\` (\`roomkit commands${of} ${room}\` lists them)`,
+  command_in_file: (p, _h, room, of) => `${p}; put long scripts in a file with \`roomkit put${of} ${room} LOCAL REMOTE\` and run that`,
+  stdin_in_file: (p, _h, room, of) => `${p}; put the input in a file with \`roomkit put${of} ${room} LOCAL REMOTE\` and redirect it (\`cmd < file\`)`,
+  env_in_file: (p, _h, room, of) => `${p}; put large values in a file with \`roomkit put${of} ${room} LOCAL REMOTE\``,
+  enable_keep_undo: (p, h) => `${p}. \`roomkit profiles update ${h.profile_id ?? 'PROFILE'} --keep-undo\`, then destroy the instance and create it again`,
+  list_snapshots: (p) => `${p}; \`roomkit snapshots\` lists them`,
+  snapshot_ready_later: (p, h) => `${p}; retry once \`roomkit snapshots show ${h.snapshot_id}\` says ready`,
+  sign_port_url: (p, h, room, of) => `${p}; get a new one with \`roomkit url${of} ${room} ${h.port ?? 'PORT'}\``,
+};
 
 /** Instance progress on stderr: a spinner on a terminal, otherwise one line per change. */
 class Progress {

@@ -64,6 +64,10 @@ describe('roomkit exec and commands', () => {
     const killed = await run(['kill', 'cmds', longId, '--signal', 'term'], { env });
     assert.equal(killed.code, 0, killed.stderr);
     assert.ok(t.runtime.killed.includes(longId), 'the kill reached the runtime');
+    // The server's advice (its hint) as a roomkit command, not as a REST or SDK call.
+    const unknown = await run(['kill', 'cmds', '00000000-0000-4000-8000-000000000000'], { env });
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /^roomkit: error command_not_found: no command 0{8}-.*; `roomkit commands cmds` lists them\n$/);
   });
 
   it('names the command whose files_changed it prints', async () => {
