@@ -17,7 +17,7 @@ let org: TestOrg;
 let env: NodeJS.ProcessEnv;
 
 before(async () => {
-  t = await startTestApp({ fake: new FakeRuntime({ commandDelayMs: 4000 }) });
+  t = await startTestApp({ fake: new FakeRuntime({ commandDelayMs: 1500 }) });
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   org = await t.newOrg();
   env = { ROOMKIT_URL: `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`, ROOMKIT_API_KEY: org.apiKey };
@@ -59,7 +59,10 @@ describe('roomkit exec and commands', () => {
     assert.match(row ?? '', /exited +0 .*sleep 1$/);
     assert.match(listed.stdout, /^COMMAND +STATE +EXIT +STARTED +TOOK +RUN$/m);
 
+    // A command that runs long enough for a kill to find it running, however slow the CLI's start.
+    t.runtime.options.commandDelayMs = 30_000;
     const long = await run(['exec', '--background', 'cmds', 'sleep 100'], { env });
+    t.runtime.options.commandDelayMs = 1500;
     const longId = long.stdout.trim();
     const killed = await run(['kill', 'cmds', longId, '--signal', 'term'], { env });
     assert.equal(killed.code, 0, killed.stderr);
