@@ -8,7 +8,7 @@
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyServerOptions, LogController } from 'fastify';
+import Fastify, { type FastifyServerOptions } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import Type from 'typebox';
 import { AppError, ERROR_STATUS } from './errors.ts';
@@ -42,6 +42,7 @@ import { mountE2b } from './adapters/e2b/mount.ts';
 import { checkReadiness } from './core/readiness.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installRateLimits } from './http/rate-limits.ts';
+import { RequestLog } from './http/request-log.ts';
 import { requestIdGenerator, trustedPeers } from './http/request-id.ts';
 import { ErrorBody, errorResponses } from './http/schemas.ts';
 import type { App } from './http/types.ts';
@@ -92,7 +93,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       const port = rewritePortUrl(req, url);
       return port === url ? rewriteFileUrl(url) : port;
     },
-    logController: new LogController({ requestIdLogLabel: 'requestId' }),
+    // One log line per request, when answered (http/request-log.ts).
+    logController: new RequestLog(),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     // While closing, requests on open connections get our own 503 (hook below).
     return503OnClosing: false,

@@ -99,6 +99,10 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 export interface ErrorBody {
   error: ErrorCode;
   message: string;
+  /** With a hint: the message without its advice, for a client that words the advice itself. */
+  problem?: string;
+  /** What the caller can do next, as data (HINT_CODES), for a client that words it itself. */
+  hint?: ErrorHint;
   details?: Record<string, unknown>;
   /** The request's id (as in X-Request-Id and the log); the HTTP layer adds it. */
   request_id?: string;
@@ -190,7 +194,14 @@ export class AppError extends Error {
 
   /** The Error body, with the message as an adapter words it (its hint included), or core's own. */
   toBody(message = this.message): ErrorBody {
-    return this.details === undefined ? { error: this.code, message } : { error: this.code, message, details: this.details };
+    return {
+      error: this.code,
+      message,
+      // The advice as data beside the worded message, so that an SDK or a tool client
+      // can say it in its own terms rather than in the REST API's.
+      ...(this.hint === undefined ? {} : { problem: this.message, hint: this.hint }),
+      ...(this.details === undefined ? {} : { details: this.details }),
+    };
   }
 }
 

@@ -11,6 +11,7 @@ import urllib.request
 from http.client import HTTPException, HTTPResponse
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from ._hint_wording import sdk_message
 from .errors import RoomkitError
 
 #: Statuses a proxy or a restarting server answers with; worth another try for a safe request.
@@ -196,10 +197,12 @@ def _error_from(answer: urllib.error.HTTPError, method: str, url: str) -> Roomki
     if isinstance(body, dict) and isinstance(body.get("error"), str) and isinstance(body.get("message"), str):
         return RoomkitError(
             body["error"],
-            body["message"],
+            sdk_message(body["message"], body.get("problem"), body.get("hint")),
             status=answer.code,
             details=body.get("details"),
             request_id=body.get("request_id") or request_id,
+            problem=body.get("problem") if isinstance(body.get("problem"), str) else None,
+            hint=body.get("hint") if isinstance(body.get("hint"), dict) else None,
         )
     excerpt = text.strip()[:200]
     return RoomkitError(

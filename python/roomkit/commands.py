@@ -6,6 +6,7 @@ import time
 from http.client import HTTPException, HTTPResponse
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Union
 
+from ._hint_wording import sdk_message
 from ._transport import read_events
 from .errors import RoomkitError
 from .models import CommandResult, CommandStarted, CommandStatus, OutputChunk, RevertResult, StdinWritten
@@ -167,11 +168,13 @@ class CommandStream:
                     self.close()
                     raise RoomkitError(
                         error.get("error", "internal_error"),
-                        error.get("message", data),
+                        sdk_message(error.get("message", data), error.get("problem"), error.get("hint")),
                         status=500,
                         details=error.get("details"),
                         request_id=error.get("request_id") or self._request_id,
                         command_id=self.command_id,
+                        problem=error.get("problem") if isinstance(error.get("problem"), str) else None,
+                        hint=error.get("hint") if isinstance(error.get("hint"), dict) else None,
                     )
         except (OSError, HTTPException, ValueError) as err:
             self.close()

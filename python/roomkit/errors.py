@@ -23,6 +23,8 @@ class RoomkitError(Exception):
         details: Optional[Dict[str, Any]] = None,
         request_id: Optional[str] = None,
         command_id: Optional[str] = None,
+        problem: Optional[str] = None,
+        hint: Optional[Dict[str, Any]] = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -34,6 +36,10 @@ class RoomkitError(Exception):
         self.request_id = request_id
         #: For ``stream_interrupted``: the command's id, to follow it with ``room.command(id)``.
         self.command_id = command_id
+        #: With a hint: what went wrong, without what to do about it.
+        self.problem = problem
+        #: What to do next as data (the server's hint ``code`` and the values it names), when the server says.
+        self.hint = hint
 
     @property
     def is_connection_error(self) -> bool:

@@ -112,6 +112,35 @@ class Retries(unittest.TestCase):
             self.assertIn("teapot", caught.exception.message)
 
 
+class Hints(unittest.TestCase):
+    def test_the_advice_an_error_carries_is_said_as_the_sdk_call(self) -> None:
+        body = json.dumps({
+            "error": "instance_not_found",
+            "message": f'no instance in room "r"; create one with POST /api/profile/{PROFILE_ID}/room/r',
+            "problem": 'no instance in room "r"',
+            "hint": {"code": "create_instance", "profile_id": PROFILE_ID, "room_id": "r"},
+        })
+        with Flaky([404], body=body) as s:
+            with self.assertRaises(RoomkitError) as caught:
+                s.room.get()
+            self.assertEqual(caught.exception.message, 'no instance in room "r"; create one with room.create()')
+            self.assertEqual(caught.exception.problem, 'no instance in room "r"')
+            self.assertEqual(caught.exception.hint, {"code": "create_instance", "profile_id": PROFILE_ID, "room_id": "r"})
+
+    def test_every_hint_has_words_that_name_no_rest_call(self) -> None:
+        from roomkit._hint_wording import _WORDS, sdk_message
+        codes = ["create_instance", "create_new_instance", "recreate_failed_instance", "wait_until_ready", "poll_until",
+                 "poll_state", "poll_and_retry", "delete_instance_first", "instance_options_differ", "delete_profile_instances",
+                 "list_commands", "kill_a_command", "stdin_later", "stdin_in_file", "command_in_file", "env_in_file",
+                 "enable_keep_undo", "fetch_raw_file", "read_with_key", "quota_fix", "show_quotas", "list_snapshots",
+                 "snapshot_ready_later", "sign_port_url", "new_terminal_ticket"]
+        self.assertEqual(sorted(_WORDS), sorted(codes))
+        for code in codes:
+            said = sdk_message("m; POST /api/x", "m", {"code": code, "until": "paused", "asked": "x", "path": "/a", "port": 8000})
+            self.assertTrue(said.startswith("m") and "/api/" not in said and said != "m", f"{code}: {said}")
+        self.assertEqual(sdk_message("m; POST /x", "m", {"code": "newer_hint"}), "m; POST /x")
+
+
 class ConnectionFailures(unittest.TestCase):
     def test_nothing_listening_is_connection_failed_after_retrying_only_what_is_safe(self) -> None:
         probe = socket.socket()

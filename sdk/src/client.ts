@@ -6,6 +6,7 @@ import { type RequestOptions, Transport } from './http.ts';
 import { environmentVariable } from './portable.ts';
 import { Room, type RoomContext } from './room.ts';
 import type { Health, InstancePage, InstanceState, KeyCreate, ProfileCreate, ProfileUpdate, SnapshotPage } from './types.ts';
+import type { WebSocketConstructor } from './terminal.ts';
 
 export const DEFAULT_BASE_URL = 'http://127.0.0.1:8080';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -25,6 +26,11 @@ export interface RoomkitOptions {
   pollIntervalMs?: number;
   /** The fetch to use (default the global one). */
   fetch?: typeof fetch;
+  /**
+   * The WebSocket terminals use (default the global one, which Node.js has from version
+   * 22): on Node.js 18 and 20 give one, e.g. the `ws` package's `WebSocket`.
+   */
+  WebSocket?: WebSocketConstructor;
 }
 
 export class Roomkit {
@@ -61,6 +67,7 @@ export class Roomkit {
       resolveProfileId: (profile, opts) => this.resolveProfileId(profile, opts),
       homeOf: async (profileId, opts) => (await this.profiles.get(profileId, opts)).home,
       pollIntervalMs: options.pollIntervalMs ?? 500,
+      WebSocket: options.WebSocket,
     };
     this.profiles = new Profiles(this.#transport, (p, o) => this.resolveProfileId(p, o));
     this.instances = new Instances(this.#transport, (p, o) => this.resolveProfileId(p, o));

@@ -11,9 +11,20 @@ export interface RoomkitErrorInit {
   message: string;
   details?: Record<string, unknown> | undefined;
   requestId?: string | undefined;
+  problem?: string | undefined;
+  hint?: ErrorHint | undefined;
 }
 
-/** The server answered with an error body: branch on `code`, show `message` to people. */
+/** What to do next, as the server gives it: a stable code and the values it names (e.g. profile_id, room_id). */
+export interface ErrorHint {
+  code: string;
+  [param: string]: string | number | undefined;
+}
+
+/**
+ * The server answered with an error body: branch on `code`, show `message` to people.
+ * `message` gives what to do next as an SDK call where the server says what (`hint`).
+ */
 export class RoomkitError extends Error {
   /** The HTTP status; 500 for an `error` event that ends a streamed command. */
   readonly status: number;
@@ -23,6 +34,10 @@ export class RoomkitError extends Error {
   readonly details: Record<string, unknown> | undefined;
   /** The request's X-Request-Id; the server's log has the same id. */
   readonly requestId: string | undefined;
+  /** With a hint: what went wrong, without what to do about it. */
+  readonly problem: string | undefined;
+  /** What to do next as data (the server's hint code and its values), when the server says. */
+  readonly hint: ErrorHint | undefined;
 
   constructor(init: RoomkitErrorInit) {
     super(init.message);
@@ -31,6 +46,8 @@ export class RoomkitError extends Error {
     this.code = init.code;
     this.details = init.details;
     this.requestId = init.requestId;
+    this.problem = init.problem;
+    this.hint = init.hint;
   }
 }
 

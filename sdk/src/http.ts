@@ -2,7 +2,8 @@
 // a route or with a body the server does not define fails the type check; retries
 // only requests that are safe to repeat; turns every failure into a RoomkitError or a
 // RoomkitConnectionError.
-import { RoomkitConnectionError, RoomkitError } from './errors.ts';
+import { sdkMessage } from './hint-wording.ts';
+import { type ErrorHint, RoomkitConnectionError, RoomkitError } from './errors.ts';
 import type { ErrorBody, Paths } from './generated/api.ts';
 import { anySignal, plainBytes, sleep } from './portable.ts';
 
@@ -244,7 +245,9 @@ export async function errorFrom(response: Response, method: string, url: string)
   if (body && typeof body.error === 'string' && typeof body.message === 'string') {
     // The body names the request too (request_id); older servers only send the header.
     const id = typeof body.request_id === 'string' ? body.request_id : requestId;
-    return new RoomkitError({ status: response.status, code: body.error, message: body.message, details: body.details, requestId: id });
+    const hint = body.hint as ErrorHint | undefined;
+    const message = sdkMessage({ message: body.message, problem: body.problem, hint });
+    return new RoomkitError({ status: response.status, code: body.error, message, details: body.details, requestId: id, problem: body.problem, hint });
   }
   const excerpt = text.trim().slice(0, 200);
   return new RoomkitError({

@@ -3,11 +3,12 @@
 // profile given by name is resolved on first use.
 // Over 400 lines: the Room class is the SDK's whole surface for one room (instance,
 // commands, files, terminals, ports, snapshots), and a class's methods read best together.
-import { RoomkitConnectionError, RoomkitError } from './errors.ts';
+import { type ErrorHint, RoomkitConnectionError, RoomkitError } from './errors.ts';
+import { sdkMessage } from './hint-wording.ts';
 import type { CommandResult, CommandStatus, FileContent, FileWritten, ForkResult, Instance, Paths, PortUrl, RevertResult, Snapshot } from './generated/api.ts';
 import { readEvents, type RequestOptions, type Transport } from './http.ts';
 import { fromBase64, sleep, toBase64 } from './portable.ts';
-import { openTerminal, type Terminal, type TerminalOptions } from './terminal.ts';
+import { openTerminal, type Terminal, type TerminalOptions, type WebSocketConstructor } from './terminal.ts';
 import type {
   CommandPage,
   CommandStarted,
@@ -29,6 +30,8 @@ export interface RoomContext {
   /** The profile's home directory, to make relative paths absolute for the raw endpoint. */
   homeOf(profileId: string, options?: RequestOptions): Promise<string>;
   pollIntervalMs: number;
+  /** The WebSocket terminals use when the runtime has no global one (RoomkitOptions.WebSocket). */
+  WebSocket?: WebSocketConstructor | undefined;
 }
 
 /** What a create may ask beyond the profile: env for its commands, labels, a deadline. */
@@ -123,7 +126,7 @@ export class Room {
    * `exited` is the program's exit code.
    */
   async terminal(options: TerminalOptions = {}): Promise<Terminal> {
-    return openTerminal(this.#ctx.transport, await this.#params(options), options);
+    return openTerminal(this.#ctx.transport, await this.#params(options), options, this.#ctx.WebSocket);
   }
 
   /**
@@ -297,8 +300,8 @@ export class Room {
         } else if (event === 'result') {
           return JSON.parse(data) as CommandResult;
         } else if (event === 'error') {
-          const error = JSON.parse(data) as { error: string; message: string; details?: Record<string, unknown>; request_id?: string };
-          throw new RoomkitError({ status: 500, code: error.error, message: error.message, details: error.details, requestId: error.request_id ?? requestId });
+          const error = JSON.parse(data) as { error: string; message: string; problem?: string; hint?: ErrorHint; details?: Record<string, unknown>; request_id?: string };
+          throw new RoomkitError({ status: 500, code: error.error, message: sdkMessage(error), details: error.details, requestId: error.request_id ?? requestId, problem: error.problem, hint: error.hint });
         }
       }
     } catch (err) {

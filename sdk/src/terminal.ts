@@ -1,5 +1,6 @@
-// A terminal in a room's instance over a WebSocket (the global WebSocket of browsers and
-// Node 22+). Opening takes a single-use ticket with the API key first, since a browser
+// A terminal in a room's instance over a WebSocket: the global WebSocket of browsers and
+// Node 22+, or the one given to the client (RoomkitOptions.WebSocket, e.g. the `ws`
+// package's on Node 18 and 20, which have no global one). Opening takes a single-use ticket with the API key first, since a browser
 // cannot set the Authorization header on a WebSocket and a key must never travel in a
 // URL; the ticket request also hears of refusals (no ready instance, the terminal limit)
 // as ordinary API errors, which a WebSocket handshake cannot show.
@@ -8,6 +9,27 @@ import type { RequestOptions, Transport } from './http.ts';
 import { plainBytes } from './portable.ts';
 
 const TERMINAL = '/api/profile/{profile_id}/room/{room_id}/terminal' as const;
+/** WebSocket's readyState values (as numbers: a WebSocket given to the client may have no statics). */
+const CONNECTING = 0;
+const OPEN = 1;
+
+/** A WHATWG WebSocket constructor: the global one, or a compatible one such as the `ws` package's. */
+export type WebSocketConstructor = new (url: string) => WebSocket;
+
+/** The WebSocket to use: the one given, else the global one; an error saying what to do when there is none. */
+export function webSocketOf(given: WebSocketConstructor | undefined): WebSocketConstructor {
+  const found = given ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+  if (found) return found;
+  const node = (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node;
+  const version = node === undefined ? '' : ` (this is Node.js ${node})`;
+  throw new RoomkitError({
+    status: 0,
+    code: 'feature_unavailable',
+    message:
+      `a terminal needs a WebSocket and this runtime has no global one${version}: use Node.js 22 or newer, ` +
+      "or give the client one, e.g. new Roomkit({ WebSocket: (await import('ws')).WebSocket }) after npm install ws",
+  });
+}
 
 export interface TerminalOptions extends RequestOptions {
   /** Size in character cells; default 80x24. */
@@ -98,28 +120,35 @@ export class Terminal {
 
   /** Input, as the terminal's keyboard would type it (a string is sent as UTF-8). */
   write(data: string | Uint8Array): void {
-    if (this.#socket.readyState !== WebSocket.OPEN) return;
+    if (this.#socket.readyState !== OPEN) return;
     this.#socket.send(typeof data === 'string' ? this.#encoder.encode(data) : plainBytes(data));
   }
 
   resize(cols: number, rows: number): void {
-    if (this.#socket.readyState !== WebSocket.OPEN) return;
+    if (this.#socket.readyState !== OPEN) return;
     this.#socket.send(JSON.stringify({ type: 'resize', cols, rows }));
   }
 
   /** Ends the terminal and everything it started in the instance. */
   close(): void {
-    if (this.#socket.readyState === WebSocket.OPEN || this.#socket.readyState === WebSocket.CONNECTING) this.#socket.close(1000);
+    if (this.#socket.readyState === OPEN || this.#socket.readyState === CONNECTING) this.#socket.close(1000);
   }
 }
 
 /** Opens a terminal in a room: a ticket over HTTP, then the WebSocket. */
-export async function openTerminal(transport: Transport, params: { profile_id: string; room_id: string }, options: TerminalOptions = {}): Promise<Terminal> {
+export async function openTerminal(
+  transport: Transport,
+  params: { profile_id: string; room_id: string },
+  options: TerminalOptions = {},
+  WebSocketImpl?: WebSocketConstructor,
+): Promise<Terminal> {
+  // Refused before a ticket is taken: without a WebSocket it could not be used.
+  const Socket = webSocketOf(WebSocketImpl);
   const { ticket } = await transport.json('post', `${TERMINAL}/ticket`, { params }, { ...(options.signal ? { signal: options.signal } : {}) });
   const query = { cols: options.cols, rows: options.rows, command: options.command, terminal_id: options.terminalId, ticket };
   const url = transport.url(TERMINAL, params, query).replace(/^http/, 'ws');
   const shown = url.replace(/ticket=[^&]*/, 'ticket=…');
-  const socket = new WebSocket(url);
+  const socket = new Socket(url);
   socket.binaryType = 'arraybuffer';
   return new Promise<Terminal>((resolve, reject) => {
     let settled = false;

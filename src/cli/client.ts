@@ -1,29 +1,16 @@
-// The client commands of `roomkit` (create, exec, cat, put, ls, rm, revert, status, pause, resume, keepalive, destroy;
-// snapshots and fork are in snapshots.ts):
-// a room's instance from a shell, through the SDK against a running server. Results
-// go to stdout (as JSON with --json), progress and notes to stderr; a failure is one
-// line `roomkit: error <code>: <message>` on stderr and a non-zero exit.
-// Over 400 lines: one short function per command, with the helpers they share.
+// The client commands of `roomkit` about a room's instance (create, status, url, pause,
+// resume, keepalive, destroy), and what every client command shares: its connection
+// options, the SDK client, the wrapper that turns failures into one line and an exit
+// code, and printing. The commands of commands are in exec.ts, of files in files.ts, of
+// profiles in profiles.ts, of snapshots and fork in snapshots.ts. They work through the
+// SDK against a running server: results go to stdout (as JSON with --json), progress and
+// notes to stderr; a failure is one line `roomkit: error <code>: <message>` on stderr
+// and a non-zero exit.
 import { readFile } from 'node:fs/promises';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { PROVISION_STATES } from '../core/lifecycle.ts';
 import { formatBytes } from '../lib/format-size.ts';
-import {
-  type CommandResult,
-  type Instance,
-  type Room,
-  Roomkit,
-  RoomkitConnectionError,
-  RoomkitError,
-} from '../../sdk/src/index.ts';
-
-/** roomkit's own failure during `exec`, told apart from the command's exit codes (as `docker run` does). */
-const EXEC_FAILURE_EXIT = 125;
-/** Most of roomkit's stdin `exec` reads for the command: the largest input a server may be set to take. */
-const MAX_STDIN_READ_BYTES = 64 * 1024 * 1024;
+import { type ErrorHint, type Instance, type Room, Roomkit, RoomkitConnectionError, RoomkitError } from '../../sdk/src/index.ts';
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 export interface ConnectionOptions {
@@ -79,96 +66,6 @@ export function registerClientCommands(program: Command): void {
         instance.state !== 'ready' ? '' : instance.claimed_at !== null ? ' (from the profile\'s warm pool)' : progress.reported ? ` in ${progress.elapsed()}` : ' (already running)';
       const from = instance.snapshot_id === null ? '' : ` from snapshot ${instance.snapshot_id}`;
       process.stdout.write(`${instance.state}: room ${roomId} (profile ${options.profile ?? 'default'}), instance ${instance.instance_id}${from}${how}\n`);
-    }));
-
-  roomCommand(program, 'exec <room> <command...>', 'run a shell command in the room\'s instance and exit with its exit code')
-    .usage('[options] <room> <command...>')
-    .addHelpText('after', '\nOptions go before the room; everything after it is the command (quote it, or put it after --).\n' +
-      'Human output: what the command writes to stdout and stderr as it is printed, on roomkit\'s stdout and stderr\n' +
-      '(both on stdout for an instance without roomkit\'s agent, which cannot tell them apart), then the files it changed on stderr.\n' +
-      'Input: when roomkit\'s stdin is not a terminal (a pipe or a file), all of it is read and given to the command\'s stdin\n' +
-      '(at most the server\'s ROOMKIT_MAX_STDIN_BYTES, 1 MiB by default); --no-stdin leaves it unread. On a terminal the command\'s stdin is empty.\n' +
-      `Exit code: the command's own; ${EXEC_FAILURE_EXIT} when roomkit itself failed.`)
-    .option('--timeout <seconds>', 'time limit (default and maximum: the profile\'s command_timeout_s)', positiveInteger)
-    .option('--cwd <dir>', 'working directory, absolute or relative to the home directory')
-    .option('-e, --env <NAME=VALUE>', 'an environment variable (repeatable)', collectEnv)
-    .option('--no-stdin', 'do not read roomkit\'s stdin (the command\'s is empty), e.g. in a loop that reads from a pipe')
-    .passThroughOptions()
-    .action(run(async (roomId: string, words: string[], options: RoomOptions & { timeout?: number; cwd?: string; env?: Record<string, string>; stdin: boolean }) => {
-      const room = roomOf(roomId, options);
-      // `exec ROOM -- cmd` reaches here with the `--` when options pass through.
-      const command = (words[0] === '--' ? words.slice(1) : words).join(' ');
-      if (command.trim() === '') throw new ClientError('validation_error', 'no command: give it after the room, e.g. roomkit exec ROOM ls -la');
-      // Piped or redirected input is the command's; a terminal's is not read (there is no end to wait for).
-      const stdin = options.stdin && !process.stdin.isTTY ? await readStdin(MAX_STDIN_READ_BYTES) : undefined;
-      const execOptions = {
-        ...(options.timeout === undefined ? {} : { timeout_s: options.timeout }),
-        ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
-        ...(options.env === undefined ? {} : { env: options.env }),
-        ...(stdin === undefined || stdin.length === 0 ? {} : { stdin: new Uint8Array(stdin) }),
-      };
-      let result: CommandResult;
-      if (options.json) {
-        result = await room.exec(command, execOptions);
-        printJson(result);
-      } else {
-        // Interrupting roomkit (Ctrl-C) ends the command in the instance too.
-        result = await room.execStream(command, {
-          ...execOptions,
-          killOnDisconnect: true,
-          onOutput: (data, { stream }) => (stream === 'stderr' ? process.stderr : process.stdout).write(data),
-        });
-        reportCommand(result);
-      }
-      process.exitCode = result.result.exit_code;
-    }, EXEC_FAILURE_EXIT));
-
-  roomCommand(program, 'cat <room> <path>', 'write a file of the instance to stdout, byte for byte (relative paths are from the home directory)', { json: false })
-    .action(run(async (roomId: string, path: string, options: RoomOptions) => {
-      const file = await roomOf(roomId, options).openRaw(path);
-      try {
-        await pipeline(Readable.fromWeb(file.body as WebReadableStream<Uint8Array>), process.stdout, { end: false });
-      } catch (err) {
-        // A reader that stops early (`| head`) is not a failure.
-        if ((err as NodeJS.ErrnoException).code !== 'EPIPE') throw err;
-      }
-    }));
-
-  roomCommand(program, 'put <room> <local> <remote>', 'upload a local file (- for stdin) to a path in the instance, creating its directories')
-    .action(run(async (roomId: string, local: string, remote: string, options: RoomOptions) => {
-      const bytes = local === '-' ? await readStdin() : await readLocal(local);
-      const written = await roomOf(roomId, options).writeFile(remote, bytes);
-      if (options.json) return printJson(written);
-      process.stdout.write(`${written.status} ${written.file_path} (${formatBytes(written.size, 'listing')})\n`);
-    }));
-
-  roomCommand(program, 'ls <room> [dir]', 'list a directory of the instance (default: the home directory)')
-    .action(run(async (roomId: string, dir: string | undefined, options: RoomOptions) => {
-      const listing = await roomOf(roomId, options).list(dir);
-      if (options.json) return printJson(listing);
-      const width = Math.max(0, ...listing.entries.map((e) => String(e.size).length));
-      for (const e of listing.entries) {
-        const kind = e.type === 'directory' ? 'd' : e.type === 'symlink' ? 'l' : e.type === 'file' ? '-' : '?';
-        const name = e.type === 'directory' ? `${e.name}/` : e.name;
-        process.stdout.write(`${kind}${permissions(e.mode)} ${String(e.size).padStart(width)} ${e.mtime.slice(0, 16).replace('T', ' ')} ${name}\n`);
-      }
-      if (listing.truncated) process.stderr.write(`roomkit: only the first ${listing.entries.length} entries of ${listing.path} are listed\n`);
-    }));
-
-  roomCommand(program, 'rm <room> <path>', 'delete a file (or link) in the instance; remove directories with exec')
-    .action(run(async (roomId: string, path: string, options: RoomOptions) => {
-      const deleted = await roomOf(roomId, options).deleteFile(path);
-      if (options.json) return printJson(deleted);
-      process.stdout.write(`deleted ${deleted.file_path}\n`);
-    }));
-
-  roomCommand(program, 'revert <room> <command_id>', 'put back the files one command (run with keep_undo) created, modified or deleted as they were before it')
-    .option('--force', 'revert even when later commands changed some of the same files')
-    .action(run(async (roomId: string, commandId: string, options: RoomOptions & { force?: boolean }) => {
-      const reverted = await roomOf(roomId, options).command(commandId).revert({ force: options.force === true });
-      if (options.json) return printJson(reverted);
-      for (const f of reverted.files_changed) process.stdout.write(`${f.status}\t${f.path}\n`);
-      process.stdout.write(`reverted command ${reverted.command_id}: ${reverted.files_changed_total} file(s) put back in ${reverted.duration_ms} ms\n`);
     }));
 
   roomCommand(program, 'url <room> <port>', 'print a signed URL that reaches a port of the instance without an API key (for a browser) until it expires')
@@ -275,21 +172,25 @@ export function roomOf(roomId: string, options: RoomOptions): Room {
 }
 
 /** Wraps an action: SDK and client failures become one line on stderr and an exit code. */
-export function run<A extends unknown[]>(action: (...args: A) => Promise<void>, failureExit = 1): (...args: A) => Promise<void> {
-  return async (...args: A) => {
+export function run<A extends unknown[]>(action: (this: Command, ...args: A) => Promise<void>, failureExit = 1): (this: Command, ...args: A) => Promise<void> {
+  // A function, not an arrow: commander calls an action with its Command as `this`.
+  return async function (this: Command, ...args: A) {
     const options = args.find((a): a is ConnectionOptions => typeof a === 'object' && a !== null && !Array.isArray(a)) as ConnectionOptions | undefined;
     try {
-      await action(...args);
+      await action.apply(this, args);
     } catch (err) {
       if (!(err instanceof RoomkitError || err instanceof RoomkitConnectionError || err instanceof ClientError)) throw err;
       const roomId = typeof args[0] === 'string' ? args[0] : undefined;
       const details = err instanceof RoomkitError ? err.details : undefined;
-      process.stderr.write(`roomkit: error ${err.code}: ${cliMessage(err.code, err.message, roomId, (options as RoomOptions | undefined)?.profile, details)}\n`);
+      const hinted = err instanceof RoomkitError && err.hint !== undefined && err.problem !== undefined ? { problem: err.problem, hint: err.hint } : undefined;
+      process.stderr.write(`roomkit: error ${err.code}: ${cliMessage(err.code, err.message, roomId, (options as RoomOptions | undefined)?.profile, details, hinted)}\n`);
       if (options?.json) {
         const requestId = err instanceof RoomkitError ? err.requestId : undefined;
         printJson({ error: err.code, message: err.message, ...(details ? { details } : {}), ...(requestId ? { request_id: requestId } : {}) });
       }
-      process.exitCode = err instanceof ClientError && failureExit === 1 ? err.exitCode : failureExit;
+      // A usage error found before asking the server exits 2, exec's included; other
+      // failures of roomkit exit with the command's failure code (exec: 125).
+      process.exitCode = err instanceof ClientError && (err.exitCode === 2 || failureExit === 1) ? err.exitCode : failureExit;
     }
   };
 }
@@ -298,9 +199,16 @@ export function run<A extends unknown[]>(action: (...args: A) => Promise<void>, 
  * The server's messages advise REST calls with UUIDs; on the command line the same
  * advice is a roomkit command with names. Codes without a CLI form keep the message.
  */
-function cliMessage(code: string, message: string, roomId: string | undefined, profile: string | undefined, details: Record<string, unknown> | undefined): string {
+function cliMessage(
+  code: string,
+  message: string,
+  roomId: string | undefined,
+  profile: string | undefined,
+  details: Record<string, unknown> | undefined,
+  hinted?: { problem: string; hint: ErrorHint },
+): string {
   const of = profile === undefined ? '' : ` --profile ${profile}`;
-  const first = message.split(';')[0];
+  const first = hinted?.problem ?? message.split(';')[0];
   switch (code) {
     case 'instance_not_found':
       return roomId === undefined ? message : `no instance in room "${roomId}"; create one with \`roomkit create${of} ${roomId}\``;
@@ -323,13 +231,40 @@ function cliMessage(code: string, message: string, roomId: string | undefined, p
     case 'snapshot_unusable':
       return typeof details?.snapshot_id === 'string' ? `${first}; retry once \`roomkit snapshots show ${details.snapshot_id}\` says ready` : message;
     case 'instance_state_conflict':
+      if (hinted && CLI_HINTS[hinted.hint.code]) return CLI_HINTS[hinted.hint.code]!(hinted.problem, hinted.hint, roomId ?? 'ROOM', of);
       // "poll GET …" becomes the command that shows the state; other advice stays.
       if (roomId === undefined || !message.includes('poll GET')) return message;
       return `${message.split(/;? poll GET| \(poll GET/)[0]}; \`roomkit status${of} ${roomId}\` shows its state`;
-    default:
-      return message;
+    default: {
+      // The advice the server gives as data, as a roomkit command where there is one; the
+      // problem alone where the advice is an API call the command line has no word for.
+      if (hinted) return CLI_HINTS[hinted.hint.code]?.(hinted.problem, hinted.hint, roomId ?? 'ROOM', of) ?? hinted.problem;
+      // The API's advice to send "background": true is a flag here.
+      return message.replace('start the work with "background": true', 'start the work with `roomkit exec --background`');
+    }
   }
 }
+
+/** The server's hints (its errors' advice as data) as roomkit commands. */
+const CLI_HINTS: Record<string, (problem: string, hint: ErrorHint, room: string, of: string) => string> = {
+  create_instance: (p, _h, room, of) => `${p}; create one with \`roomkit create${of} ${room}\``,
+  create_new_instance: (p, _h, room, of) => `${p}; create a new one with \`roomkit create${of} ${room}\``,
+  recreate_failed_instance: (p, _h, room, of) => `${p}; \`roomkit destroy${of} ${room}\`, then \`roomkit create${of} ${room}\``,
+  wait_until_ready: (p, _h, room, of) => `${p}; \`roomkit create${of} ${room}\` waits until it is ready`,
+  poll_until: (p, h, room, of) => `${p}; \`roomkit status${of} ${room}\` shows when it is "${h.until}"`,
+  poll_state: (p, _h, room, of) => `${p} (\`roomkit status${of} ${room}\` shows its state)`,
+  poll_and_retry: (p, _h, room, of) => `${p}; \`roomkit status${of} ${room}\` shows its state: retry then`,
+  delete_instance_first: (p, h, room, of) => `${p}; \`roomkit destroy${of} ${room}\` first to ${h.asked}, or use another room`,
+  list_commands: (p, _h, room, of) => `${p}; \`roomkit commands${of} ${room}\` lists them`,
+  kill_a_command: (p, _h, room, of) => `${p}; wait for one to finish, or end one with \`roomkit kill${of} ${room} COMMAND_ID\` (\`roomkit commands${of} ${room}\` lists them)`,
+  command_in_file: (p, _h, room, of) => `${p}; put long scripts in a file with \`roomkit put${of} ${room} LOCAL REMOTE\` and run that`,
+  stdin_in_file: (p, _h, room, of) => `${p}; put the input in a file with \`roomkit put${of} ${room} LOCAL REMOTE\` and redirect it (\`cmd < file\`)`,
+  env_in_file: (p, _h, room, of) => `${p}; put large values in a file with \`roomkit put${of} ${room} LOCAL REMOTE\``,
+  enable_keep_undo: (p, h) => `${p}. \`roomkit profiles update ${h.profile_id ?? 'PROFILE'} --keep-undo\`, then destroy the instance and create it again`,
+  list_snapshots: (p) => `${p}; \`roomkit snapshots\` lists them`,
+  snapshot_ready_later: (p, h) => `${p}; retry once \`roomkit snapshots show ${h.snapshot_id}\` says ready`,
+  sign_port_url: (p, h, room, of) => `${p}; get a new one with \`roomkit url${of} ${room} ${h.port ?? 'PORT'}\``,
+};
 
 /** Instance progress on stderr: a spinner on a terminal, otherwise one line per change. */
 class Progress {
@@ -383,18 +318,6 @@ class Progress {
   }
 }
 
-/** After a command's output: what it changed and anything unusual, on stderr. */
-function reportCommand(result: CommandResult): void {
-  const r = result.result;
-  if (r.output !== '' && !r.output.endsWith('\n') && process.stdout.isTTY) process.stdout.write('\n');
-  if (r.timed_out) process.stderr.write(`roomkit: the command reached its time limit and was killed (exit code ${r.exit_code})\n`);
-  if (r.output_truncated) process.stderr.write(`roomkit: the result kept only the start and end of ${formatBytes(r.output_bytes, 'listing')} of output\n`);
-  if (r.files_changed.length === 0) return;
-  const lines = r.files_changed.map((c) => `  ${c.status.padEnd(8)} ${c.path}${c.size === undefined ? '' : ` (${formatBytes(c.size, 'listing')})`}`);
-  const more = r.files_changed_truncated ? `\n  ... and ${r.files_changed_total - r.files_changed.length} more` : '';
-  process.stderr.write(`files changed:\n${lines.join('\n')}${more}\n`);
-}
-
 function printInstance(instance: Instance): void {
   const rows: [string, string][] = [
     ['room', instance.room_id],
@@ -423,32 +346,24 @@ export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
-/** `rwxr-xr-x` from octal permission bits. */
-function permissions(mode: string): string {
-  const bits = Number.parseInt(mode, 8);
-  if (Number.isNaN(bits)) return mode;
-  return [6, 3, 0].map((shift) => ((bits >> shift) & 4 ? 'r' : '-') + ((bits >> shift) & 2 ? 'w' : '-') + ((bits >> shift) & 1 ? 'x' : '-')).join('');
-}
-
-
-function positiveInteger(value: string): number {
+export function positiveInteger(value: string): number {
   if (!/^[1-9][0-9]*$/.test(value)) throw new InvalidArgumentError('expected a whole number of seconds');
   return Number(value);
 }
 
-function collectEnv(value: string, previous: Record<string, string> | undefined): Record<string, string> {
+export function collectEnv(value: string, previous: Record<string, string> | undefined): Record<string, string> {
   const eq = value.indexOf('=');
   if (eq <= 0) throw new InvalidArgumentError('expected NAME=VALUE');
   return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
 }
 
-function collectLabel(value: string, previous: Record<string, string> | undefined): Record<string, string> {
+export function collectLabel(value: string, previous: Record<string, string> | undefined): Record<string, string> {
   const eq = value.indexOf('=');
   if (eq <= 0) throw new InvalidArgumentError('expected key=value');
   return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
 }
 
-async function readLocal(path: string): Promise<Buffer> {
+export async function readLocal(path: string): Promise<Buffer> {
   try {
     return await readFile(path);
   } catch (err) {
@@ -457,7 +372,7 @@ async function readLocal(path: string): Promise<Buffer> {
 }
 
 /** All of stdin; with `maxBytes`, more than that is refused before it is all read. */
-async function readStdin(maxBytes = Infinity): Promise<Buffer> {
+export async function readStdin(maxBytes = Infinity): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of process.stdin) {

@@ -7,7 +7,10 @@ import { API_VERSION } from '../app.ts';
 import { backup } from './backup.ts';
 import { doctor } from './doctor.ts';
 import { registerClientCommands } from './client.ts';
+import { registerExecCommands } from './exec.ts';
+import { registerFileCommands } from './files.ts';
 import { registerNodeCommands } from './nodes.ts';
+import { registerProfileCommands } from './profiles.ts';
 import { registerShellCommand } from './shell.ts';
 import { registerSnapshotCommands } from './snapshots.ts';
 import { CliError } from './errors.ts';
@@ -130,6 +133,9 @@ images
   });
 
 registerClientCommands(program);
+registerExecCommands(program);
+registerFileCommands(program);
+registerProfileCommands(program);
 registerNodeCommands(program);
 registerSnapshotCommands(program);
 registerShellCommand(program);

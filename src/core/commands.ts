@@ -382,6 +382,9 @@ export class Commands {
     if (row.state !== 'running' || !session || session.state !== 'running') {
       throw new AppError('command_not_running', `command ${commandId} is not running (it is ${session?.state ?? row.state}); there is nothing to kill`);
     }
+    // A command that goes on across a pause with memory is still running: its instance is
+    // resumed for the signal, as for any request that needs it.
+    await this.instances.wakeById(row.instance_id);
     if (signal === 'KILL') session.state = 'killed';
     session.killRequested = true;
     const runtime = this.instances.activeRuntime();
@@ -432,6 +435,9 @@ export class Commands {
         `command ${commandId} was not started with "stdin_open": true, so its stdin is not open; start it with "background": true and "stdin_open": true to send it input while it runs`,
       );
     }
+    // Input for a command that goes on across a pause with memory resumes its instance;
+    // the runtime hands it over once the command is attached again.
+    await this.instances.wakeById(row.instance_id);
     const runtime = this.instances.activeRuntime();
     const taken = await session.stdin.write(data, input.close === true, (bytes) => runtime.sendInput(row.instance_id, commandId, bytes));
     if (!taken) throw notRunning();

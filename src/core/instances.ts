@@ -494,6 +494,17 @@ export class Instances {
     return this.records.getRow(row.id);
   }
 
+  /**
+   * Resumes the instance when it is paused (or pausing, resuming) for a request that
+   * reaches into it by another way than the room (a running command's stdin or kill);
+   * nothing when it runs or has ended.
+   */
+  async wakeById(instanceId: string): Promise<void> {
+    const row = await this.records.findIn(instanceId, ['pausing', 'paused', 'resuming']);
+    if (!row) return;
+    await this.wake(row, row.spec ?? specOf(await this.profiles.get(row.organization_id, row.profile_id)));
+  }
+
   /** The profile spec the room's live instance was made from; undefined when the room has none. */
   async liveSpec(organizationId: string, profileId: string, roomId: string): Promise<ProfileSpec | undefined> {
     const row = await this.records.findLive(organizationId, profileId, roomId);

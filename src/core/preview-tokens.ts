@@ -1,11 +1,13 @@
 // Signed preview URLs: what lets a browser (or anyone given the URL) reach one port of
-// one instance without an API key, until a set time. A token names the instance, the
-// port, the key that asked for it and when it expires, and carries an HMAC-SHA256 of
-// that under a secret of this service, kept in the data directory (made on first use,
-// readable by the service's user only), so tokens outlive a restart and nothing about
-// them is stored. A token is checked on every use: its signature, its expiry, and that
+// one instance without an API key, until a set time. A token holds the instance, the
+// port, the key that asked for it and when it expires, sealed with AES-256-GCM under a
+// key derived from a secret of this service, kept in the data directory (made on first
+// use, readable by the service's user only), so tokens outlive a restart and nothing
+// about them is stored. Sealed, not only signed: whoever holds a URL learns nothing from
+// its token (not the instance's id, which would reach the instance's raw file endpoint),
+// and cannot alter it. A token is checked on every use: its seal, its expiry, and that
 // the key that made it is still active (revoking the key revokes its URLs).
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError } from '../errors.ts';
@@ -21,38 +23,51 @@ export interface PreviewGrant {
   expiresAt: number;
 }
 
-const VERSION = 'v1';
+const VERSION = 'v2';
 const SECRET_FILE = 'preview-url-secret';
 const SECRET_BYTES = 32;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
 
 export class PreviewTokens {
   private readonly dataDir: string;
   private secretBytes: Buffer | undefined;
+  private sealKey: Buffer | undefined;
 
   constructor(dataDir: string) {
     this.dataDir = dataDir;
   }
 
   sign(grant: PreviewGrant): string {
-    const payload = Buffer.from(
-      JSON.stringify({ i: grant.instanceId, p: grant.port, o: grant.caller.organizationId, k: grant.caller.keyId, v: grant.caller.env, e: Math.floor(grant.expiresAt / 1000) }),
-    ).toString('base64url');
-    return `${VERSION}.${payload}.${this.mac(payload)}`;
+    const fields = JSON.stringify({ i: grant.instanceId, p: grant.port, o: grant.caller.organizationId, k: grant.caller.keyId, v: grant.caller.env, e: Math.floor(grant.expiresAt / 1000) });
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.key(), iv);
+    cipher.setAAD(Buffer.from(VERSION));
+    const sealed = Buffer.concat([iv, cipher.update(fields, 'utf8'), cipher.final(), cipher.getAuthTag()]);
+    return `${VERSION}.${sealed.toString('base64url')}`;
   }
 
   /** What a token grants; throws invalid_preview_token or preview_url_expired. */
   verify(token: string, now = Date.now()): PreviewGrant {
     const invalid = () =>
       new AppError('invalid_preview_token', 'the preview URL is not valid (altered, cut short, or signed by another server)', undefined, { code: 'sign_port_url' });
-    const [version, payload, mac, extra] = token.split('.');
-    if (version !== VERSION || !payload || !mac || extra !== undefined) throw invalid();
-    const expected = Buffer.from(this.mac(payload));
-    const given = Buffer.from(mac);
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalid();
+    const [version, sealed, extra] = token.split('.');
+    if (version === 'v1') {
+      // Tokens before sealing could be read: they are refused rather than honoured until they expire.
+      throw new AppError('invalid_preview_token', 'the preview URL was signed by an earlier version of roomkit, whose URLs are no longer accepted: sign it again', undefined, { code: 'sign_port_url' });
+    }
+    if (version !== VERSION || !sealed || extra !== undefined) throw invalid();
+    const bytes = Buffer.from(sealed, 'base64url');
+    if (bytes.length <= IV_BYTES + TAG_BYTES) throw invalid();
     let fields: { i?: unknown; p?: unknown; o?: unknown; k?: unknown; v?: unknown; e?: unknown };
     try {
-      fields = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as typeof fields;
+      const decipher = createDecipheriv('aes-256-gcm', this.key(), bytes.subarray(0, IV_BYTES));
+      decipher.setAAD(Buffer.from(VERSION));
+      decipher.setAuthTag(bytes.subarray(bytes.length - TAG_BYTES));
+      const plain = Buffer.concat([decipher.update(bytes.subarray(IV_BYTES, bytes.length - TAG_BYTES)), decipher.final()]);
+      fields = JSON.parse(plain.toString('utf8')) as typeof fields;
     } catch {
+      // Altered, cut short, or sealed under another secret: GCM's tag does not match.
       throw invalid();
     }
     const { i, p, o, k, v, e } = fields;
@@ -71,11 +86,13 @@ export class PreviewTokens {
     return { instanceId: i, port: p, caller: { organizationId: o, keyId: k, env: v }, expiresAt };
   }
 
-  private mac(payload: string): string {
-    return createHmac('sha256', this.secret()).update(`${VERSION}.${payload}`).digest('base64url');
+  /** The sealing key, derived from the secret (a key for this use alone). */
+  private key(): Buffer {
+    this.sealKey ??= Buffer.from(hkdfSync('sha256', this.secret(), Buffer.alloc(0), 'roomkit preview token', 32));
+    return this.sealKey;
   }
 
-  /** The signing secret: read from the data directory, or made there on first use. */
+  /** The service's preview secret: read from the data directory, or made there on first use. */
   private secret(): Buffer {
     if (this.secretBytes) return this.secretBytes;
     const file = join(this.dataDir, SECRET_FILE);

@@ -177,8 +177,21 @@ export class Profiles {
 
   private async getRow(organizationId: string, profileId: string): Promise<ProfileRow> {
     const row = await this.findRow(organizationId, profileId);
-    if (!row) throw profileNotFound(profileId);
+    if (!row) throw profileNotFound(profileId, await this.namesOf(organizationId));
     return row;
+  }
+
+  /** The names of the organization's profiles, for an error that says which there are. */
+  private async namesOf(organizationId: string): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('profiles')
+      .select('name')
+      .where('organization_id', '=', organizationId)
+      .where('deleted_at', 'is', null)
+      .orderBy('name')
+      .limit(PROFILE_NAMES_SHOWN + 1)
+      .execute();
+    return rows.map((r) => r.name);
   }
 
   private findRow(organizationId: string, profileId: string): Promise<ProfileRow | undefined> {
@@ -192,8 +205,15 @@ export class Profiles {
   }
 }
 
-export function profileNotFound(profileId: string): AppError {
-  return new AppError('profile_not_found', `no profile ${profileId} in this organization`);
+/** How many of the organization's profile names a profile_not_found names. */
+const PROFILE_NAMES_SHOWN = 20;
+
+/** profile_not_found, naming the organization's profiles when they are known (`names`). */
+export function profileNotFound(profileId: string, names?: string[]): AppError {
+  if (names === undefined) return new AppError('profile_not_found', `no profile ${profileId} in this organization`);
+  const listed = names.slice(0, PROFILE_NAMES_SHOWN).map((n) => `"${n}"`).join(', ');
+  const which = names.length === 0 ? 'it has none' : `its profiles are ${listed}${names.length > PROFILE_NAMES_SHOWN ? ', …' : ''}`;
+  return new AppError('profile_not_found', `no profile ${profileId} in this organization; ${which}`, { profiles: names.slice(0, PROFILE_NAMES_SHOWN) });
 }
 
 function nameTaken(name: string): AppError {

@@ -4,6 +4,15 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { appErrorOfRuntime } from '../core/runtime-errors.ts';
 import { AppError, ERROR_STATUS, type ErrorBody, type ErrorCode } from '../errors.ts';
+import { ROOM_ID_PATTERN, UUID_PATTERN } from '../lib/ids.ts';
+import { NAME_PATTERN } from '../core/profile-schema.ts';
+
+/** The forms people name most often, in words rather than as a regular expression. */
+const PATTERN_WORDS: Record<string, string> = {
+  [ROOM_ID_PATTERN]: 'a room name is 1-128 characters of A-Z a-z 0-9 . _ - and not "." or ".."',
+  [NAME_PATTERN]: 'a name is 1-64 characters of A-Z a-z 0-9 . _ -, starting with a letter or a digit',
+  [UUID_PATTERN]: 'an id is a UUID, e.g. 0b7c3f1e-5a2d-4c8e-9f10-2b3c4d5e6f70',
+};
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -142,8 +151,10 @@ function describeIssue(issue: ValidationIssue, context: string): { field: string
       const field = [base, String(params.missingProperty)].filter(Boolean).join('.');
       return { field, message: `${where(field)} is required` };
     }
-    case 'pattern':
-      return { field: base, message: `${where(base)} has a form that is not allowed (must match ${String(params.pattern)})` };
+    case 'pattern': {
+      const words = PATTERN_WORDS[String(params.pattern)];
+      return { field: base, message: `${where(base)} has a form that is not allowed (${words ?? `must match ${String(params.pattern)}`})` };
+    }
     case 'format':
       return { field: base, message: `${where(base)} must be a valid ${String(params.format)}` };
     default:

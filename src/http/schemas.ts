@@ -11,6 +11,13 @@ export const ErrorBody = Type.Object(
   {
     error: Type.String({ description: 'Stable error code', examples: Object.keys(ERROR_STATUS) }),
     message: Type.String({ description: 'What went wrong and, where possible, how to fix it' }),
+    problem: Type.Optional(Type.String({ description: 'With a hint: the message without its advice (what went wrong alone), for a client that words the advice itself' })),
+    hint: Type.Optional(
+      Type.Object(
+        { code: Type.String({ description: 'What the caller can do next, as a stable code (the advice at the end of message, as data)' }) },
+        { additionalProperties: Type.Union([Type.String(), Type.Number()]), description: 'The advice as data: its code and the values its wording needs (e.g. profile_id, room_id)' },
+      ),
+    ),
     details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     request_id: Type.Optional(
       Type.String({ description: 'The request\'s id, as in the X-Request-Id header and the server log: quote it when reporting a problem' }),

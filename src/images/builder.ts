@@ -20,6 +20,8 @@ const BUILD_FORMAT = 3;
 export const BASE_PACKAGES = [
   'bash', 'ca-certificates', 'coreutils', 'curl', 'file', 'findutils', 'git', 'grep', 'iproute2', 'jq', 'less',
   'netbase', 'procps', 'python3', 'python3-pip', 'python3-venv', 'sed', 'tini', 'unzip', 'wget', 'xz-utils', 'zip',
+  // A terminal user expects an editor: vim-tiny is `vi` (Debian's smallest).
+  'vim-tiny',
 ];
 
 export const SUPPORTED_SUITES = ['bookworm', 'trixie'];

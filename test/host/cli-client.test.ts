@@ -133,7 +133,7 @@ describe('roomkit exec', () => {
     const res = await roomkit(['exec', '--profile', 'cli', 'main', 'printf abc > made.txt']);
     assert.equal(res.code, 0, res.stderr);
     assert.equal(text(res), '');
-    assert.equal(res.stderr, 'files changed:\n  created  /home/user/made.txt (3 B)\n');
+    assert.match(res.stderr, /^files changed by command [0-9a-f-]{36}:\n {2}created {2}\/home\/user\/made\.txt \(3 B\)\n$/);
   });
 
   it('--json prints the CommandResult and still exits with the exit code', async () => {
@@ -219,7 +219,7 @@ describe('errors', () => {
     assert.equal(res.stdout.length, 0);
     assert.equal(res.stderr, 'roomkit: error missing_api_key: no API key: set ROOMKIT_API_KEY or pass --api-key (`roomkit keys create --org NAME` makes one)\n');
     const exec = await roomkit(['exec', '--profile', 'cli', 'main', 'true'], { env: { ROOMKIT_API_KEY: '' } });
-    assert.equal(exec.code, 125);
+    assert.equal(exec.code, 2, 'a usage error exits 2, exec\'s too');
     assert.match(exec.stderr, /^roomkit: error missing_api_key: /);
   });
 

@@ -349,6 +349,8 @@ describe('roomkit mcp (stdio)', () => {
       assert.match(textOf(missing), /^Error file_not_found: /);
       const empty = await c('list_files', { room: 'no-machine-here' });
       assert.match(textOf(empty), /^Error instance_not_found: .*\nRoom "no-machine-here" has no machine: create it with create_instance\.$/);
+      // Advice in the tools' terms only: the REST API's ("create one with POST /api/…") is left out.
+      assert.doesNotMatch(textOf(empty), /POST |\/api\//);
       const profile = await c('get_instance', { room: ROOM, profile: 'gpu' });
       assert.match(textOf(profile), /^Error profile_not_found: no profile named "gpu"/);
     } finally {

@@ -2,7 +2,8 @@
 // `roomkit serve` with the gVisor runtime): a background command that prints before and
 // after the pause keeps all its output, files_changed and exit code; a foreground command
 // under way is answered once the resume lets it finish; a terminal's shell goes on and
-// is attached again with what it held; a files-only pause still interrupts a command.
+// is attached again with what it held; input and a kill sent while paused resume the
+// instance and reach the command; a files-only pause still interrupts a command.
 // A snapshot with memory of the running instance drops the connections too: a
 // background command printing across it keeps all its output and exit code, a
 // foreground one is answered, and an open terminal stays open.
@@ -135,6 +136,38 @@ describe('across a pause with memory', () => {
     assert.equal(res.body.result.output, 'before\nafter\n');
     assert.equal(res.body.result.exit_code, 0);
     assert.equal(res.body.result.end_reason, 'exited');
+  });
+
+  it('input and a signal sent to a command while it is paused resume its instance and reach it', async (t) => {
+    if (!memoryKept) return t.skip("this host's runtime cannot keep memory");
+    const started = await svc.api('POST', `${room()}/command`, {
+      command: 'while read -r line; do echo "got $line"; done; echo "input closed"; sleep 600',
+      background: true,
+      stdin_open: true,
+    });
+    assert.equal(started.status, 202, JSON.stringify(started.body));
+    const id = started.body.command_id as string;
+    const stdin = (body: unknown) => svc.api('POST', `${room()}/commands/${id}/stdin`, body);
+    assert.equal((await stdin({ data: 'one\n' })).status, 200);
+    await svc.waitFor('its first answer', async () => ((await statusOf(id)).output.includes('got one') ? true : undefined), 15_000);
+    await pause();
+    // Written while paused: the instance is resumed for it and the line reaches the command.
+    const written = await stdin({ data: 'two\n', close: true });
+    assert.equal(written.status, 200, JSON.stringify(written.body));
+    assert.equal(written.body.closed, true);
+    const instance = await svc.api('GET', room());
+    assert.equal(instance.body.state, 'ready', JSON.stringify(instance.body));
+    await svc.waitFor('the input after the pause', async () => ((await statusOf(id)).output.includes('input closed') ? true : undefined), 15_000);
+    assert.equal((await statusOf(id)).output, 'got one\ngot two\ninput closed\n');
+    // Paused again, the command (now in its sleep) is killed through the resume.
+    await pause();
+    const killed = await svc.api('POST', `${room()}/commands/${id}/kill`);
+    assert.equal(killed.status, 200, JSON.stringify(killed.body));
+    const done = await svc.waitFor('its end', async () => {
+      const s = await statusOf(id);
+      return s.state === 'running' ? undefined : s;
+    }, 30_000);
+    assert.equal(done.state, 'killed', JSON.stringify(done));
   });
 
   it("a terminal's shell goes on, and is attached again with what it held", async (t) => {

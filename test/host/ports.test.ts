@@ -253,7 +253,7 @@ describe('the clients', () => {
     const env = { ROOMKIT_URL: base, ROOMKIT_API_KEY: org.apiKey };
     const out = await runCli(['url', '--profile', 'web', ROOM, String(HTTP_PORT)], { env });
     assert.equal(out.code, 0, out.stderr);
-    assert.match(out.stdout.trim(), new RegExp(`^http://${HTTP_PORT}-${instanceId}\\.${DOMAIN.replace('.', '\\.')}/\\?roomkit_token=v1\\.`));
+    assert.match(out.stdout.trim(), new RegExp(`^http://${HTTP_PORT}-${instanceId}\\.${DOMAIN.replace('.', '\\.')}/\\?roomkit_token=v2\\.`));
     const bad = await runCli(['url', '--profile', 'web', ROOM, String(AGENT_PORT)], { env });
     assert.equal(bad.code, 1);
     assert.match(bad.stderr, /invalid_port/);

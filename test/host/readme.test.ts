@@ -8,7 +8,8 @@
 //   look for the package in the registry);
 // - blocks that install or measure are not run: scripts/start and scripts/test (the
 //   suite is that block), the SDK's `npm pack` (test/host/sdk-package.test.ts packs and
-//   installs it) and `npm run bench…` (benchmarks, not tests);
+//   installs it), `npm run bench…` (benchmarks, not tests) and `npm install -g` (global
+//   installs: test/unit/cli.test.ts links the directory and checks the release tarball);
 // - in the TypeScript block, '@roomkit/sdk' is the SDK's source in this repository (the
 //   package's build is what sdk-package.test.ts checks);
 // - the E2B block runs with the E2B variables its shell block sets, pointed at the test
@@ -85,7 +86,7 @@ after(async () => {
 
 describe("the README's examples", () => {
   it('runs every shell block from the first start on, with no HTTP error and no failed command', async () => {
-    const shell = blocks(README).filter((b) => b.lang === 'sh' && !/scripts\/start|npm pack|npm run bench/.test(b.text));
+    const shell = blocks(README).filter((b) => b.lang === 'sh' && !/scripts\/start|npm pack|npm run bench|npm install -g/.test(b.text));
     assert.ok(shell.length >= 5, `found ${shell.length} shell blocks`);
     // Each curl reports its status on stderr; each block's line is marked for the report.
     const script = [

@@ -3,7 +3,8 @@
 // compiled against it under a strict `nodenext` tsconfig with the repository's
 // TypeScript (the DOM library and no Node types, so a Node-only type in the SDK's
 // declarations fails it), then run with the machine's own Node (18 or later) against a
-// real server with a real gVisor instance.
+// real server with a real gVisor instance, a terminal included (given the `ws` package's WebSocket
+// where the machine's Node has no global one).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { PACKAGE_ROOT } from '../../src/config.ts';
 import { API_VERSION } from '../../src/app.ts';
@@ -42,7 +44,7 @@ const TSCONFIG = {
 // The program: a room, a command that writes a file, the file read back (as text and
 // as bytes), bytes written and read through the raw endpoint, a typed error, and the
 // room deleted. It prints what it saw as one JSON line for the test to check.
-const PROGRAM = `import { API_VERSION, Roomkit, RoomkitError, contentBytes, type CommandResult } from '@roomkit/sdk';
+const PROGRAM = `import { API_VERSION, Roomkit, RoomkitError, contentBytes, type CommandResult, type WebSocketConstructor } from '@roomkit/sdk';
 
 declare const process: { env: Record<string, string | undefined>; versions: { node: string } };
 
@@ -61,8 +63,27 @@ try {
 } catch (err) {
   if (err instanceof RoomkitError) missing = { name: err.name, status: err.status, code: err.code };
 }
+// A terminal: without a global WebSocket (Node 18 and 20) a clear refusal; with one
+// given to the client (the ws package's), a real terminal.
+let withoutWebSocket: { code: string; saysHow: boolean } | 'has a global WebSocket' = 'has a global WebSocket';
+if (!('WebSocket' in globalThis)) {
+  try {
+    await room.terminal();
+  } catch (err) {
+    if (err instanceof RoomkitError) withoutWebSocket = { code: err.code, saysHow: /Node\.js 22 or newer.*WebSocket: /.test(err.message) };
+  }
+}
+const ws = (await import(process.env.WS_MODULE ?? 'ws')) as { WebSocket: WebSocketConstructor };
+const withWs = new Roomkit({ baseUrl: process.env.ROOMKIT_URL, apiKey: process.env.ROOMKIT_API_KEY, WebSocket: ws.WebSocket });
+const terminal = await withWs.room('pack', 'main').terminal({ command: 'echo "term-$((6*7))"; exit 4' });
+let terminalOutput = '';
+const decoder = new TextDecoder();
+terminal.onData((data) => (terminalOutput += decoder.decode(data, { stream: true })));
+const terminalExit = await terminal.exited;
 const deleted = await room.delete();
 console.log(JSON.stringify({
+  withoutWebSocket,
+  terminal: { exit: terminalExit, printed: terminalOutput.includes('term-42') },
   node: process.versions.node,
   apiVersion: API_VERSION,
   serverVersion: health.version,
@@ -172,7 +193,7 @@ describe('the packed TypeScript SDK', () => {
     context.diagnostic(`the program ran with ${node.path} (Node ${node.version})`);
     const { stdout } = await run(node.path, ['out/main.js'], {
       cwd: project,
-      env: { PATH: process.env.PATH ?? '', ROOMKIT_URL: baseUrl, ROOMKIT_API_KEY: org.apiKey },
+      env: { PATH: process.env.PATH ?? '', ROOMKIT_URL: baseUrl, ROOMKIT_API_KEY: org.apiKey, WS_MODULE: pathToFileURL(join(PACKAGE_ROOT, 'node_modules', 'ws', 'wrapper.mjs')).href },
       timeout: 180_000,
     });
     const seen = JSON.parse(stdout.trim().split('\n').at(-1) ?? '');
@@ -188,6 +209,9 @@ describe('the packed TypeScript SDK', () => {
     assert.deepEqual(seen.viaJson, [0, 1, 2, 255]);
     assert.deepEqual(seen.missing, { name: 'RoomkitError', status: 404, code: 'instance_not_found' });
     assert.equal(seen.deletedState, 'stopped');
+    // Node 18 and 20 have no global WebSocket: the SDK says what to do; given one, terminals work.
+    if (Number(node.version.split('.')[0]) < 22) assert.deepEqual(seen.withoutWebSocket, { code: 'feature_unavailable', saysHow: true });
+    assert.deepEqual(seen.terminal, { exit: 4, printed: true });
     // The server saw it all: the room's instance was made and is gone again.
     const [row] = await t.services.db.selectFrom('instances').select(['room_id', 'state']).where('room_id', '=', 'main').execute();
     assert.deepEqual(row, { room_id: 'main', state: 'stopped' });

@@ -99,6 +99,41 @@ describe('a terminal over WebSocket', () => {
     }
   });
 
+  it('Ctrl-C interrupts the foreground program, Ctrl-\\ quits it, Ctrl-Z stops it, ^D ends its input; vi is there', async () => {
+    const c = await connect();
+    const settle = () => new Promise((r) => setTimeout(r, 700));
+    try {
+      c.send('echo "ready-$((40+2))"\n');
+      await c.waitFor(/ready-42/);
+      c.send('sleep 20\n');
+      await settle();
+      c.send('\x03');
+      c.send('echo "int=$?"\n');
+      await c.waitFor(/int=130/, 5_000);
+      c.send('sleep 20\n');
+      await settle();
+      c.send('\x1c');
+      c.send('echo "quit=$?"\n');
+      await c.waitFor(/quit=131/, 5_000);
+      c.send('sleep 30\n');
+      await settle();
+      c.send('\x1a');
+      c.send('echo "stop=$?"; jobs -s; kill -9 %1\n');
+      await c.waitFor(/stop=148/, 5_000);
+      await c.waitFor(/Stopped\s+sleep 30/, 5_000);
+      c.send('cat\n');
+      await settle();
+      c.send('\x04');
+      c.send('echo "eof=$?"\n');
+      await c.waitFor(/eof=0/, 5_000);
+      // A terminal user finds an editor.
+      c.send('command -v vi && echo "vi-found"\n');
+      await c.waitFor(/\/vi\r?\nvi-found/, 5_000);
+    } finally {
+      c.ws.close();
+    }
+  });
+
   it('takes the size from the query and says exit 3 with the exit code, then closes with 1000', async () => {
     const c = await connect({ cols: 100, rows: 30 });
     c.send('stty size\n');

@@ -83,6 +83,7 @@ describe('revert of one command', () => {
     const again = await revert(changed.command_id);
     assert.equal(again.statusCode, 409, again.body);
     assert.equal(again.json().error, 'no_undo_point');
+    assert.match(again.json().message, /was already reverted/, 'a second revert says so, not that the command kept no undo point');
   });
 
   it('puts back a file of the image that root changed, with its owner', async () => {

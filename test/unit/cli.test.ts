@@ -5,12 +5,14 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { statSync, readFileSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { API_KEY_PATTERN } from '../../src/core/apikeys.ts';
 import { startTestApp } from '../support/app.ts';
-import { BIN, run, scratchDirs, startServer, type Server } from '../support/cli.ts';
+import { BIN, collect, run, scratchDirs, startServer, type Server } from '../support/cli.ts';
+import { PACKAGE_ROOT } from '../../src/config.ts';
 import { FakeRuntime } from '../support/fake-runtime.ts';
 
 const tempDir = scratchDirs();
@@ -214,5 +216,34 @@ describe('the roomkit bin', () => {
   it('passes the exit code of the command through', async () => {
     const res = await run(['keys', 'create', '--org', 'bad name'], { node: systemNode ?? process.execPath, script: BIN });
     assert.equal(res.code, 2);
+  });
+
+  it('goes on PATH with npm install -g of its directory, and runs from any directory', async () => {
+    const prefix = tempDir();
+    execFileSync('npm', ['install', '-g', '--prefix', prefix, '--offline', '--no-audit', '--no-fund', PACKAGE_ROOT], { stdio: 'ignore' });
+    const installed = join(prefix, 'bin', 'roomkit');
+    const child = spawn(installed, ['--version'], { cwd: tmpdir(), env: { ...process.env, PATH: `${dirname(systemNode ?? process.execPath)}:/usr/bin:/bin` }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const res = await collect(child);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /^\d+\.\d+\.\d+ \(API 1\.0\.0\)\n$/);
+  });
+
+  it('scripts/release writes a tarball of the committed tree with what setup installs from', () => {
+    const out = join(tempDir(), 'roomkit.tar.gz');
+    execFileSync(join(PACKAGE_ROOT, 'scripts', 'release'), [out], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const listed = execFileSync('tar', ['tzf', out], { encoding: 'utf8' }).split('\n');
+    for (const path of ['roomkit/package.json', 'roomkit/package-lock.json', 'roomkit/bin/roomkit.mjs', 'roomkit/scripts/setup', 'roomkit/src/cli/main.ts']) {
+      assert.ok(listed.includes(path), `${path} is not in the release`);
+    }
+    assert.ok(!listed.some((p) => p.startsWith('roomkit/node_modules/') || p.startsWith('roomkit/.tools/')), 'nothing installed goes into it');
+  });
+
+  it('inside node_modules (npm install -g of a packed tarball) says how to install it instead', async () => {
+    const copy = join(tempDir(), 'lib', 'node_modules', 'roomkit');
+    mkdirSync(join(copy, 'bin'), { recursive: true });
+    copyFileSync(BIN, join(copy, 'bin', 'roomkit.mjs'));
+    const res = await run(['--version'], { node: systemNode ?? process.execPath, script: join(copy, 'bin', 'roomkit.mjs') });
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, /installed inside node_modules .*\n.*unpack the release .*\n.*scripts\/setup and npm install -g \/opt\/roomkit/);
   });
 });

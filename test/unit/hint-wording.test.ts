@@ -1,7 +1,8 @@
 // Core's errors name no endpoint: they carry a hint code that each adapter words. The
 // REST API words them into the messages clients and the CLI read (the endpoint to call
-// next); the tool layer into what a model can do with its tools; and no message in
-// core's source names an /api/ path.
+// next); the tool layer into what a model can do with its tools; the SDKs, from the
+// Error body's problem and hint, into their own calls; and no message in core's source
+// names an /api/ path.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ import { stateConflict } from '../../src/core/pauses.ts';
 import { quotaExceeded } from '../../src/core/quotas.ts';
 import type { InstanceRecord } from '../../src/core/stored-json.ts';
 import { AppError, HINT_CODES } from '../../src/errors.ts';
+import { sdkMessage } from '../../sdk/src/hint-wording.ts';
 
 const P = '5a87fd4b-0000-4000-8000-000000000001';
 const I = '5a87fd4b-0000-4000-8000-00000000000a';
@@ -105,5 +107,30 @@ describe('core\'s source', () => {
         .filter((line) => !/^\s*(\/\/|\*|\/\*\*)/.test(line));
       for (const line of code) assert.ok(!/\/api\/|\/vm\/\$|\b(GET|POST|PUT|PATCH|DELETE) (\/|\.\.\.|…)/.test(line), `${file}: ${line.trim()}`);
     }
+  });
+});
+
+describe('the advice as data, for clients with words of their own', () => {
+  it('the Error body carries the problem and the hint beside the REST message', () => {
+    const body = instanceNotFound(P, 'r1').toBody(restMessage(instanceNotFound(P, 'r1')));
+    assert.equal(body.message, `no instance in room "r1" of profile ${P}; create one with POST /api/profile/${P}/room/r1`);
+    assert.equal(body.problem, `no instance in room "r1" of profile ${P}`);
+    assert.deepEqual(body.hint, { code: 'create_instance', profile_id: P, room_id: 'r1' });
+  });
+
+  it('the SDKs say it as their own calls, never as a REST call, for every hint', () => {
+    const body = (code: string) => ({ message: `the problem; POST /api/somewhere`, problem: 'the problem', hint: { code, profile_id: P, room_id: 'r1', until: 'paused', asked: 'x', snapshot_id: 's', port: 8000, path: '/a', quota: 'instances' } });
+    for (const code of HINT_CODES) {
+      const said = sdkMessage(body(code));
+      assert.ok(said.startsWith('the problem'), `${code}: ${said}`);
+      assert.ok(!/\/api\/|POST|GET /.test(said), `${code}: ${said}`);
+      assert.notEqual(said, 'the problem', `${code} has no words in the SDK`);
+    }
+    // The Python SDK has words for each hint too (its own tests check what they say).
+    const python = readFileSync(join(import.meta.dirname, '../../python/roomkit/_hint_wording.py'), 'utf8');
+    for (const code of HINT_CODES) assert.ok(python.includes(`"${code}": lambda`), `the Python SDK has no words for ${code}`);
+    // A hint the SDK does not know keeps the server's message.
+    assert.equal(sdkMessage({ message: 'm; POST /x', problem: 'm', hint: { code: 'newer_hint' } }), 'm; POST /x');
+    assert.equal(sdkMessage({ message: 'plain' }), 'plain');
   });
 });

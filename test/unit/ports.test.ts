@@ -238,7 +238,7 @@ describe('signed URLs', () => {
   it('path form: works without a key until it expires; altered, expired or for a revoked key refused', async () => {
     const made = await signed(upstreamPort, { expires_in_s: 60 });
     assert.equal(made.url, made.host_url, 'with a preview domain, url is the host form');
-    assert.match(made.path_url, new RegExp(`^${base}/p/v1\\.[^/]+/$`));
+    assert.match(made.path_url, new RegExp(`^${base}/p/v2\\.[^/]+/$`));
     const ok = await fetch(`${made.path_url}dir/x?k=v`, { headers: { authorization: 'Bearer app-token' } });
     assert.equal(ok.status, 201);
     assert.equal(seen?.url, '/dir/x?k=v');
@@ -251,10 +251,22 @@ describe('signed URLs', () => {
     assert.equal(bare.status, 308);
 
     const token = made.path_url.split('/p/')[1]!.slice(0, -1);
+    // Whoever holds the URL learns nothing from its token: not the instance's id (which
+    // reaches its raw file endpoint), nor the organization's or the key's.
+    const readable = token.split('.').map((part) => Buffer.from(part, 'base64url').toString('latin1')).join(' ') + ` ${token}`;
+    for (const secret of [instanceId, org.organizationId, (await keyOf(org)).key_id]) {
+      assert.ok(!readable.includes(secret), `the token reveals ${secret}`);
+      assert.ok(!readable.includes(secret.replaceAll('-', '')), `the token reveals ${secret}`);
+    }
     const altered = token.slice(0, -2) + (token.endsWith('AA') ? 'BB' : 'AA');
     const bad = await fetch(`${base}/p/${altered}/`);
     assert.equal(bad.status, 401);
     assert.equal(((await bad.json()) as { error: string }).error, 'invalid_preview_token');
+    // The readable tokens of earlier versions are refused, saying to sign again.
+    const readableToken = `v1.${Buffer.from(JSON.stringify({ i: instanceId, p: upstreamPort, e: 9999999999 })).toString('base64url')}.mac`;
+    const old = await fetch(`${base}/p/${readableToken}/`);
+    assert.equal(old.status, 401);
+    assert.match(((await old.json()) as { message: string }).message, /earlier version of roomkit.*sign it again/);
 
     const past = await t.services.ports.sign(
       { organizationId: org.organizationId, keyId: (await keyOf(org)).key_id, env: 'test' },
@@ -304,7 +316,7 @@ describe('signed URLs', () => {
     assert.equal(first.status, 303);
     assert.equal(first.headers.location, '/page?a=1');
     const setCookie = String(first.headers['set-cookie']);
-    assert.match(setCookie, /^roomkit_preview=v1\.[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/);
+    assert.match(setCookie, /^roomkit_preview=v2\.[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/);
     const cookie = setCookie.split(';')[0]!;
 
     const next = await rawGet('/page?a=1', { host, cookie: `other=1; ${cookie}` });

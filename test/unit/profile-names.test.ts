@@ -47,8 +47,17 @@ describe('a profile name in a path', () => {
     assert.equal(unknown.statusCode, 404);
     assert.equal(unknown.json().error, 'profile_not_found');
     assert.match(unknown.json().message, /no-such-profile/);
+    // It says which profiles the organization has (its own only).
+    assert.match(unknown.json().message, /its profiles are "default"/);
+    assert.ok(unknown.json().details.profiles.includes('default'), unknown.body);
     const malformed = await t.app.inject({ method: 'GET', url: '/api/profile/-bad%20name/room/r', headers: org.headers });
     assert.equal(malformed.statusCode, 400);
     assert.equal(malformed.json().error, 'validation_error');
+    assert.match(malformed.json().message, /a name is 1-64 characters of A-Z a-z 0-9 \. _ -, starting with a letter or a digit/);
+    // A room name in words too, not as a regular expression.
+    const badRoom = await t.app.inject({ method: 'GET', url: '/api/profile/default/room/bad%20room', headers: org.headers });
+    assert.equal(badRoom.statusCode, 400);
+    assert.match(badRoom.json().message, /a room name is 1-128 characters of A-Z a-z 0-9 \. _ - and not "\." or "\.\."/);
+    assert.doesNotMatch(badRoom.json().message, /\^\(\?!/);
   });
 });

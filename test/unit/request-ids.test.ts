@@ -10,6 +10,7 @@ import { after, describe, it } from 'node:test';
 import { type ConfigOverrides, loadConfig } from '../../src/config.ts';
 import { buildApp } from '../../src/app.ts';
 import type { App } from '../../src/http/types.ts';
+import { loggedUrl } from '../../src/http/request-log.ts';
 import { createLogger } from '../../src/log.ts';
 import { createServices, type Services } from '../../src/services.ts';
 import { FakeRuntime } from '../support/fake-runtime.ts';
@@ -48,14 +49,24 @@ async function logged(config: ConfigOverrides = {}): Promise<{ app: App; service
 const ofRequest = (lines: string[], id: string) => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.requestId === id);
 
 describe('log lines', () => {
+  it('show no secret a URL carries: a preview token, a terminal ticket', () => {
+    assert.equal(loggedUrl('/p/v2.c2VjcmV0/index.html?x=1'), '/p/…/index.html?x=1');
+    assert.equal(loggedUrl('/api/profile/p/room/r/terminal?cols=80&ticket=abc&rows=24'), '/api/profile/p/room/r/terminal?cols=80&ticket=…&rows=24');
+    assert.equal(loggedUrl('/?roomkit_token=v2.abc'), '/?roomkit_token=…');
+    assert.equal(loggedUrl('/api/profiles?limit=5'), '/api/profiles?limit=5');
+  });
+
   it('carry the request id on the request\'s own lines and on those the services write for it, once each', async () => {
     const { app, lines, headers, profileId } = await logged();
     const created = await app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/logs`, headers });
     assert.equal(created.statusCode, 201, created.body);
     const id = String(created.headers['x-request-id']);
     const messages = ofRequest(lines, id).map((l) => l.msg);
-    assert.ok(messages.includes('incoming request'), messages.join(', '));
-    assert.ok(messages.includes('request completed'), messages.join(', '));
+    // One line for the request itself, at its end, with its status and time.
+    const own = ofRequest(lines, id).filter((l) => l.msg === 'request');
+    assert.equal(own.length, 1, messages.join(', '));
+    assert.deepEqual([own[0]!.method, own[0]!.statusCode, typeof own[0]!.responseTimeMs], ['POST', 201, 'number']);
+    assert.ok(!messages.includes('incoming request') && !messages.includes('request completed'), messages.join(', '));
     // Written by core/instances.ts with its own logger, not the request's.
     assert.ok(messages.includes('instance provisioning started'), messages.join(', '));
     assert.ok(messages.includes('instance state'), messages.join(', '));
@@ -92,7 +103,7 @@ describe('an incoming X-Request-Id', () => {
     const res = await app.inject({ method: 'GET', url: '/nope', headers: { 'x-request-id': 'edge-7f3a.42:b_c' } });
     assert.equal(res.headers['x-request-id'], 'edge-7f3a.42:b_c');
     assert.equal(res.json().request_id, 'edge-7f3a.42:b_c');
-    assert.ok(ofRequest(lines, 'edge-7f3a.42:b_c').some((l) => l.msg === 'incoming request'));
+    assert.ok(ofRequest(lines, 'edge-7f3a.42:b_c').some((l) => l.msg === 'request'));
   });
 
   it('is replaced when it is not a short plain token, even from a trusted proxy', async () => {

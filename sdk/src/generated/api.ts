@@ -270,6 +270,14 @@ export interface ErrorBody {
   error: string;
   /** What went wrong and, where possible, how to fix it */
   message: string;
+  /** With a hint: the message without its advice (what went wrong alone), for a client that words the advice itself */
+  problem?: string;
+  /** The advice as data: its code and the values its wording needs (e.g. profile_id, room_id) */
+  hint?: {
+    /** What the caller can do next, as a stable code (the advice at the end of message, as data) */
+    code: string;
+    [key: string]: unknown;
+  };
   details?: Record<string, unknown>;
   /** The request's id, as in the X-Request-Id header and the server log: quote it when reporting a problem */
   request_id?: string;

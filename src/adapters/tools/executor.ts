@@ -46,9 +46,12 @@ export function apiErrorOf(err: unknown): { error: string; message: string; deta
   const code = (err as { code?: unknown }).code;
   if (typeof code !== 'string' || !Object.hasOwn(ERROR_STATUS, code)) return undefined;
   const details = (err as { details?: unknown }).details;
+  // An error that came over HTTP (the SDK's) says what to do next as the SDK would: its
+  // problem alone is taken, and the tools' own advice is added (executeCall).
+  const problem = (err as { problem?: unknown }).problem;
   return {
     error: code,
-    message: err.message,
+    message: typeof problem === 'string' ? problem : err.message,
     ...(details !== null && typeof details === 'object' ? { details: details as Record<string, unknown> } : {}),
   };
 }
@@ -255,9 +258,10 @@ export async function executeCall(
   } catch (err) {
     const api = apiErrorOf(err);
     if (!api || !options.reportAsResult(api.error)) throw err;
-    // Core's hint in the tools' words; else, by the error's code, what the tools can do
-    // about it (also for an error that came over HTTP, worded for the REST API).
-    const worded = err instanceof AppError && err.hint ? TOOL_WORDS[err.hint.code]?.(err.hint, fileLink) : undefined;
+    // Core's hint in the tools' words (also one that came over HTTP, as the Error body's
+    // hint); else, by the error's code, what the tools can do about it.
+    const given = (err as { hint?: ErrorHint }).hint;
+    const worded = given && typeof given.code === 'string' ? TOOL_WORDS[given.code as HintCode]?.(given, fileLink) : undefined;
     const hint = worded ?? (scope.kind === 'organization' ? TOOL_HINTS[api.error]?.(ref) : undefined);
     return { content: [{ type: 'text', text: `Error ${api.error}: ${api.message}${hint ? `\n${hint}` : ''}` }], isError: true, structured: api };
   }

@@ -95,6 +95,12 @@ export class AgentChannel {
     return this.failure;
   }
 
+  /** Whether frames can still be sent (the connection has not closed). */
+  get isOpen(): boolean {
+    return !this.closed && !this.socket.destroyed;
+  }
+
+  /** Sends a frame; false when the connection has closed, or (as a stream's write) when its buffer is full. */
   send(type: FrameType, payload?: Buffer | string | object): boolean {
     if (this.closed || this.socket.destroyed) return false;
     return this.socket.write(encodeFrame(type, payload));

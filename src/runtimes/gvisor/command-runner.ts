@@ -9,17 +9,17 @@
 // A snapshot with memory of a running instance drops its connections too (the
 // checkpoint drops established TCP) while the sandbox goes on: its commands attach
 // again as soon as the snapshot is done (across()).
-// Reverts of one command (undo-revert.ts) and input to a running command's stdin are
-// here too.
+// Reverts of one command (undo-revert.ts) and input to a running command's stdin
+// (command-inputs.ts, which holds input sent during a pause for the reattach) are here too.
 import { statfsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { AgentChannel, AgentEndpoint } from '../agent/client.ts';
-import { FRAME } from '../agent/frames.ts';
 import type { CommandOutcome, CommandRequest, FileChangeEntry, RevertOutcome } from '../types.ts';
 import { RuntimeFeatureUnavailable, UndoRefused } from '../types.ts';
 import { AgentConnectionLost, type AgentCommandOptions, type AgentCommandOutcome, attachAgentCommand, COMMAND_MARKER, runAgentCommand } from '../agent/commands.ts';
 import { readHeads } from '../agent/files.ts';
 import type { LayerChangeTracking, LayerDiff } from '../layer-changes/tracking.ts';
+import { CommandInputs } from './command-inputs.ts';
 import type { InstanceHandle } from './instance-handle.ts';
 import type { MemoryGuard } from './memory-guard.ts';
 import { addMimeTypes } from '../layer-changes/mime-sniffing.ts';
@@ -74,7 +74,7 @@ export interface CommandRunnerDeps {
 export class CommandRunner {
   private readonly deps: CommandRunnerDeps;
   /** Connections of running commands whose stdin stays open, by command id. */
-  private readonly inputs = new Map<string, AgentChannel>();
+  private readonly inputs = new CommandInputs();
   /** Per running command (by id): the instance whose memory guard killed a process of it. */
   private readonly memoryKilled = new Map<string, string>();
   /**
@@ -384,16 +384,8 @@ export class CommandRunner {
   }
 
   /** Writes to (or closes, with null) the stdin of a running command started with stdinOpen; false when none runs. */
-  async sendInput(commandId: string, data: Buffer | null): Promise<boolean> {
-    const channel = this.inputs.get(commandId);
-    if (!channel) return false;
-    if (data === null) {
-      channel.send(FRAME.close);
-      return true;
-    }
-    channel.send(FRAME.input, data);
-    await channel.drained();
-    return true;
+  sendInput(commandId: string, data: Buffer | null): Promise<boolean> {
+    return this.inputs.send(commandId, data);
   }
 
 

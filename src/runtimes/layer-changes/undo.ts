@@ -102,6 +102,8 @@ export class UndoPoints {
     const journal = readJournal(h);
     const at = journal.findIndex((e) => e.id === commandId);
     const entry = journal[at];
+    // A reverted entry keeps no point any more: said first, so it is not taken for one that never had one.
+    if (entry?.reverted) throw new UndoRefused('already_reverted', `command ${commandId} was already reverted; its undo point was used`);
     if (!entry || (!entry.point && !entry.dropped)) {
       throw new UndoRefused('no_undo_point', `command ${commandId} kept no undo point: only commands run with keep_undo (on the command, or on its profile) can be reverted`);
     }
@@ -111,7 +113,6 @@ export class UndoPoints {
         `the undo point of command ${commandId} was dropped to keep the instance within its undo bounds (${this.limits.maxPoints} points, ${Math.round(this.limits.maxBytes / 1024 / 1024)} MiB): it can no longer be reverted`,
       );
     }
-    if (entry.reverted) throw new UndoRefused('no_undo_point', `command ${commandId} was already reverted; its undo point was used`);
     if (entry.paths === null) throw new UndoRefused('no_undo_point', `command ${commandId} is still running (or its files_changed could not be read): revert it once it has ended`);
     const mine = new Set(entry.paths);
     const touched = new Set<string>();

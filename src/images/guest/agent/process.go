@@ -249,6 +249,13 @@ func killTree(commandID string, pid int, sig syscall.Signal, repeat bool) int {
 		if len(targets) == 0 {
 			return hit
 		}
+		if sig == syscall.SIGKILL {
+			// Everything is held still first: killed one by one, a shell whose child died
+			// before it would print "Killed" into the command's output.
+			for p := range targets {
+				syscall.Kill(p, syscall.SIGSTOP)
+			}
+		}
 		for p := range targets {
 			if syscall.Kill(p, sig) == nil {
 				hit++
