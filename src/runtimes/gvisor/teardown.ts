@@ -5,8 +5,9 @@
 // runsc's delete has seen the processes gone (and the kernel refuses to remove a cgroup
 // that still lists any). Releasing what it held on the host follows in the background: mounts,
 // egress rule, veth and namespace (tens of milliseconds), then runsc's record and the
-// cgroups, which only go once the host's init has reaped the dead processes (runsc's
-// own delete waits for that), the instance's directory, and last its address lease.
+// cgroups, which only go once the dead processes are reaped (runsc's own delete waits
+// for that; sandboxes started under host/subreaper.ts are reaped at once, others by the
+// host's init), the instance's directory, and last its address lease.
 //
 // The lease row is the store's record that the instance still holds something on the
 // host: the runtime's list() names every leased instance, so a sweep after a crash
@@ -17,9 +18,10 @@
 // Why not `runsc delete --force` on the request's path: it kills the sandbox and then
 // polls every 100 ms until the sandbox's pid is gone, and a killed process keeps its pid
 // as a zombie until its parent, the host's init (runsc's sandboxes are daemons), reaps
-// it. Measured on this host: the sandbox is a zombie 1 ms after SIGKILL, init reaps it
-// about 1.2 s later, and `runsc delete` takes 1.3-1.5 s; unmounts, rule, network and
-// lease take about 130 ms more (docs/architecture.md, "Deleting an instance").
+// it. Measured on this host without the subreaper: the sandbox is a zombie 1 ms after
+// SIGKILL, init reaps it about 1.2 s later, and `runsc delete` takes 1.3-1.5 s; under
+// the subreaper the delete takes tens of milliseconds. Unmounts, rule, network and lease
+// take about 130 ms more (docs/architecture.md, "Deleting an instance").
 import { readFileSync, rmSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
