@@ -103,8 +103,8 @@ export interface AuditEvent {
   key_id: string;
   /** Address of the client the connection came from */
   client_address: string;
-  /** `api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp */
-  via: 'api' | 'tools' | 'mcp';
+  /** `api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp; `e2b`: a call of E2B's API (/e2b) */
+  via: 'api' | 'tools' | 'mcp' | 'e2b';
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
