@@ -53,6 +53,24 @@ async function handshake(target: string, headers: Record<string, string>): Promi
   return { status, body: status === 101 || text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
 }
 
+/**
+ * Waits until `program` (its whole command line) runs in the instance, in the foreground
+ * of the terminal that started it. A key sent sooner (on a loaded host) reaches the shell instead, still
+ * reading its line with the terminal in raw mode: ^D or ^\ would be plain characters.
+ */
+async function untilForeground(program: string): Promise<void> {
+  let seen = '';
+  for (let i = 0; i < 100; i++) {
+    const res = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/${ROOM}/command`, headers: org.headers, payload: { command: 'ps -e -o stat= -o args=' } });
+    seen = (res.json() as { result: { output: string } }).result.output;
+    // gVisor's ps shows no foreground mark (+); a shell gives its terminal to the child
+    // before the exec, so the program running under its own name is in the foreground.
+    if (seen.split('\n').some((line) => /^[SR]/.test(line.trim()) && line.trim().replace(/^\S+\s+/, '') === program)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.fail(`${program} never ran in a terminal's foreground; the processes: ${seen}`);
+}
+
 /** The processes of the VM user inside the instance, from a command through the API. */
 async function userProcesses(): Promise<string> {
   const res = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/${ROOM}/command`, headers: org.headers, payload: { command: 'ps -eo args' } });
@@ -87,7 +105,7 @@ describe('a terminal over WebSocket', () => {
       await c.waitFor(/^40 132\r?$/m);
       c.send('cat\n');
       await c.waitFor(/\$ cat\r\n/);
-      await new Promise((r) => setTimeout(r, 500));
+      await untilForeground('cat');
       c.send('typed-into-cat\n');
       // The terminal echoes the line, then cat prints it back: twice.
       await c.waitFor(/typed-into-cat\r\n(?:.*\r\n)?typed-into-cat/);
@@ -101,29 +119,31 @@ describe('a terminal over WebSocket', () => {
 
   it('Ctrl-C interrupts the foreground program, Ctrl-\\ quits it, Ctrl-Z stops it, ^D ends its input; vi is there', async () => {
     const c = await connect();
-    const settle = () => new Promise((r) => setTimeout(r, 700));
     try {
       c.send('echo "ready-$((40+2))"\n');
       await c.waitFor(/ready-42/);
       c.send('sleep 20\n');
-      await settle();
+      await untilForeground('sleep 20');
       c.send('\x03');
       c.send('echo "int=$?"\n');
       await c.waitFor(/int=130/, 5_000);
       c.send('sleep 20\n');
-      await settle();
+      await untilForeground('sleep 20');
       c.send('\x1c');
       c.send('echo "quit=$?"\n');
       await c.waitFor(/quit=131/, 5_000);
       c.send('sleep 30\n');
-      await settle();
+      await untilForeground('sleep 30');
       c.send('\x1a');
       c.send('echo "stop=$?"; jobs -s; kill -9 %1\n');
       await c.waitFor(/stop=148/, 5_000);
       await c.waitFor(/Stopped\s+sleep 30/, 5_000);
       c.send('cat\n');
-      await settle();
+      await untilForeground('cat');
       c.send('\x04');
+      // The shell's prompt again: cat ended. (Typed at once after the ^D, before cat
+      // reads, the next line would merge with the end of input in gVisor's terminal.)
+      await c.waitFor(/\$ cat\r\n[^]*\$ $/, 5_000);
       c.send('echo "eof=$?"\n');
       await c.waitFor(/eof=0/, 5_000);
       // A terminal user finds an editor.

@@ -3,6 +3,7 @@
 // and a reader waiting for more wakes on output, on the terminal's end, or on abort.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { followTerminal } from '../../src/adapters/e2b/process-service.ts';
 import { TerminalOutput } from '../../src/adapters/e2b/terminal-output.ts';
 import type { Terminal, TerminalEnd } from '../../src/core/terminals.ts';
 
@@ -50,5 +51,26 @@ describe("a terminal's kept output", () => {
     const waiting = other.wait(0, 10_000, aborted.signal);
     aborted.abort();
     assert.equal(await waiting, false);
+  });
+});
+
+describe("a terminal's stream of E2B events", () => {
+  it('sends output that came while a slow reader took the last chunks, before the end', async () => {
+    const { terminal, print, end } = fakeTerminal();
+    const output = new TerminalOutput(terminal);
+    print('first\n');
+    const events = followTerminal(output, 0, new AbortController().signal);
+    const first = await events.next();
+    assert.equal(String((first.value as { event: { value: { output: { value: Buffer } } } }).event.value.output.value), 'first\n');
+    // While the reader holds the first chunk, the program prints its last line and exits.
+    print('30 100\n');
+    end({ kind: 'exit', exitCode: 7 });
+    await terminal.ended;
+    const rest: { case: string; value: unknown }[] = [];
+    for await (const e of events) rest.push(e.event as { case: string; value: unknown });
+    assert.deepEqual(
+      rest.map((e) => (e.case === 'data' ? String((e.value as { output: { value: Buffer } }).output.value) : e.case)),
+      ['30 100\n', 'end'],
+    );
   });
 });

@@ -270,13 +270,16 @@ async function openTerminal(
 }
 
 /** A terminal's output from `offset` on as E2B's pty data events, then its end; a keepalive while it is quiet. */
-async function* followTerminal(output: TerminalOutput, offset: number, signal: AbortSignal): AsyncGenerator<EventInit> {
+export async function* followTerminal(output: TerminalOutput, offset: number, signal: AbortSignal): AsyncGenerator<EventInit> {
   let sent = offset;
   for (;;) {
+    // Whether it had ended is read before its output: output that came while the chunks
+    // were being yielded is sent in the next round, never lost to a break.
+    const ended = output.end !== undefined;
     const { chunks, next } = output.since(sent);
     for (const chunk of chunks) yield { event: { case: 'data', value: { output: { case: 'pty', value: chunk } } } };
     sent = next;
-    if (output.end || signal.aborted) break;
+    if (ended || signal.aborted) break;
     if (await output.wait(sent, KEEPALIVE_MS, signal)) yield { event: { case: 'keepalive', value: {} } };
   }
   const end = output.end;
