@@ -8,7 +8,7 @@
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyServerOptions, type onRequestHookHandler } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import Type from 'typebox';
 import { AppError, ERROR_STATUS } from './errors.ts';
@@ -42,6 +42,7 @@ import { mountE2b } from './adapters/e2b/mount.ts';
 import { checkReadiness } from './core/readiness.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installRateLimits } from './http/rate-limits.ts';
+import { nodeForwarding } from './http/node-forwarding.ts';
 import { RequestLog } from './http/request-log.ts';
 import { requestIdGenerator, trustedPeers } from './http/request-id.ts';
 import { ErrorBody, errorResponses } from './http/schemas.ts';
@@ -54,6 +55,8 @@ import type { App } from './http/types.ts';
 export const API_VERSION = '1.0.0';
 /** Longest path parameter the router accepts (file paths come through one). */
 const MAX_PARAM_LENGTH = 4096;
+/** The routes of a room (its instance, commands, files, terminal, ports, tools, snapshots): forwarded to its instance's node. */
+const ROOM_ROUTE = /^\/api\/profile\/:profile_id\/room\/:room_id(?:\/|$)/;
 
 export interface RouteEntry {
   method: string;
@@ -143,6 +146,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     (await services.instances.isReady(instanceId)) ? (await services.instances.readyById(instanceId))?.row.organization_id : undefined,
   );
   const limits = await installRateLimits(app, services.config, services.metrics);
+  const forwarding = nodeForwarding(services);
   const known = FindMyWay({ ignoreTrailingSlash: true, defaultRoute: () => {} });
   const routes: RouteEntry[] = [];
   app.decorate('routeTable', routes);
@@ -155,6 +159,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
     if (isE2bUrl(route.url)) route.onRequest = [e2bAuth, limits.api, ...existing];
     else if (requiresAuth(route.url)) route.onRequest = [auth, limits.api, ...existing];
+    // A room's request goes to the node that runs its instance, before anything else here
+    // (http/node-forwarding.ts): that node authenticates and counts it.
+    if (forwarding !== undefined && ROOM_ROUTE.test(route.url)) route.onRequest = [forwarding, ...(route.onRequest as onRequestHookHandler[])];
     else if (route.url.startsWith('/vm/')) route.onRequest = [limits.rawFiles, ...existing];
     else if (route.url.startsWith(`${SIGNED_PATH_ROUTE}/`) || route.url.startsWith(`${PREVIEW_HOST_ROUTE}/`)) route.onRequest = [limits.preview, ...existing];
   });
@@ -207,8 +214,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     if (request.errorCode !== null) services.metrics.errorSent(request.errorCode);
   });
 
+  const nodeId = services.nodes?.nodeId;
   app.addHook('onSend', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
+    // Which node answered, where several share a store (a forwarded request says the owner).
+    if (nodeId !== undefined) reply.header('X-Roomkit-Node', nodeId);
     reply.header('X-Content-Type-Options', 'nosniff');
     if (requiresAuth(request.url)) reply.header('Cache-Control', 'no-store');
   });

@@ -57,6 +57,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     nodeUrl: read.origin('nodeUrl'),
     nodeHeartbeatMs: read.int('nodeHeartbeatMs', 2000, 100, 60_000),
     nodeLostAfterMs: read.int('nodeLostAfterMs', 10_000, 1000, 600_000),
+    nodeSecret: read.token('nodeSecret'),
     logLevel: read.oneOf('logLevel', LOG_LEVELS, 'info'),
     bodyLimitBytes: read.int('bodyLimitBytes', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     maxMemoryMb: read.int('maxMemoryMb', hostMemoryMb, 128, 1024 * 1024),

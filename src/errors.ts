@@ -22,6 +22,7 @@ export const ERROR_STATUS = {
   invalid_operator_token: 401,
   invalid_terminal_ticket: 401,
   invalid_preview_token: 401,
+  invalid_node_credential: 401,
   preview_url_expired: 401,
   // 403
   permission_denied: 403,
@@ -37,6 +38,10 @@ export const ERROR_STATUS = {
   command_not_found: 404,
   terminal_not_found: 404,
   snapshot_not_found: 404,
+  // 410
+  instance_lost: 410,
+  // 421
+  instance_on_another_node: 421,
   // 405
   method_not_allowed: 405,
   // 409
@@ -90,6 +95,7 @@ export const ERROR_STATUS = {
   audit_unavailable: 503,
   shutting_down: 503,
   capacity_exhausted: 503,
+  node_unreachable: 503,
   // 507
   no_space: 507,
 } as const satisfies Record<string, number>;

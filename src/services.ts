@@ -26,8 +26,9 @@ import type { RuntimeSelection } from './runtimes/types.ts';
 import { type Db, openStore } from './store/db.ts';
 import { FileLinks } from './core/file-links.ts';
 import { nodeFigures } from './core/node-figures.ts';
-import { nodeIdOf } from './cluster/node-identity.ts';
+import { nodeIdOf } from './host/node-identity.ts';
 import { NodeRegistry } from './cluster/node-registry.ts';
+import { claimUnownedRows } from './cluster/unowned-rows.ts';
 import { storeSettings } from './store/store-settings.ts';
 import pkg from '../package.json' with { type: 'json' };
 
@@ -59,6 +60,8 @@ export interface Services {
   metrics: Metrics;
   /** The record of state-changing requests, per organization (GET /api/audit). */
   audit: AuditTrail;
+  /** This process's node id (host/node-identity.ts): its instances, snapshots and address leases carry it. */
+  nodeId: string;
   /** This node among those sharing a PostgreSQL store; undefined with SQLite (one node). */
   nodes: NodeRegistry | undefined;
   close(): Promise<void>;
@@ -78,14 +81,20 @@ export interface ServiceOptions {
 export async function createServices(config: Config, log: Logger, options: ServiceOptions = {}): Promise<Services> {
   const db = await openStore(config);
   try {
+    // Every process is a node, with one id kept in its data directory: its instances,
+    // snapshots and address leases are recorded as its own (with a PostgreSQL store,
+    // others share the record). Rows from before nodes are its own, taken before the
+    // runtime starts (it reads its leases).
+    const nodeId = nodeIdOf(config.dataDir);
+    await claimUnownedRows(db, nodeId);
     const metrics = new Metrics();
     const runtime = options.runtime ?? (await selectRuntime({ config, db, log, metrics }, RUNTIME_CANDIDATES));
     const profiles = new Profiles(db, config);
     const organizations = new Organizations({ db, profiles });
     const quotas = new Quotas({ db, config });
-    const admission = new Admission({ config });
-    const instances = new Instances({ db, profiles, runtime, quotas, admission, config, log, metrics, warmPoolMaxInstances: config.warmPoolMaxInstances });
-    metrics.setInstanceSource(() => liveInstanceFigures(db, { admission, runtime: 'runtime' in runtime ? runtime.runtime : undefined }));
+    const admission = new Admission({ config, nodeId });
+    const instances = new Instances({ db, profiles, runtime, quotas, admission, config, log, metrics, warmPoolMaxInstances: config.warmPoolMaxInstances, nodeId });
+    metrics.setInstanceSource(() => liveInstanceFigures(db, nodeId, { admission, runtime: 'runtime' in runtime ? runtime.runtime : undefined }));
     const servedFiles = new ServedFiles(db);
     const fileLinks = new FileLinks();
     const commands = new Commands({ db, instances, profiles, servedFiles, fileLinks, quotas, config, log, metrics });
@@ -95,7 +104,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const terminalTickets = new TerminalTickets();
     const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir), config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
-    const snapshots = new Snapshots({ db, instances, profiles, quotas, runtime, log });
+    const snapshots = new Snapshots({ db, instances, profiles, quotas, runtime, log, nodeId });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
     await snapshots.reconcile();
@@ -108,11 +117,13 @@ export async function createServices(config: Config, log: Logger, options: Servi
         ? new NodeRegistry({
             db,
             log,
-            nodeId: nodeIdOf(config.dataDir),
+            nodeId,
             version: pkg.version,
             heartbeatMs: config.nodeHeartbeatMs,
             lostAfterMs: config.nodeLostAfterMs,
             measure: () => nodeFigures(db, runtime, admission, config),
+            settleLost: () => instances.settleLostNodes(),
+            rejoined: () => instances.releaseLost(),
           })
         : undefined;
     instances.startExpiryChecks(config.expiryCheckIntervalMs);
@@ -140,6 +151,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       runtime,
       metrics,
       audit,
+      nodeId,
       nodes,
       close() {
         closed ??= (async () => {

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .client import Roomkit
 
 ROOM = "/api/profile/{profile_id}/room/{room_id}"
-_ENDED = ("failed", "stopping", "stopped")
+_ENDED = ("failed", "lost", "stopping", "stopped")
 
 
 class Room:

@@ -157,7 +157,7 @@ export class Room {
     onProgress(instance);
     const interval = options.pollIntervalMs ?? this.#ctx.pollIntervalMs;
     while (wait && instance.state !== 'ready') {
-      if (instance.state === 'failed' || instance.state === 'stopping' || instance.state === 'stopped') throw startFailure(instance);
+      if (instance.state === 'failed' || instance.state === 'lost' || instance.state === 'stopping' || instance.state === 'stopped') throw startFailure(instance);
       await sleep(interval, options.signal);
       const next = await this.#ctx.transport.json('get', ROOM, { params }, { signal: options.signal });
       const changed = next.instance_id !== instance.instance_id || next.state !== instance.state || next.progress !== instance.progress;
@@ -585,7 +585,7 @@ export function contentBytes(file: Pick<FileContent, 'content' | 'encoding'>): U
 }
 
 function startFailure(instance: Instance): RoomkitError {
-  const reason = instance.failure_reason ?? (instance.state === 'failed' ? 'no reason given' : `it was deleted while starting (${instance.state})`);
+  const reason = instance.failure_reason ?? (instance.state === 'failed' ? 'no reason given' : instance.state === 'lost' ? 'its node was lost' : `it was deleted while starting (${instance.state})`);
   return new RoomkitError({
     status: 500,
     code: 'instance_start_failed',

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../config.ts';
 import type { Profile } from '../core/profile-schema.ts';
+import { nodeIdOf } from '../host/node-identity.ts';
 import { liveStates } from '../core/instance-queries.ts';
 import { ImageStore } from '../images/builder.ts';
 import { createLogger } from '../log.ts';
@@ -80,7 +81,8 @@ export async function imagesList(options: Common): Promise<void> {
 export async function imagesPrune(options: Common): Promise<void> {
   const config = loadConfig({ dataDir: options.dataDir });
   const inUse = await withStore(options, async (services) => {
-    const live = await liveStates(services.db);
+    // The images this node's instances run on: another node's are on its own host.
+    const live = await liveStates(services.db, nodeIdOf(config.dataDir));
     return new Set(live.map((row) => imageKeyOf(config.dataDir, row.id)).filter((k): k is string => k !== undefined));
   });
   // Snapshots are restored over the image they were taken over.

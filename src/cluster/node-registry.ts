@@ -5,8 +5,9 @@
 // ROOMKIT_NODE_LOST_AFTER_MS and declares them lost; the store decides who does: the
 // update that moves a node to `lost` is conditional on it being silent and not lost yet,
 // so of several nodes that look at once, exactly one changes the row and hears it back.
-// A lost node that comes back finds itself `lost` and registers again (what it ran is
-// no longer its: that part comes with placement).
+// A lost node that comes back finds itself `lost` and registers again; what it ran was
+// recorded `lost` meanwhile (core/lost-nodes.ts), and it removes what its host still
+// holds of those instances instead of adopting them.
 import type { Logger } from 'pino';
 import { nowIso } from '../lib/time.ts';
 import type { Db } from '../store/db.ts';
@@ -33,6 +34,10 @@ export interface NodeRegistryOptions {
   lostAfterMs: number;
   /** What this node offers and carries now, said at each heartbeat. */
   measure(): Promise<{ capacity: NodeCapacity; load: NodeLoad }>;
+  /** After each look for silent nodes: settles what lost nodes left (their instances). */
+  settleLost?(): Promise<unknown>;
+  /** After this node joined again, having been declared lost: removes what it no longer owns. */
+  rejoined?(): Promise<unknown>;
   now?: () => number;
 }
 
@@ -93,8 +98,10 @@ export class NodeRegistry {
         this.options.log.warn({ nodeId: this.nodeId }, 'this node was declared lost while it was silent; it joins again');
         this.stopBeats();
         await this.join(this.url);
+        await this.options.rejoined?.();
       }
       await this.declareLost();
+      await this.options.settleLost?.();
     } catch (err) {
       this.options.log.error({ err, nodeId: this.nodeId }, 'node heartbeat failed');
     }

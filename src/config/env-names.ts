@@ -12,6 +12,7 @@ export const ENV_NAMES: Record<keyof Config, string> = {
   nodeUrl: 'ROOMKIT_NODE_URL',
   nodeHeartbeatMs: 'ROOMKIT_NODE_HEARTBEAT_MS',
   nodeLostAfterMs: 'ROOMKIT_NODE_LOST_AFTER_MS',
+  nodeSecret: 'ROOMKIT_NODE_SECRET',
   logLevel: 'ROOMKIT_LOG_LEVEL',
   bodyLimitBytes: 'ROOMKIT_BODY_LIMIT_BYTES',
   maxMemoryMb: 'ROOMKIT_MAX_MEMORY_MB',

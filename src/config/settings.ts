@@ -33,6 +33,12 @@ export interface Config {
   readonly nodeHeartbeatMs: number;
   /** A node silent this long is declared lost (by one other node). */
   readonly nodeLostAfterMs: number;
+  /**
+   * The secret every node of one store shares: a node forwards a request for an instance
+   * that another node runs to that node with it, and takes a forwarded request only
+   * with it. Unset: nothing is forwarded (such requests answer 421 instance_on_another_node).
+   */
+  readonly nodeSecret: string | undefined;
   readonly logLevel: LogLevel;
   /** Largest accepted request body. */
   readonly bodyLimitBytes: number;

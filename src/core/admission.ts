@@ -135,8 +135,12 @@ export class Admission {
   private readonly hostMemory: () => HostMemory;
   private readonly checks = new Serial();
 
-  constructor(deps: { config: Config; hostMemory?: () => HostMemory }) {
+  /** The node whose host this admits to: only its instances count. */
+  private readonly nodeId: string;
+
+  constructor(deps: { config: Config; nodeId: string; hostMemory?: () => HostMemory }) {
     this.config = deps.config;
+    this.nodeId = deps.nodeId;
     this.hostMemory = deps.hostMemory ?? readHostMemory;
   }
 
@@ -166,7 +170,7 @@ export class Admission {
   /** What one organization's running instances use of the host's memory now, as admission counts it (MiB). */
   async inUseOf(db: Db, runtime: Runtime, organizationId: string): Promise<number> {
     let inUseMb = 0;
-    for (const row of await liveResources(db, organizationId)) {
+    for (const row of await liveResources(db, { organizationId, nodeId: this.nodeId })) {
       inUseMb += countedMemoryMb(row.state as InstanceState, runtime.memoryInUseMb(row.id), runtime.startingMemoryMb(row.resources), runtime.hostCost(row.resources).memoryMb);
     }
     return inUseMb;
@@ -195,7 +199,7 @@ export class Admission {
     let inUseMb = 0;
     let committedMemoryMb = 0;
     let diskMb = 0;
-    for (const row of await liveResources(db)) {
+    for (const row of await liveResources(db, { nodeId: this.nodeId })) {
       const cost = runtime.hostCost(row.resources);
       const state = row.state as InstanceState;
       inUseMb += countedMemoryMb(state, runtime.memoryInUseMb(row.id), runtime.startingMemoryMb(row.resources), cost.memoryMb);

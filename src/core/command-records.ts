@@ -111,11 +111,12 @@ export class CommandRecords {
   }
 
   /** Commands recorded as running, with the state of their instance. */
-  async running(): Promise<{ id: string; instance_id: string; instance_state: string }[]> {
+  async running(nodeId: string): Promise<{ id: string; instance_id: string; instance_state: string }[]> {
     return this.db
       .selectFrom('commands')
       .innerJoin('instances', 'instances.id', 'commands.instance_id')
       .select(['commands.id as id', 'commands.instance_id as instance_id', 'instances.state as instance_state'])
+      .where('instances.node_id', '=', nodeId)
       .where('commands.state', '=', 'running')
       .execute();
   }

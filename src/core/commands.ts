@@ -491,7 +491,8 @@ export class Commands {
    * unseen.
    */
   async recover(): Promise<number> {
-    const rows = await this.records.running();
+    // Only this node's: the others' commands run on their own hosts.
+    const rows = await this.records.running(this.instances.nodeId);
     for (const row of rows) {
       if (row.instance_state === 'ready') {
         try {

@@ -23,6 +23,8 @@ export const QUIET_PERCENT = 10;
 
 export interface CpuPressureDeps {
   db: Db;
+  /** The node whose host this relieves: only its instances are frozen. */
+  nodeId: string;
   config: Pick<Config, 'freezeCpuPercent' | 'pressureIdleS'>;
   log: Logger;
   metrics?: Metrics;
@@ -69,7 +71,12 @@ export class CpuPressure {
       this.figures = { busyPercent, frozen: 0 };
       return [];
     }
-    const rows = await this.deps.db.selectFrom('instances').select(['id', 'last_active_at', 'created_at']).where('state', '=', 'ready').execute();
+    const rows = await this.deps.db
+      .selectFrom('instances')
+      .select(['id', 'last_active_at', 'created_at'])
+      .where('node_id', '=', this.deps.nodeId)
+      .where('state', '=', 'ready')
+      .execute();
     const idleBefore = now - this.deps.config.pressureIdleS * 1000;
     const quiet = new Set<string>();
     const seen = new Set<string>();

@@ -9,8 +9,9 @@ import type { Admission } from './admission.ts';
 import { liveResources } from './instance-queries.ts';
 import { LIVE_STATES } from './lifecycle.ts';
 
-export async function liveInstanceFigures(db: Db, host?: { admission: Admission; runtime: Runtime | undefined }): Promise<InstanceFigures> {
-  const rows = await liveResources(db);
+/** The figures of the node's instances (a node's /metrics are its host's). */
+export async function liveInstanceFigures(db: Db, nodeId: string, host?: { admission: Admission; runtime: Runtime | undefined }): Promise<InstanceFigures> {
+  const rows = await liveResources(db, { nodeId });
   const byState: Record<string, number> = Object.fromEntries(LIVE_STATES.map((s) => [s, 0]));
   let memoryMb = 0;
   for (const row of rows) {

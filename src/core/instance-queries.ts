@@ -2,42 +2,49 @@
 // granted (quotas, admission, /metrics), the ones due for an expiry check, a shutdown or
 // the start's reconcile, and a warm pool's members. Rows come out decoded
 // (stored-json.ts); the record of one instance and every write are instance-records.ts.
+// What concerns a host (its admission, its expiry checks, its reconcile, its warm pools)
+// reads only the instances of its node (`nodeId`); quotas read an organization's on
+// every node.
 import type { Db } from '../store/db.ts';
 import type { InstanceResources } from './instance-schema.ts';
-import { type InstanceState, LIVE_STATES } from './lifecycle.ts';
+import { type InstanceState, LIVE_STATES, TERMINAL_STATES } from './lifecycle.ts';
 import { decodeInstance, decodeResources, type InstanceRecord } from './stored-json.ts';
 
-/** What each live instance was granted, with its state; of one organization, or of all. */
+/** What each live instance was granted, with its state: of one organization, of one node, of both, or of all. */
 export async function liveResources(
   db: Db,
-  organizationId?: string,
+  scope: { organizationId?: string; nodeId?: string } = {},
 ): Promise<{ id: string; state: string; resources: InstanceResources; memoryKept: boolean }[]> {
   let query = db.selectFrom('instances').select(['id', 'state', 'resources', 'paused_memory_kept']).where('state', 'in', LIVE_STATES);
-  if (organizationId !== undefined) query = query.where('organization_id', '=', organizationId);
+  if (scope.organizationId !== undefined) query = query.where('organization_id', '=', scope.organizationId);
+  if (scope.nodeId !== undefined) query = query.where('node_id', '=', scope.nodeId);
   const rows = await query.execute();
   return rows.map((r) => ({ id: r.id, state: r.state, resources: decodeResources(r.resources, `instance ${r.id}`), memoryKept: r.paused_memory_kept === 1 }));
 }
 
-/** Live instances' ids and states, of those in `states` (every live state when not given). */
-export async function liveStates(db: Db, states: readonly InstanceState[] = LIVE_STATES): Promise<{ id: string; state: string }[]> {
-  return db.selectFrom('instances').select(['id', 'state']).where('state', 'in', states).execute();
+/** The node's live instances' ids and states, of those in `states` (every live state when not given). */
+export async function liveStates(db: Db, nodeId: string, states: readonly InstanceState[] = LIVE_STATES): Promise<{ id: string; state: string }[]> {
+  return db.selectFrom('instances').select(['id', 'state']).where('node_id', '=', nodeId).where('state', 'in', states).execute();
 }
 
-/** Every live instance (the start's reconcile). */
-export async function liveInstances(db: Db): Promise<InstanceRecord[]> {
-  return (await db.selectFrom('instances').selectAll().where('state', 'in', LIVE_STATES).execute()).map(decodeInstance);
+/** Every live instance of the node (the start's reconcile). */
+export async function liveInstances(db: Db, nodeId: string): Promise<InstanceRecord[]> {
+  return (await db.selectFrom('instances').selectAll().where('node_id', '=', nodeId).where('state', 'in', LIVE_STATES).execute()).map(decodeInstance);
 }
 
-/** Paused instances that have a retention limit. */
-export async function pausedWithRetention(db: Db): Promise<InstanceRecord[]> {
-  return (await db.selectFrom('instances').selectAll().where('state', '=', 'paused').where('paused_retention_s', '>', 0).execute()).map(decodeInstance);
+/** The node's paused instances that have a retention limit. */
+export async function pausedWithRetention(db: Db, nodeId: string): Promise<InstanceRecord[]> {
+  return (
+    await db.selectFrom('instances').selectAll().where('node_id', '=', nodeId).where('state', '=', 'paused').where('paused_retention_s', '>', 0).execute()
+  ).map(decodeInstance);
 }
 
-/** Ready instances in a room that have an idle limit, a lifetime limit or a deadline. */
-export async function readyWithLimits(db: Db): Promise<InstanceRecord[]> {
+/** The node's ready instances in a room that have an idle limit, a lifetime limit or a deadline. */
+export async function readyWithLimits(db: Db, nodeId: string): Promise<InstanceRecord[]> {
   const rows = await db
     .selectFrom('instances')
     .selectAll()
+    .where('node_id', '=', nodeId)
     .where('state', '=', 'ready')
     // A pooled instance is in no room yet: its limits count from when a room takes it.
     .where('warm_pool_key', 'is', null)
@@ -70,30 +77,46 @@ export async function pooledOf(db: Db, profileIds: string[]): Promise<{ profile_
     .execute();
 }
 
-/** How many live instances sit in warm pools on this host. */
-export async function pooledCount(db: Db): Promise<number> {
+/** How many live instances sit in warm pools on the node's host. */
+export async function pooledCount(db: Db, nodeId: string): Promise<number> {
   const row = await db
     .selectFrom('instances')
     .select(({ fn }) => fn.countAll<number>().as('n'))
+    .where('node_id', '=', nodeId)
     .where('warm_pool_key', 'is not', null)
     .where('state', 'in', LIVE_STATES)
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
 
-/** The profiles (with their organizations) that have live warm pool instances. */
-export async function profilesWithPooled(db: Db): Promise<{ profile_id: string; organization_id: string }[]> {
-  return db.selectFrom('instances').select(['profile_id', 'organization_id']).distinct().where('warm_pool_key', 'is not', null).where('state', 'in', LIVE_STATES).execute();
+/** The profiles (with their organizations) that have live warm pool instances on the node. */
+export async function profilesWithPooled(db: Db, nodeId: string): Promise<{ profile_id: string; organization_id: string }[]> {
+  return db
+    .selectFrom('instances')
+    .select(['profile_id', 'organization_id'])
+    .distinct()
+    .where('node_id', '=', nodeId)
+    .where('warm_pool_key', 'is not', null)
+    .where('state', 'in', LIVE_STATES)
+    .execute();
 }
 
 /**
- * Warm pool instances still in their pool (not retired, not stopping): of one profile,
- * or of one organization, or of every organization; oldest first, or newest with `newestFirst`.
+ * The node's warm pool instances still in their pool (not retired, not stopping): of one
+ * profile, or of one organization, or of every organization; oldest first, or newest
+ * with `newestFirst`.
  */
-export async function poolMembers(db: Db, scope: { profileId: string } | { organizationId: string } | '*', retired: string, newestFirst = false): Promise<InstanceRecord[]> {
+export async function poolMembers(
+  db: Db,
+  nodeId: string,
+  scope: { profileId: string } | { organizationId: string } | '*',
+  retired: string,
+  newestFirst = false,
+): Promise<InstanceRecord[]> {
   let query = db
     .selectFrom('instances')
     .selectAll()
+    .where('node_id', '=', nodeId)
     .where('warm_pool_key', 'is not', null)
     .where('warm_pool_key', '!=', retired)
     .where('state', 'in', LIVE_STATES)
@@ -105,11 +128,12 @@ export async function poolMembers(db: Db, scope: { profileId: string } | { organ
   return (await query.orderBy('created_at', order).orderBy('id', order).execute()).map(decodeInstance);
 }
 
-/** The oldest ready instance in the profile's warm pool made for `key`, for a room to claim. */
-export async function oldestPooled(db: Db, organizationId: string, profileId: string, key: string): Promise<InstanceRecord | undefined> {
+/** The oldest ready instance in the profile's warm pool on the node made for `key`, for a room to claim. */
+export async function oldestPooled(db: Db, nodeId: string, organizationId: string, profileId: string, key: string): Promise<InstanceRecord | undefined> {
   const row = await db
     .selectFrom('instances')
     .selectAll()
+    .where('node_id', '=', nodeId)
     .where('organization_id', '=', organizationId)
     .where('profile_id', '=', profileId)
     .where('warm_pool_key', '=', key)
@@ -120,7 +144,27 @@ export async function oldestPooled(db: Db, organizationId: string, profileId: st
   return row === undefined ? undefined : decodeInstance(row);
 }
 
+/**
+ * The node that runs the room's current instance (its live one, or the last one if it
+ * failed or was lost), with where it is reached and its state; undefined for a room
+ * with none or an instance of no node. Any organization's: a profile id is unique.
+ */
+export async function nodeOfRoom(db: Db, profileId: string, roomId: string): Promise<{ nodeId: string; url: string; state: string } | undefined> {
+  const row = await db
+    .selectFrom('instances')
+    .innerJoin('nodes', 'nodes.id', 'instances.node_id')
+    .select(['nodes.id as nodeId', 'nodes.url as url', 'nodes.state as state'])
+    .where('instances.profile_id', '=', profileId)
+    .where('instances.room_id', '=', roomId)
+    .where('instances.deleted_at', 'is', null)
+    .where('instances.state', '!=', 'stopped')
+    .orderBy('instances.created_at', 'desc')
+    .orderBy('instances.id', 'desc')
+    .executeTakeFirst();
+  return row;
+}
+
 /** Ids of instances that ended (stopped or failed), as a subquery. */
 export function endedIds(db: Db) {
-  return db.selectFrom('instances').select('id').where('state', 'in', ['stopped', 'failed']);
+  return db.selectFrom('instances').select('id').where('state', 'in', TERMINAL_STATES);
 }

@@ -328,6 +328,8 @@ export function newInstanceRow(fields: {
   warmPoolKey?: string;
   /** The snapshot it starts from. */
   snapshotId?: string;
+  /** The node whose host runs it. */
+  nodeId: string;
 }): InstanceRecord {
   const { spec } = fields;
   const now = nowIso();
@@ -354,6 +356,7 @@ export function newInstanceRow(fields: {
     paused_memory_kept: null,
     paused_retention_s: spec.paused_retention_s,
     snapshot_id: fields.snapshotId ?? null,
+    node_id: fields.nodeId,
     ...NO_OPTIONS,
   };
 }

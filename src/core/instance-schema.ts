@@ -34,6 +34,7 @@ export const INSTANCE_REASON_CODES = [
   'retention',
   'timeout',
   'memory_pressure',
+  'node_lost',
 ] as const;
 export type InstanceReasonCode = (typeof INSTANCE_REASON_CODES)[number];
 
@@ -56,7 +57,8 @@ export const InstanceReasonCode = Type.Enum(INSTANCE_REASON_CODES, {
     '`timeout` (its deadline passed: the `timeout_s` of its create, moved by keep-alives; paused or stopped as the profile\'s ' +
     '`idle_action` says), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, ' +
     'removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the ' +
-    'instance from its profile\'s warm pool: the entries before it are when it was made)',
+    'instance from its profile\'s warm pool: the entries before it are when it was made). On `lost`: `node_lost` (the node whose host ran it stopped ' +
+    'heartbeating and another node declared it lost; the reason names the node)',
 });
 
 export const InstancePause = Type.Object(

@@ -14,7 +14,7 @@ import { type EndReason, InstanceRecords, insertInstanceRow, type ListOptions, n
 import type { ProvisionNote, Runtime, RuntimeEvent, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
-import { liveStates, pausedWithRetention, readyWithLimits } from './instance-queries.ts';
+import { liveStates, nodeOfRoom, pausedWithRetention, readyWithLimits } from './instance-queries.ts';
 import type { InstanceRecord } from './stored-json.ts';
 import { LIVE_STATES, type ProvisionStep } from './lifecycle.ts';
 import type { Profiles } from './profiles.ts';
@@ -25,6 +25,7 @@ import type { Admission } from './admission.ts';
 import type { Quotas } from './quotas.ts';
 import type { Metrics } from '../metrics.ts';
 import { type Reconciled, reconcileWithHost } from './reconcile.ts';
+import { releaseLost, settleLostNodes } from './lost-nodes.ts';
 import { Pauses, stateConflict } from './pauses.ts';
 import { CpuPressure } from './cpu-pressure.ts';
 import { MemoryPressure } from './memory-pressure.ts';
@@ -57,6 +58,8 @@ export type StoppingListener = (instanceId: string, why: EndReason, pause?: { ke
 
 export class Instances {
   private readonly db: Db;
+  /** The node whose host runs the instances this makes. */
+  readonly nodeId: string;
   private readonly records: InstanceRecords;
   private readonly profiles: Profiles;
   private readonly runtimeSelection: RuntimeSelection;
@@ -91,8 +94,11 @@ export class Instances {
     metrics?: Metrics;
     /** Pooled instances this host keeps at most, over all profiles; 0 turns warm pools off. */
     warmPoolMaxInstances?: number;
+    /** The node whose host runs the instances this makes; it expires, reconciles and pools only its own. */
+    nodeId: string;
   }) {
     this.db = deps.db;
+    this.nodeId = deps.nodeId;
     this.quotas = deps.quotas;
     this.admission = deps.admission;
     this.metrics = deps.metrics;
@@ -103,6 +109,7 @@ export class Instances {
     if ('runtime' in deps.runtime) deps.runtime.runtime.onEvent((event) => this.onRuntimeEvent(event));
     this.memoryPressure = new MemoryPressure({
       db: deps.db,
+      nodeId: deps.nodeId,
       config: deps.config,
       admission: deps.admission,
       log: deps.log,
@@ -117,6 +124,7 @@ export class Instances {
     });
     this.cpuPressure = new CpuPressure({
       db: deps.db,
+      nodeId: deps.nodeId,
       config: deps.config,
       log: deps.log,
       ...(deps.metrics ? { metrics: deps.metrics } : {}),
@@ -134,6 +142,7 @@ export class Instances {
     });
     this.warmPool = new WarmPool({
       db: deps.db,
+      nodeId: deps.nodeId,
       profiles: deps.profiles,
       quotas: deps.quotas,
       admission: deps.admission,
@@ -185,7 +194,7 @@ export class Instances {
 
     const runtime = this.runtime();
     const row: InstanceRecord = {
-      ...newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec, ...(from ? { snapshotId: from.id } : {}) }),
+      ...newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec, nodeId: this.nodeId, ...(from ? { snapshotId: from.id } : {}) }),
       ...optionColumns(asked),
     };
     const resources = resourcesOf(spec);
@@ -246,7 +255,7 @@ export class Instances {
     checkCreateOptions({}, spec);
     const runtime = this.runtime();
     const rows = rooms.map((roomId) => ({
-      ...newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec, snapshotId: from.id }),
+      ...newInstanceRow({ organizationId, profileId, roomId, runtime: runtime.name, spec, snapshotId: from.id, nodeId: this.nodeId }),
       ...optionColumns(options),
     }));
     const resources = resourcesOf(spec);
@@ -329,13 +338,52 @@ export class Instances {
     return row.spec ?? specOf(await this.profiles.get(row.organization_id, row.profile_id));
   }
 
+  /**
+   * The other node whose host runs the room's current instance, when one does and it has
+   * not been declared lost; undefined when this node holds it, or nothing does.
+   */
+  async ownerElsewhere(profileId: string, roomId: string): Promise<{ nodeId: string; url: string } | undefined> {
+    const owner = await nodeOfRoom(this.db, profileId, roomId);
+    if (!owner || owner.nodeId === this.nodeId || owner.state === 'lost') return undefined;
+    return { nodeId: owner.nodeId, url: owner.url };
+  }
+
+  /** Records the live instances of lost nodes as `lost` (lost-nodes.ts); each heartbeat of this node calls it. */
+  async settleLostNodes(): Promise<string[]> {
+    return settleLostNodes({ db: this.db, records: this.records, log: this.log });
+  }
+
+  /** Back after being declared lost: removes what this node's `lost` instances still hold on its host (lost-nodes.ts). */
+  async releaseLost(): Promise<string[]> {
+    const selection = this.runtimeSelection;
+    if (!('runtime' in selection)) return [];
+    return releaseLost({ db: this.db, nodeId: this.nodeId, runtime: selection.runtime, log: this.log });
+  }
+
   /** The live instance's record; instance_not_found (for a room, saying what became of its last one) when there is none. */
   async requireLive(organizationId: string, profileId: string, roomId: string): Promise<InstanceRecord> {
     return this.requireLiveAt(roomRef(organizationId, profileId, roomId));
   }
 
   async requireLiveAt(address: InstanceAddress): Promise<InstanceRecord> {
-    return this.findAt(address, 'live');
+    return this.onThisNode(await this.findAt(address, 'live'));
+  }
+
+  /**
+   * The row, when its machine is on this node's host; a request that would reach into
+   * an instance of another node is refused (`instance_on_another_node`, naming the node
+   * and where it is reached), and one of an instance whose node was lost answers
+   * `instance_lost`.
+   */
+  private async onThisNode(row: InstanceRecord): Promise<InstanceRecord> {
+    if (row.state === 'lost') throw instanceLost(row);
+    if (row.node_id === null || row.node_id === this.nodeId) return row;
+    const node = await this.db.selectFrom('nodes').select(['url', 'state']).where('id', '=', row.node_id).executeTakeFirst();
+    throw new AppError(
+      'instance_on_another_node',
+      `instance ${row.id} runs on node ${row.node_id}${node ? ` (${node.url}, ${node.state})` : ''}, not on this one; send the request to that node`,
+      { instance_id: row.id, node_id: row.node_id, ...(node ? { node_url: node.url } : {}) },
+    );
   }
 
   /** The room's live instance's row, if it has one. */
@@ -371,11 +419,12 @@ export class Instances {
   async deleteAt(address: InstanceAddress, options: { keyId?: string } = {}): Promise<Instance> {
     noteOperation('instance.delete', addressFacts(address));
     const row = await this.findAt(address, 'current');
-    if (stateOf(row) === 'failed') {
-      // Its resources were released when it failed; only hide it from the room.
+    if (stateOf(row) === 'failed' || row.state === 'lost') {
+      // Its resources were released when it failed (or are its lost node's to remove): only hide it from the room.
       await this.records.markDeleted(row.id);
       return this.records.view(row);
     }
+    await this.onThisNode(row);
     const keyId = options.keyId;
     await this.stop(row, {
       reason: keyId === undefined ? 'deleted through the API' : `deleted through the API with key ${keyId}`,
@@ -397,7 +446,7 @@ export class Instances {
 
   async pauseAt(address: InstanceAddress, options: { keyId?: string; memory?: boolean } = {}): Promise<Instance> {
     noteOperation('instance.pause', addressFacts(address));
-    const row = await this.findAt(address, 'current');
+    const row = await this.onThisNode(await this.findAt(address, 'current'));
     if (row.state === 'paused') return this.records.view(row);
     if (row.state !== 'ready') throw stateConflict(row, 'pause');
     const keyId = options.keyId;
@@ -432,7 +481,7 @@ export class Instances {
 
   async resumeAt(address: InstanceAddress, options: { keyId?: string } = {}): Promise<Instance> {
     noteOperation('instance.resume', addressFacts(address));
-    const row = await this.findAt(address, 'current');
+    const row = await this.onThisNode(await this.findAt(address, 'current'));
     if (row.state === 'ready') return this.records.view(row);
     const keyId = options.keyId;
     await this.pauses.resume(this.pausableRuntime(), row, await this.specOfRecord(row), {
@@ -479,7 +528,7 @@ export class Instances {
   }
 
   async requireReadyAt(address: InstanceAddress): Promise<{ row: InstanceRecord; spec: ProfileSpec }> {
-    let row = await this.findAt(address, 'current');
+    let row = await this.onThisNode(await this.findAt(address, 'current'));
     const spec = await this.specOfRecord(row);
     row = await this.wake(row, spec);
     if (row.state !== 'ready') throw notReady(row);
@@ -518,6 +567,7 @@ export class Instances {
   async readyById(instanceId: string): Promise<{ row: InstanceRecord; spec: ProfileSpec } | undefined> {
     let row = await this.records.findIn(instanceId, ['ready', 'pausing', 'paused', 'resuming']);
     if (!row) return undefined;
+    row = await this.onThisNode(row);
     const spec = row.spec ?? specOf(await this.profiles.get(row.organization_id, row.profile_id));
     row = await this.wake(row, spec);
     if (row.state !== 'ready') return undefined;
@@ -608,7 +658,7 @@ export class Instances {
    */
   async expire(now = Date.now()): Promise<string[]> {
     const expired = await this.expireRunning(now);
-    const paused = await pausedWithRetention(this.db);
+    const paused = await pausedWithRetention(this.db, this.nodeId);
     for (const row of paused) {
       const pausedS = (now - Date.parse(row.paused_at ?? row.updated_at)) / 1000;
       if (pausedS < row.paused_retention_s || this.pauses.isUnderway(row.id)) continue;
@@ -625,7 +675,7 @@ export class Instances {
   }
 
   private async expireRunning(now: number): Promise<string[]> {
-    const rows = await readyWithLimits(this.db);
+    const rows = await readyWithLimits(this.db, this.nodeId);
     const expired: string[] = [];
     for (const row of rows) {
       const age = (now - Date.parse(row.claimed_at ?? row.created_at)) / 1000;
@@ -724,7 +774,7 @@ export class Instances {
   async reconcile(): Promise<Reconciled> {
     const selection = this.runtimeSelection;
     if (!('runtime' in selection)) return { adopted: [], paused: [], failed: [], stopped: [], swept: [] };
-    return reconcileWithHost({ db: this.db, records: this.records, runtime: selection.runtime, log: this.log });
+    return reconcileWithHost({ db: this.db, nodeId: this.nodeId, records: this.records, runtime: selection.runtime, log: this.log });
   }
 
   /**
@@ -740,7 +790,7 @@ export class Instances {
     await Promise.allSettled([...pending.map((p) => p.done), ...this.ending.values(), this.pauses.settled()]);
     if (policy === 'stop') {
       // Paused instances hold no machine: they stay paused, for the next start.
-      const queue = await liveStates(this.db, LIVE_STATES.filter((state) => state !== 'paused'));
+      const queue = await liveStates(this.db, this.nodeId, LIVE_STATES.filter((state) => state !== 'paused'));
       const why: EndReason = { reason: 'the service shut down', code: 'service_stopped' };
       // A few at a time: one after another, 20 instances took 47 s to stop on 2 cores,
       // longer than `roomkit serve` lets a shutdown take before it exits.
@@ -863,6 +913,16 @@ export class Instances {
 /** The idle action of the profile the instance was made from (`pause` for rows made before it existed). */
 function idleAction(row: InstanceRecord): 'pause' | 'stop' {
   return row.spec?.idle_action ?? 'pause';
+}
+
+/** instance_lost: the instance's node was declared lost; its room takes a new instance. */
+function instanceLost(row: InstanceRecord): AppError {
+  return new AppError(
+    'instance_lost',
+    `instance ${row.id} was lost with its node ${row.node_id}: what ran in it is gone`,
+    { instance_id: row.id, node_id: row.node_id, state: row.state },
+    { code: 'create_new_instance', profile_id: row.profile_id, room_id: row.room_id },
+  );
 }
 
 function notReady(row: InstanceRecord): AppError {

@@ -14,33 +14,40 @@ export const PROVISION_STATES = ['active', ...PROVISION_STEPS] as const;
  */
 export const PAUSE_STATES = ['pausing', 'paused', 'resuming'] as const;
 
-export const STATES = [...PROVISION_STATES, ...PAUSE_STATES, 'stopping', 'stopped', 'failed'] as const;
+/**
+ * `lost`: its node stopped heartbeating and another node declared it lost
+ * (cluster/node-registry.ts); whatever it held is on that node's host, which removes it
+ * when it comes back. Like `failed`, it ends the instance and frees its room.
+ */
+export const STATES = [...PROVISION_STATES, ...PAUSE_STATES, 'stopping', 'stopped', 'failed', 'lost'] as const;
 
 export type InstanceState = (typeof STATES)[number];
 export type ProvisionState = (typeof PROVISION_STATES)[number];
 
-export const TERMINAL_STATES = ['stopped', 'failed'] as const satisfies readonly InstanceState[];
+export const TERMINAL_STATES = ['stopped', 'failed', 'lost'] as const satisfies readonly InstanceState[];
 /** States in which an instance holds resources and occupies its room. */
 export const LIVE_STATES: InstanceState[] = STATES.filter(
   (s) => !(TERMINAL_STATES as readonly string[]).includes(s),
 );
 
+// Every live state may also become `lost`, when its node is declared lost.
 const NEXT: Record<InstanceState, readonly InstanceState[]> = {
-  active: ['network_allocated', 'stopping', 'failed'],
-  network_allocated: ['ftap_created', 'stopping', 'failed'],
-  ftap_created: ['image_generated', 'stopping', 'failed'],
-  image_generated: ['vm_started', 'stopping', 'failed'],
-  vm_started: ['vm_booted', 'stopping', 'failed'],
-  vm_booted: ['ready', 'stopping', 'failed'],
-  ready: ['pausing', 'stopping', 'failed'],
+  active: ['network_allocated', 'stopping', 'failed', 'lost'],
+  network_allocated: ['ftap_created', 'stopping', 'failed', 'lost'],
+  ftap_created: ['image_generated', 'stopping', 'failed', 'lost'],
+  image_generated: ['vm_started', 'stopping', 'failed', 'lost'],
+  vm_started: ['vm_booted', 'stopping', 'failed', 'lost'],
+  vm_booted: ['ready', 'stopping', 'failed', 'lost'],
+  ready: ['pausing', 'stopping', 'failed', 'lost'],
   // A pause that cannot finish fails the instance; a crash during one is settled as paused.
-  pausing: ['paused', 'failed'],
-  paused: ['resuming', 'stopping', 'failed'],
+  pausing: ['paused', 'failed', 'lost'],
+  paused: ['resuming', 'stopping', 'failed', 'lost'],
   // A resume that fails leaves the instance paused again.
-  resuming: ['ready', 'paused', 'failed'],
-  stopping: ['stopped', 'failed'],
+  resuming: ['ready', 'paused', 'failed', 'lost'],
+  stopping: ['stopped', 'failed', 'lost'],
   stopped: [],
   failed: [],
+  lost: [],
 };
 
 export class IllegalTransitionError extends Error {

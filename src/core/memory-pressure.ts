@@ -21,6 +21,8 @@ const CANDIDATES = 32;
 
 export interface MemoryPressureDeps {
   db: Db;
+  /** The node whose host this relieves: only its instances are paused. */
+  nodeId: string;
   config: Config;
   admission: Admission;
   log: Logger;
@@ -119,6 +121,7 @@ export class MemoryPressure {
     const rows = await this.deps.db
       .selectFrom('instances')
       .selectAll()
+      .where('node_id', '=', this.deps.nodeId)
       .where('state', '=', 'ready')
       .where('warm_pool_key', 'is', null)
       .where('last_active_at', '<=', before)

@@ -239,7 +239,7 @@ export class Quotas {
   }
 
   private async instanceUse(db: Db, organizationId: string): Promise<InstanceUse> {
-    return sumResources(await liveResources(db, organizationId));
+    return sumResources(await liveResources(db, { organizationId }));
   }
 
   private async commandUse(db: Db, organizationId: string, nowMs: number): Promise<{ running: number; lastMinute: number; oldestMs?: number }> {

@@ -32,9 +32,10 @@ export interface Reconciled {
  * instances that were being deleted are recorded as stopped, and every other live
  * one (half-made, or found dead) as failed, with the reason.
  */
-export async function reconcileWithHost(deps: { db: Db; records: InstanceRecords; runtime: Runtime; log: Logger }): Promise<Reconciled> {
+export async function reconcileWithHost(deps: { db: Db; nodeId: string; records: InstanceRecords; runtime: Runtime; log: Logger }): Promise<Reconciled> {
   const { db, records, runtime, log } = deps;
-  const rows = await liveInstances(db);
+  // Only this node's: the others' instances run on their own hosts.
+  const rows = await liveInstances(db, deps.nodeId);
   const adopted: string[] = [];
   const paused: string[] = [];
   const outcomes: { row: InstanceRecord; to: 'failed' | 'stopped'; why: EndReason }[] = [];

@@ -29,6 +29,8 @@ export interface SnapshotsDeps {
   quotas: Quotas;
   runtime: RuntimeSelection;
   log: Logger;
+  /** The node whose host holds the snapshots this takes: it reconciles only its own. */
+  nodeId: string;
 }
 
 /** What a snapshot is asked to be. */
@@ -75,6 +77,7 @@ export class Snapshots {
       disk_bytes: 0,
       created_at: nowIso(),
       deleted_at: null,
+      node_id: this.deps.nodeId,
     };
     const { db, quotas, log } = this.deps;
     await db.transaction().execute(async (trx) => {
@@ -197,13 +200,15 @@ export class Snapshots {
     if (!('runtime' in this.deps.runtime) || !supportsSnapshots(this.deps.runtime.runtime)) return;
     const runtime = this.deps.runtime.runtime;
     const { db, log } = this.deps;
-    const half = await db.selectFrom('snapshots').select('id').where('state', '=', 'creating').execute();
+    // Only this node's: the others' files are on their own hosts.
+    const nodeId = this.deps.nodeId;
+    const half = await db.selectFrom('snapshots').select('id').where('node_id', '=', nodeId).where('state', '=', 'creating').execute();
     for (const { id } of half) {
       await runtime.deleteSnapshot(id);
       await db.deleteFrom('snapshots').where('id', '=', id).execute();
       log.warn({ snapshotId: id }, 'removed a snapshot the service stopped while taking');
     }
-    const kept = await db.selectFrom('snapshots').select('id').where('deleted_at', 'is', null).where('runtime', '=', runtime.name).execute();
+    const kept = await db.selectFrom('snapshots').select('id').where('node_id', '=', nodeId).where('deleted_at', 'is', null).where('runtime', '=', runtime.name).execute();
     const known = new Set(kept.map((r) => r.id));
     const onHost = new Set(await runtime.listSnapshots());
     for (const id of onHost) {

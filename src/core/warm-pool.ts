@@ -50,6 +50,7 @@ export function poolRoomOf(instanceId: string): string {
 
 export class WarmPool {
   private readonly db: Db;
+  private readonly nodeId: string;
   private readonly profiles: Profiles;
   private readonly quotas: Quotas;
   private readonly admission: Admission;
@@ -69,6 +70,8 @@ export class WarmPool {
 
   constructor(deps: {
     db: Db;
+    /** The node whose host keeps these pools: each node keeps its own. */
+    nodeId: string;
     profiles: Profiles;
     quotas: Quotas;
     admission: Admission;
@@ -77,6 +80,7 @@ export class WarmPool {
     instances: PoolInstances;
   }) {
     this.db = deps.db;
+    this.nodeId = deps.nodeId;
     this.profiles = deps.profiles;
     this.quotas = deps.quotas;
     this.admission = deps.admission;
@@ -109,7 +113,7 @@ export class WarmPool {
       if (live) return { row: live, claimed: false };
       const current = await trx.selectFrom('profiles').select('id').where('id', '=', profileId).where('deleted_at', 'is', null).executeTakeFirst();
       if (!current) return undefined;
-      const pooled = await oldestPooled(trx, organizationId, profileId, key);
+      const pooled = await oldestPooled(trx, this.nodeId, organizationId, profileId, key);
       if (!pooled) return undefined;
       const at = nowIso();
       const why = `claimed from the warm pool of profile ${profileId} by room "${roomId}"`;
@@ -159,7 +163,7 @@ export class WarmPool {
     const scope = code === 'quota_exceeded' ? organizationId : '*';
     this.heldUntil.set(scope, Date.now() + GIVE_WAY_HOLD_MS);
     // Ones still starting first (they cost the least to give up), then the newest.
-    const candidates = await poolMembers(this.db, scope === '*' ? '*' : { organizationId }, RETIRED, true);
+    const candidates = await poolMembers(this.db, this.nodeId, scope === '*' ? '*' : { organizationId }, RETIRED, true);
     candidates.sort((a, b) => Number(a.state === 'ready') - Number(b.state === 'ready'));
     for (const row of candidates) {
       if (await this.retire(row, { reason: `removed from the warm pool: a create needed what it held (${code})`, code: 'pool_retired' }, true)) {
@@ -221,7 +225,7 @@ export class WarmPool {
       .where('spec', 'not like', '%"warm_pool":0,%')
       .where('spec', 'not like', '%"warm_pool":0}%')
       .execute();
-    const holding = await profilesWithPooled(this.db);
+    const holding = await profilesWithPooled(this.db, this.nodeId);
     const profiles = new Map<string, string>();
     for (const p of sized) profiles.set(p.id, p.organization_id);
     for (const i of holding) profiles.set(i.profile_id, i.organization_id);
@@ -237,7 +241,7 @@ export class WarmPool {
     const profile = await this.profiles.find(organizationId, profileId);
     const size = this.maxInstances === 0 ? 0 : (profile?.warm_pool ?? 0);
     const key = profile ? warmPoolKey(specOf(profile)) : undefined;
-    const rows = await poolMembers(this.db, { profileId }, RETIRED);
+    const rows = await poolMembers(this.db, this.nodeId, { profileId }, RETIRED);
     const current = rows.filter((r) => r.warm_pool_key === key);
     const out = rows.filter((r) => r.warm_pool_key !== key);
     // Past the size: the newest go first (the oldest are the most likely to be ready).
@@ -268,13 +272,13 @@ export class WarmPool {
     if (failure && failure.retryAt > now) return false;
     if ((this.heldUntil.get(organizationId) ?? 0) > now || (this.heldUntil.get('*') ?? 0) > now) return false;
     const spec = specOf(profile);
-    const row = newInstanceRow({ organizationId, profileId: profile.profile_id, roomId: '', runtime: runtime.name, spec, warmPoolKey: key });
+    const row = newInstanceRow({ organizationId, profileId: profile.profile_id, roomId: '', runtime: runtime.name, spec, warmPoolKey: key, nodeId: this.nodeId });
     row.room_id = poolRoomOf(row.id);
     const resources = resourcesOf(spec);
     const admitted = await this.admission.serial(() =>
       this.db.transaction().execute(async (trx) => {
         await this.quotas.lock(trx, organizationId);
-        if ((await pooledCount(trx)) >= this.maxInstances) return false;
+        if ((await pooledCount(trx, this.nodeId)) >= this.maxInstances) return false;
         try {
           await this.quotas.assertInstanceFits(trx, organizationId, resources);
           await this.admission.assertFits(trx, runtime, resources);

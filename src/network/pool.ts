@@ -5,6 +5,8 @@
 // allocates one block at a time: concurrent allocations would all read the same free
 // block and all but one retry (on either store), and a burst of creates ran out of
 // retries. Another process's allocation is still caught by the primary key, and retried.
+// Addresses are a host's own (each veth is on its host): nodes sharing a store each
+// lease from their own range, their leases keyed by node, never seeing each other's.
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import { formatIp, parseCidr } from '../lib/cidr.ts';
@@ -25,13 +27,15 @@ export class PoolExhaustedError extends Error {}
 export class AddressPool {
   private readonly db: Db;
   private readonly base: number;
+  private readonly nodeId: string;
   readonly cidr: string;
   readonly size: number;
 
-  constructor(db: Db, cidr: string) {
+  constructor(db: Db, cidr: string, nodeId: string) {
     const { base, prefixLength } = parseCidr(cidr);
     if (prefixLength > 28) throw new Error(`address pool ${cidr} is too small: use a /28 or larger`);
     this.db = db;
+    this.nodeId = nodeId;
     this.base = base;
     this.cidr = cidr;
     this.size = 2 ** (32 - prefixLength) / 4;
@@ -46,9 +50,9 @@ export class AddressPool {
 
   private async allocateNow(instanceId: string): Promise<Lease> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const existing = await this.db.selectFrom('network_leases').select('slot').where('instance_id', '=', instanceId).executeTakeFirst();
+      const existing = await this.leases().select('slot').where('instance_id', '=', instanceId).executeTakeFirst();
       if (existing) return this.lease(existing.slot);
-      const used = await this.db.selectFrom('network_leases').select('slot').orderBy('slot').execute();
+      const used = await this.leases().select('slot').orderBy('slot').execute();
       let slot = 0;
       for (const row of used) {
         if (row.slot !== slot) break;
@@ -58,7 +62,7 @@ export class AddressPool {
         throw new PoolExhaustedError(`the address pool ${this.cidr} has no free block left (${this.size} instances); set ROOMKIT_NETWORK_POOL to a larger range`);
       }
       try {
-        await this.db.insertInto('network_leases').values({ slot, instance_id: instanceId, created_at: nowIso() }).execute();
+        await this.db.insertInto('network_leases').values({ node_id: this.nodeId, slot, instance_id: instanceId, created_at: nowIso() }).execute();
         return this.lease(slot);
       } catch (err) {
         // Another allocation took the same block; look again.
@@ -73,22 +77,28 @@ export class AddressPool {
    * takes it, see slots.ts); the address does not change hands in between.
    */
   async transfer(from: string, to: string): Promise<void> {
-    const result = await this.db.updateTable('network_leases').set({ instance_id: to }).where('instance_id', '=', from).executeTakeFirst();
+    const result = await this.db.updateTable('network_leases').set({ instance_id: to }).where('node_id', '=', this.nodeId).where('instance_id', '=', from).executeTakeFirst();
     if (Number(result.numUpdatedRows) !== 1) throw new Error(`no address block is leased to ${from}`);
   }
 
   async release(instanceId: string): Promise<void> {
-    await this.db.deleteFrom('network_leases').where('instance_id', '=', instanceId).execute();
+    await this.db.deleteFrom('network_leases').where('node_id', '=', this.nodeId).where('instance_id', '=', instanceId).execute();
   }
 
   async leaseOf(instanceId: string): Promise<Lease | undefined> {
-    const row = await this.db.selectFrom('network_leases').select('slot').where('instance_id', '=', instanceId).executeTakeFirst();
+    const row = await this.leases().select('slot').where('instance_id', '=', instanceId).executeTakeFirst();
     return row ? this.lease(row.slot) : undefined;
   }
 
+  /** What this node's leases are held under: instances' ids and network slots' keys. */
   async leasedInstances(): Promise<string[]> {
-    const rows = await this.db.selectFrom('network_leases').select('instance_id').execute();
+    const rows = await this.leases().select('instance_id').execute();
     return rows.map((r) => r.instance_id);
+  }
+
+  /** This node's leases. */
+  private leases() {
+    return this.db.selectFrom('network_leases').where('node_id', '=', this.nodeId);
   }
 
   private lease(slot: number): Lease {

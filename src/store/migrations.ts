@@ -321,6 +321,43 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0020_instance_nodes': {
+    async up(db: Kysely<any>) {
+      // The node whose host runs an instance, or holds a snapshot's files: each node
+      // reconciles, expires, admits and pools only its own. Rows made before nodes
+      // existed are claimed by the first node that starts (cluster/unowned-rows.ts).
+      await db.schema.alterTable('instances').addColumn('node_id', 'text').execute();
+      await db.schema.createIndex('instances_node_state').on('instances').columns(['node_id', 'state']).execute();
+      await db.schema.alterTable('snapshots').addColumn('node_id', 'text').execute();
+      // A `lost` instance (its node was declared lost) frees its room, as a failed one does.
+      await db.schema.dropIndex('instances_one_live_per_room').execute();
+      await db.schema
+        .createIndex('instances_one_live_per_room')
+        .on('instances')
+        .columns(['organization_id', 'profile_id', 'room_id'])
+        .unique()
+        .where(sql.ref('state'), 'not in', ['stopped', 'failed', 'lost'])
+        .execute();
+      // Address blocks are a host's: each node hands out its own, from its own range
+      // (network/pool.ts), so a lease is keyed by node and block. Leases from before
+      // nodes get an empty node, which the first node to start takes.
+      await db.schema
+        .createTable('node_network_leases')
+        .addColumn('node_id', 'text', (c) => c.notNull())
+        .addColumn('slot', 'integer', (c) => c.notNull())
+        .addColumn('instance_id', 'text', (c) => c.notNull().unique())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('node_network_leases_pk', ['node_id', 'slot'])
+        .execute();
+      await db
+        .insertInto('node_network_leases')
+        .columns(['node_id', 'slot', 'instance_id', 'created_at'])
+        .expression(db.selectFrom('network_leases').select([sql.lit('').as('node_id'), 'slot', 'instance_id', 'created_at']))
+        .execute();
+      await db.schema.dropTable('network_leases').execute();
+      await db.schema.alterTable('node_network_leases').renameTo('network_leases').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -81,6 +81,8 @@ export interface InstancesTable {
   expires_at: string | null;
   /** What its deadline does, `pause` or `stop`, when its create said; null: its profile's idle_action. */
   timeout_action: 'pause' | 'stop' | null;
+  /** The node whose host runs it (cluster/); null only on rows from before nodes, until a node claims them. */
+  node_id: string | null;
 }
 
 export interface SnapshotsTable {
@@ -104,6 +106,8 @@ export interface SnapshotsTable {
   created_at: string;
   /** Set when it was deleted (its files are gone); it then no longer answers. */
   deleted_at: string | null;
+  /** The node whose host holds its files; null only on rows from before nodes, until a node claims them. */
+  node_id: string | null;
 }
 
 /** An instance's labels (its create's metadata), one row per key, so that the list filters by them in SQL. */
@@ -151,7 +155,9 @@ export interface InstanceEventsTable {
 }
 
 export interface NetworkLeasesTable {
-  /** Index of the instance's /30 block within the address pool. */
+  /** The node whose host the block is on; '' only on rows from before nodes, until a node takes them. */
+  node_id: string;
+  /** Index of the instance's /30 block within the node's address pool. */
   slot: number;
   instance_id: string;
   created_at: string;

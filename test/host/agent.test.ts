@@ -3,6 +3,7 @@
 // another's agent, and an agent killed by guest root comes back while commands keep
 // working meanwhile. An agent that stops answering fails each operation saying so; an
 // instance whose agent cannot start fails to start, saying why, and leaves nothing.
+import { nodeIdOf } from '../../src/host/node-identity.ts';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
@@ -241,7 +242,7 @@ describe('an instance whose agent cannot start', () => {
     brokenImages.ensure = async () => ({ ...image, key: 'broken-agent', rootfs: brokenRoot });
     broken = new GvisorRuntime({
       dataDir,
-      pool: (leases = new AddressPool(db, pool)),
+      pool: (leases = new AddressPool(db, pool, nodeIdOf(dataDir))),
       images: brokenImages,
       log,
       dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),

@@ -129,7 +129,7 @@ describe('network slots made ahead of creates', () => {
 
   it("a close removes the service's slots; a crash's slots are removed at the next start, whose own slots its sweep keeps", async () => {
     // A crash's slots: made on the service's store and tag by a pool that is never closed.
-    const crashed = new NetworkSlots({ pool: new AddressPool(t!.services.db, POOL), tag, size: 2, log: createLogger('silent') });
+    const crashed = new NetworkSlots({ pool: new AddressPool(t!.services.db, POOL, t!.services.nodeId), tag, size: 2, log: createLogger('silent') });
     await crashed.fill();
     const leftover = crashed.names();
     assert.equal(leftover.length, 2);

@@ -1,4 +1,5 @@
 // Runs the runtime contract against every runtime this build has, on the real host.
+import { nodeIdOf } from '../../src/host/node-identity.ts';
 import { rmSync } from 'node:fs';
 import { readFileSync } from 'node:fs';
 import { openStore } from '../../src/store/db.ts';
@@ -19,7 +20,7 @@ runtimeContract('gvisor', async () => {
   const log = createLogger('silent');
   const runtime = new GvisorRuntime({
     dataDir,
-    pool: new AddressPool(db, pool),
+    pool: new AddressPool(db, pool, nodeIdOf(dataDir)),
     images: new ImageStore({ dir: TEST_IMAGES_DIR, log }),
     log,
     dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),

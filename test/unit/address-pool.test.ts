@@ -14,7 +14,7 @@ let pool: AddressPool;
 
 before(async () => {
   t = await startTestApp();
-  pool = new AddressPool(t.services.db, '10.9.0.0/28');
+  pool = new AddressPool(t.services.db, '10.9.0.0/28', t.services.nodeId);
 });
 after(async () => {
   await t.close();
@@ -38,10 +38,27 @@ describe('address pool', () => {
   });
 
   it('gives each of a burst of allocations its own block', async () => {
-    const wide = new AddressPool(t.services.db, '10.10.0.0/24');
+    const wide = new AddressPool(t.services.db, '10.10.0.0/24', t.services.nodeId);
     const ids = Array.from({ length: 24 }, (_, i) => `burst-${i}`);
     const leases = await Promise.all(ids.map((id) => wide.allocate(id)));
     assert.equal(new Set(leases.map((l) => l.slot)).size, ids.length);
     for (const id of ids) await wide.release(id);
+  });
+
+  it("hands each node's blocks from its own range: another node's leases are neither seen nor taken", async () => {
+    const mine = new AddressPool(t.services.db, '10.11.0.0/28', 'node-one');
+    const theirs = new AddressPool(t.services.db, '10.12.0.0/28', 'node-two');
+    const a = await mine.allocate('node-one-instance');
+    const b = await theirs.allocate('node-two-instance');
+    assert.equal(a.slot, 0);
+    assert.equal(b.slot, 0, 'the same block number on another host');
+    assert.equal(b.guestAddress, '10.12.0.2');
+    assert.deepEqual(await mine.leasedInstances(), ['node-one-instance']);
+    assert.equal(await mine.leaseOf('node-two-instance'), undefined);
+    await mine.release('node-two-instance');
+    assert.deepEqual(await theirs.leasedInstances(), ['node-two-instance'], "a release names only the node's own leases");
+    await assert.rejects(mine.transfer('node-two-instance', 'stolen'), /no address block is leased to node-two-instance/);
+    await mine.release('node-one-instance');
+    await theirs.release('node-two-instance');
   });
 });

@@ -42,6 +42,7 @@ describe('CPU pressure', () => {
   const pressure = () =>
     new CpuPressure({
       db: t.services.db,
+      nodeId: t.services.nodeId,
       config: { freezeCpuPercent: percent, pressureIdleS: 60 },
       log: createLogger('silent'),
       runtime: () => runtime,

@@ -150,7 +150,8 @@ describe('why a command ended', () => {
 
   it('a command still running has no end reason; one recovered after a restart says service_stopped', async () => {
     await createReady('recover');
-    t.runtime.options.commandDelayMs = 200;
+    // Long enough to be running still when recover() looks, however loaded the host.
+    t.runtime.options.commandDelayMs = 3_000;
     try {
       const started = await t.app.inject({
         method: 'POST',

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
-import { nodeIdOf } from '../../src/cluster/node-identity.ts';
+import { nodeIdOf } from '../../src/host/node-identity.ts';
 import { NodeRegistry } from '../../src/cluster/node-registry.ts';
 import { type Db, openStore } from '../../src/store/db.ts';
 import type { AddressInfo } from 'node:net';

@@ -53,7 +53,7 @@ describe('stored JSON columns', () => {
   });
 
   it('gives back the record an instance row was encoded from', () => {
-    const record = newInstanceRow({ organizationId: 'o', profileId: 'p', roomId: 'r', runtime: 'fake', spec: SPEC });
+    const record = newInstanceRow({ organizationId: 'o', profileId: 'p', roomId: 'r', runtime: 'fake', spec: SPEC, nodeId: 'n' });
     const row = encodeInstance(record);
     assert.equal(typeof row.spec, 'string');
     assert.equal(typeof row.resources, 'string');

@@ -23,6 +23,7 @@ export type KnownErrorCode =
   | 'invalid_operator_token'
   | 'invalid_terminal_ticket'
   | 'invalid_preview_token'
+  | 'invalid_node_credential'
   | 'preview_url_expired'
   | 'permission_denied'
   | 'raw_file_not_served'
@@ -36,6 +37,8 @@ export type KnownErrorCode =
   | 'command_not_found'
   | 'terminal_not_found'
   | 'snapshot_not_found'
+  | 'instance_lost'
+  | 'instance_on_another_node'
   | 'method_not_allowed'
   | 'profile_in_use'
   | 'profile_name_taken'
@@ -77,6 +80,7 @@ export type KnownErrorCode =
   | 'audit_unavailable'
   | 'shutting_down'
   | 'capacity_exhausted'
+  | 'node_unreachable'
   | 'no_space';
 
 export interface ApiKey {
@@ -330,15 +334,15 @@ export interface Instance {
   instance_id: string;
   profile_id: string;
   room_id: string;
-  state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed';
+  state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed' | 'lost';
   /** Every state the instance has been in, oldest first, with when it got there */
   state_history: {
-    state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed';
+    state: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed' | 'lost';
     at: string;
     /** Why it got to this state, in words */
     reason?: string;
-    /** Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` (its idle limit, with the profile's `idle_action: pause`), `timeout` (its deadline, likewise), `memory_pressure` (idle while the host needed its memory for another instance, or to keep its reserve free; it resumes on its next request), `service_stopped` (settled as paused when the service started again after it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` (a command, file or terminal request woke it), `memory_lost` (resumed, but the memory its pause kept could not be restored: it was booted over its files, its processes from before the pause are gone; the reason says why); on a `paused` entry after `resuming`: `resume_failed`. On the `vm_started` entry of an instance started from a snapshot with memory: `memory_restored` (its machine was restored from that memory: the snapshot's processes go on), or `memory_lost` (that memory could not be restored: it was booted over the snapshot's files; the reason says why). On `stopping`, `stopped` and `failed`: `retention` (paused longer than the profile's `paused_retention_s`), `pause_failed` (a pause could not finish), `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `timeout` (its deadline passed: the `timeout_s` of its create, moved by keep-alives; paused or stopped as the profile's `idle_action` says), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made) */
-    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed' | 'paused' | 'resumed' | 'auto_resumed' | 'resume_failed' | 'memory_lost' | 'memory_restored' | 'pause_failed' | 'retention' | 'timeout' | 'memory_pressure';
+    /** Why the instance got to this state. On `pausing` and `paused` entries: `paused` (a pause request; `key_id` names the key), `idle` (its idle limit, with the profile's `idle_action: pause`), `timeout` (its deadline, likewise), `memory_pressure` (idle while the host needed its memory for another instance, or to keep its reserve free; it resumes on its next request), `service_stopped` (settled as paused when the service started again after it stopped during a pause or resume). On `resuming` and `ready` entries after a pause: `resumed` (a resume request), `auto_resumed` (a command, file or terminal request woke it), `memory_lost` (resumed, but the memory its pause kept could not be restored: it was booted over its files, its processes from before the pause are gone; the reason says why); on a `paused` entry after `resuming`: `resume_failed`. On the `vm_started` entry of an instance started from a snapshot with memory: `memory_restored` (its machine was restored from that memory: the snapshot's processes go on), or `memory_lost` (that memory could not be restored: it was booted over the snapshot's files; the reason says why). On `stopping`, `stopped` and `failed`: `retention` (paused longer than the profile's `paused_retention_s`), `pause_failed` (a pause could not finish), `deleted` (a DELETE; `key_id` names the key), `idle` (its idle limit), `lifetime` (its lifetime limit), `out_of_memory` (its machine was killed for memory by the host), `sandbox_exited` (its machine ended by itself), `host_lost` (found gone or not answering when the service started), `provision_failed` (it could not be started), `service_stopped` (the service shut down, or stopped while it was starting), `timeout` (its deadline passed: the `timeout_s` of its create, moved by keep-alives; paused or stopped as the profile's `idle_action` says), `teardown_failed` (what it held could not all be removed), `pool_retired` (a warm pool instance no room had taken, removed because its profile changed or was deleted, the pool shrank, or a create needed what it held); on a second `ready` entry, `claimed` (a room took the instance from its profile's warm pool: the entries before it are when it was made). On `lost`: `node_lost` (the node whose host ran it stopped heartbeating and another node declared it lost; the reason names the node) */
+    reason_code?: 'deleted' | 'idle' | 'lifetime' | 'out_of_memory' | 'sandbox_exited' | 'host_lost' | 'provision_failed' | 'service_stopped' | 'teardown_failed' | 'pool_retired' | 'claimed' | 'paused' | 'resumed' | 'auto_resumed' | 'resume_failed' | 'memory_lost' | 'memory_restored' | 'pause_failed' | 'retention' | 'timeout' | 'memory_pressure' | 'node_lost';
     /** The API key whose request caused this step (a delete) */
     key_id?: string;
   }[];
@@ -962,7 +966,7 @@ export interface Paths {
       params: Record<string, never>;
       query: {
         profile_id?: string;
-        state?: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed';
+        state?: 'active' | 'network_allocated' | 'ftap_created' | 'image_generated' | 'vm_started' | 'vm_booted' | 'ready' | 'pausing' | 'paused' | 'resuming' | 'stopping' | 'stopped' | 'failed' | 'lost';
         /** Only instances carrying all these labels: `key=value` pairs joined by `&`, the whole URL-encoded as one parameter, e.g. `metadata=user%3Du-42%26app%3Dgrader` for `user=u-42&app=grader` (the form of E2B's list). Keys and values inside are URL-encoded too; exact match, case-sensitive. */
         metadata?: string;
         /** 1-200, default 50 */

@@ -64,7 +64,7 @@ export async function profileOfTemplate(profiles: Profiles, organizationId: stri
 
 /** A live instance's state in E2B's terms; undefined for one that has ended (E2B no longer lists it). */
 export function sandboxState(instance: Instance): SandboxState | undefined {
-  if (instance.state === 'stopped' || instance.state === 'failed' || instance.state === 'stopping') return undefined;
+  if (instance.state === 'stopped' || instance.state === 'failed' || instance.state === 'lost' || instance.state === 'stopping') return undefined;
   return instance.state === 'paused' || instance.state === 'pausing' ? 'paused' : 'running';
 }
 

@@ -1,5 +1,6 @@
 // Decides whether the gVisor runtime can run on this host, and says exactly what is
 // missing when it cannot.
+import { nodeIdOf } from '../../host/node-identity.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { run } from '../../host/run.ts';
 import { which } from '../../host/which.ts';
@@ -67,7 +68,7 @@ export const gvisorCandidate: RuntimeCandidate = {
     if (!runscAtLeast(version, pinned)) {
       return { skipped: `runsc ${version} (${runscBinary()}) is older than ${pinned}, which roomkit needs: run scripts/setup as root to install it` };
     }
-    const pool = new AddressPool(db, config.networkPool);
+    const pool = new AddressPool(db, config.networkPool, nodeIdOf(config.dataDir));
     const images = new ImageStore({ dir: config.imagesDir, ociDir: config.ociDir, log });
     await images.removeAbandonedBuilds();
     const runtime = new GvisorRuntime({

@@ -1,0 +1,168 @@
+// Any node answers any request: one for a room whose instance another node's host runs
+// is carried to that node and its answer carried back, streamed both ways (an SSE
+// stream, a download, an upload), and a WebSocket handshake (a terminal, a port) becomes
+// a byte tunnel to it. The client never needs to know which node holds its instance.
+//
+// The hook runs before authentication: the owner authenticates the request itself (the
+// store is shared), and a terminal's single-use ticket is redeemed by the node that
+// issued it, which is the owner (the ticket request was forwarded there too). A
+// forwarded request carries the nodes' shared secret (ROOMKIT_NODE_SECRET) in
+// NODE_SECRET_HEADER and the client's address, and is never forwarded again: the
+// receiving node answers it, with 421 instance_on_another_node if the instance moved
+// meanwhile. Without a secret nothing is forwarded, and core answers such requests 421.
+//
+// A profile given by name is resolved with the caller's key (a second look-up of the key
+// on this node); a request with neither an id nor a key is answered here.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import { AppError, type ErrorBody } from '../errors.ts';
+import type { Services } from '../services.ts';
+
+/** Carries the nodes' shared secret on a forwarded request. */
+export const NODE_SECRET_HEADER = 'x-roomkit-node-secret';
+/** The address of the client a forwarded request came from. */
+export const FORWARDED_FOR_HEADER = 'x-roomkit-forwarded-for';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Headers about one connection, not the message (RFC 9110 7.6.1): never passed on, but for a handshake's. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+/** How long the owner may take to accept the connection before the request is answered node_unreachable. */
+const CONNECT_TIMEOUT_MS = 3_000;
+
+/** Connections to other nodes, kept open between requests: a forwarded command costs no new handshake. */
+const agents = { http: new HttpAgent({ keepAlive: true, maxSockets: 64 }), https: new HttpsAgent({ keepAlive: true, maxSockets: 64 }) };
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+/** The hook that forwards a room's request to the node that runs its instance; undefined when this service forwards nothing. */
+export function nodeForwarding(services: Services): onRequestHookHandler | undefined {
+  const secret = services.config.nodeSecret;
+  if (services.nodes === undefined || secret === undefined) return undefined;
+  const expected = digest(secret);
+  return async (request, reply) => {
+    const given = request.headers[NODE_SECRET_HEADER];
+    if (given !== undefined) {
+      if (typeof given !== 'string' || !timingSafeEqual(digest(given), expected)) {
+        throw new AppError('invalid_node_credential', `${NODE_SECRET_HEADER} does not hold this node's ROOMKIT_NODE_SECRET: nodes of one store share one secret`);
+      }
+      return; // Forwarded by another node: answered here.
+    }
+    const params = request.params as { profile_id?: string; room_id?: string } | undefined;
+    if (params?.profile_id === undefined || params.room_id === undefined) return;
+    const profileId = await profileIdOf(services, request, params.profile_id);
+    if (profileId === undefined) return;
+    const owner = await services.instances.ownerElsewhere(profileId, params.room_id);
+    if (owner === undefined) return;
+    request.log.debug({ nodeId: owner.nodeId }, 'forwarding to the node that runs the instance');
+    reply.hijack();
+    if (typeof request.headers.upgrade === 'string') tunnel(request, owner, secret);
+    else forward(request, reply, owner, secret);
+  };
+}
+
+async function profileIdOf(services: Services, request: FastifyRequest, given: string): Promise<string | undefined> {
+  if (UUID.test(given)) return given;
+  const key = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')?.[1];
+  if (key === undefined) return undefined;
+  const caller = await services.organizations.authenticate(key).catch(() => undefined);
+  if (caller === undefined) return undefined; // Answered here: invalid_api_key, as anywhere.
+  return services.profiles.idOfName(caller.organizationId, given);
+}
+
+/** The request's headers for the owner: the end-to-end ones, the secret and the client's address. */
+function headersFor(request: FastifyRequest, secret: string, handshake: boolean): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(request.headers as IncomingHttpHeaders)) {
+    if (value === undefined || name === FORWARDED_FOR_HEADER) continue;
+    if (!handshake && HOP_BY_HOP.has(name)) continue;
+    headers[name] = value;
+  }
+  headers[NODE_SECRET_HEADER] = secret;
+  headers[FORWARDED_FOR_HEADER] = request.ip;
+  return headers;
+}
+
+function forward(request: FastifyRequest, reply: FastifyReply, owner: { nodeId: string; url: string }, secret: string): void {
+  const target = new URL(owner.url);
+  const https = target.protocol === 'https:';
+  const upstream = (https ? httpsRequest : httpRequest)({
+    host: target.hostname,
+    port: target.port === '' ? (https ? 443 : 80) : Number(target.port),
+    method: request.method,
+    path: request.raw.url,
+    headers: headersFor(request, secret, false),
+    agent: https ? agents.https : agents.http,
+  });
+  const connectTimer = setTimeout(() => upstream.destroy(new Error(`no connection within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS);
+  upstream.once('socket', (socket: Socket) => {
+    if (!socket.connecting) clearTimeout(connectTimer);
+    else socket.once(https ? 'secureConnect' : 'connect', () => clearTimeout(connectTimer));
+  });
+  upstream.once('response', (answer) => {
+    clearTimeout(connectTimer);
+    const headers: OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+    reply.raw.writeHead(answer.statusCode ?? 502, headers);
+    answer.pipe(reply.raw);
+  });
+  upstream.once('error', (err) => {
+    clearTimeout(connectTimer);
+    if (!reply.raw.headersSent) unreachable(reply, owner, err);
+    else reply.raw.destroy();
+  });
+  // The client went away before the answer ended: the owner's request ends too (an SSE
+  // stream stops, a command that ends with its client is told).
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) upstream.destroy();
+  });
+  request.raw.pipe(upstream);
+}
+
+function tunnel(request: FastifyRequest, owner: { nodeId: string; url: string }, secret: string): void {
+  const client = request.raw.socket;
+  const target = new URL(owner.url);
+  const https = target.protocol === 'https:';
+  const port = target.port === '' ? (https ? 443 : 80) : Number(target.port);
+  const upstream = https ? tlsConnect({ host: target.hostname, port, servername: target.hostname }) : netConnect({ host: target.hostname, port });
+  const lines = [`${request.method} ${request.raw.url} HTTP/1.1`];
+  for (const [name, value] of Object.entries(headersFor(request, secret, true))) {
+    for (const one of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${String(one)}`);
+  }
+  upstream.setTimeout(CONNECT_TIMEOUT_MS, () => upstream.destroy(new Error(`no connection within ${CONNECT_TIMEOUT_MS} ms`)));
+  upstream.once(https ? 'secureConnect' : 'connect', () => {
+    upstream.setTimeout(0);
+    upstream.write(`${lines.join('\r\n')}\r\n\r\n`);
+    upstream.pipe(client);
+    client.pipe(upstream);
+  });
+  upstream.once('error', (err) => {
+    if (upstream.bytesRead === 0 && client.writable) {
+      const body = unreachableBody(owner, err);
+      const text = JSON.stringify(body);
+      client.end(`HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+    } else client.destroy();
+  });
+  client.once('error', () => upstream.destroy());
+  client.once('close', () => upstream.destroy());
+  upstream.once('close', () => client.destroy());
+}
+
+function unreachableBody(owner: { nodeId: string; url: string }, err: Error): ErrorBody {
+  return {
+    error: 'node_unreachable',
+    message: `the instance runs on node ${owner.nodeId} (${owner.url}), which does not answer (${err.message}); retry: a node silent for ROOMKIT_NODE_LOST_AFTER_MS is declared lost and its rooms take new instances`,
+    details: { node_id: owner.nodeId, node_url: owner.url },
+  };
+}
+
+function unreachable(reply: FastifyReply, owner: { nodeId: string; url: string }, err: Error): void {
+  const text = JSON.stringify({ ...unreachableBody(owner, err), request_id: reply.request.id });
+  reply.raw.writeHead(503, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'retry-after': '2', 'x-request-id': reply.request.id });
+  reply.raw.end(text);
+}
