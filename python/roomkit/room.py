@@ -176,17 +176,19 @@ class Room:
         command: str,
         *,
         timeout_s: Optional[int] = None,
+        idle_output_timeout_s: Optional[int] = None,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[str, bytes, None] = None,
         keep_undo: Optional[bool] = None,
     ) -> CommandResult:
         """Runs a shell command and answers when it ends. A failing command is a result
-        with a non-zero exit_code, not an exception. ``stdin`` (text or bytes) is its
+        with a non-zero exit_code, not an exception. ``idle_output_timeout_s`` ends it
+        (``end_reason`` ``no_output``) once it prints nothing for that long. ``stdin`` (text or bytes) is its
         input. ``keep_undo`` keeps (True) or skips (False) its undo point for
         ``room.command(id).revert()`` (default: the profile's ``keep_undo``). Never retried: a
         command may not be safe to run twice."""
-        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
+        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo, idle_output_timeout_s)
         return CommandResult.from_dict(self._transport.json("POST", f"{ROOM}/command", params=self._params(), body=body, idempotent=False))
 
     def exec_stream(
@@ -194,6 +196,7 @@ class Room:
         command: str,
         *,
         timeout_s: Optional[int] = None,
+        idle_output_timeout_s: Optional[int] = None,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[str, bytes, None] = None,
@@ -206,7 +209,7 @@ class Room:
         it). If the connection breaks first, RoomkitError ``stream_interrupted`` carries
         the command's id: it runs on (unless ``kill_on_disconnect``), and
         ``room.command(id)`` follows it."""
-        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
+        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo, idle_output_timeout_s)
         body["stream"] = True
         if kill_on_disconnect is not None:
             body["kill_on_disconnect"] = kill_on_disconnect
@@ -221,6 +224,7 @@ class Room:
         command: str,
         *,
         timeout_s: Optional[int] = None,
+        idle_output_timeout_s: Optional[int] = None,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[str, bytes, None] = None,
@@ -231,7 +235,7 @@ class Room:
         it. No time limit applies unless ``timeout_s`` is given. ``stdin_open`` keeps its
         stdin open (after ``stdin``) for ``send_stdin`` (RoomkitError ``feature_unavailable``
         while the agent in the instance does not answer)."""
-        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
+        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo, idle_output_timeout_s)
         body["background"] = True
         if stdin_open:
             body["stdin_open"] = True
@@ -342,10 +346,13 @@ def _command_body(
     env: Optional[Mapping[str, str]],
     stdin: Union[str, bytes, None],
     keep_undo: Optional[bool],
+    idle_output_timeout_s: Optional[int] = None,
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {"command": command}
     if timeout_s is not None:
         body["timeout_s"] = timeout_s
+    if idle_output_timeout_s is not None:
+        body["idle_output_timeout_s"] = idle_output_timeout_s
     if cwd is not None:
         body["cwd"] = cwd
     if env is not None:

@@ -161,8 +161,8 @@ export interface CommandRecord {
   started_at: string;
   finished_at: string | null;
   duration_ms: number | null;
-  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
-  end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
+  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `no_output` (killed at its silence limit, `idle_output_timeout_s`: it printed nothing for that long), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
+  end_reason: 'exited' | 'signal' | 'time_limit' | 'no_output' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
 }
 
 export interface CommandResult {
@@ -197,8 +197,8 @@ export interface CommandResult {
     files_changed_truncated: boolean;
     /** How files_changed was made: from the paths the kernel reported touched, or by walking the whole writable layer (the fallback); absent when the runtime does not say */
     files_changed_method?: 'fanotify' | 'walk';
-    /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run) */
-    end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error';
+    /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `no_output` (killed at its silence limit, `idle_output_timeout_s`: it printed nothing for that long), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run) */
+    end_reason: 'exited' | 'signal' | 'time_limit' | 'no_output' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error';
   };
   command_id: string;
   started_at: string;
@@ -217,8 +217,8 @@ export interface CommandStatus {
   started_at: string;
   finished_at: string | null;
   duration_ms: number | null;
-  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
-  end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
+  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `no_output` (killed at its silence limit, `idle_output_timeout_s`: it printed nothing for that long), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
+  end_reason: 'exited' | 'signal' | 'time_limit' | 'no_output' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
   /** Output from output_offset to next_offset (stdout and stderr interleaved) */
   output: string;
   /** Byte offset where `output` starts: more than asked for when older output was no longer kept */
@@ -418,6 +418,8 @@ export interface Profile {
   env: Record<string, string>;
   /** Time limit of a command, seconds: the default, and the most a command may ask for. */
   command_timeout_s: number;
+  /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`; 0 = none. */
+  command_idle_output_timeout_s: number;
   /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
   idle_timeout_s: number;
   /** What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops. */
@@ -693,6 +695,8 @@ export interface Paths {
         env?: Record<string, string>;
         /** Time limit of a command, seconds: the default, and the most a command may ask for. */
         command_timeout_s?: number;
+        /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`; 0 = none. */
+        command_idle_output_timeout_s?: number;
         /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
         idle_timeout_s?: number;
         /** What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops. */
@@ -784,6 +788,8 @@ export interface Paths {
         env?: Record<string, string>;
         /** Time limit of a command, seconds: the default, and the most a command may ask for. */
         command_timeout_s?: number;
+        /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`; 0 = none. */
+        command_idle_output_timeout_s?: number;
         /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
         idle_timeout_s?: number;
         /** What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops. */
@@ -1108,6 +1114,8 @@ export interface Paths {
         command: string;
         /** Time limit, seconds; default and maximum: the profile's command_timeout_s */
         timeout_s?: number;
+        /** Silence limit, seconds: a command that prints nothing (stdout nor stderr) for this long is ended as at its time limit (its whole process tree killed, `timed_out` true), with the end reason `no_output`. Default: the profile's command_idle_output_timeout_s; 0 = none */
+        idle_output_timeout_s?: number;
         /** Working directory, absolute or relative to the home */
         cwd?: string;
         /** Extra environment variables, over the profile's */

@@ -3,6 +3,7 @@ import Type from 'typebox';
 import { MAX_COMMAND_BYTES, STDIN_ENCODINGS } from '../../../core/command-input.ts';
 import { CommandPage, CommandResult, CommandStatus, StdinWritten } from '../../../core/command-schema.ts';
 import { RevertResult } from '../../../core/revert-schema.ts';
+import { MAX_IDLE_OUTPUT_TIMEOUT_S } from '../../../core/profile-schema.ts';
 import { AppError } from '../../../errors.ts';
 import { COMMAND_SIGNALS } from '../../../runtimes/types.ts';
 import type { Services } from '../../../services.ts';
@@ -54,6 +55,16 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
           {
             command: Type.String({ minLength: 1, maxLength: MAX_COMMAND_BYTES, description: `Shell command, at most ${MAX_COMMAND_BYTES} bytes` }),
             timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Time limit, seconds; default and maximum: the profile\'s command_timeout_s' })),
+            idle_output_timeout_s: Type.Optional(
+              Type.Integer({
+                minimum: 0,
+                maximum: MAX_IDLE_OUTPUT_TIMEOUT_S,
+                description:
+                  'Silence limit, seconds: a command that prints nothing (stdout nor stderr) for this long is ended as at its time limit ' +
+                  '(its whole process tree killed, `timed_out` true), with the end reason `no_output`. Default: the profile\'s ' +
+                  'command_idle_output_timeout_s; 0 = none',
+              }),
+            ),
             cwd: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Working directory, absolute or relative to the home' })),
             env: Type.Optional(
               Type.Record(Type.String(), Type.String({ maxLength: 32768 }), {
