@@ -105,6 +105,8 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     rateLimitRawClientRequests: read.int('rateLimitRawClientRequests', 300, 0, 1_000_000),
     rateLimitRawInstanceRequests: read.int('rateLimitRawInstanceRequests', 600, 0, 1_000_000),
     rateLimitWindowS: read.int('rateLimitWindowS', 60, 1, 86_400),
+    authFailureBurst: read.int('authFailureBurst', 20, 0, 1_000_000),
+    authFailureWindowS: read.int('authFailureWindowS', 60, 1, 86_400),
     trustProxy: Object.freeze(read.addresses('trustProxy')),
     metricsToken: read.secret('metricsToken'),
     auditRetentionDays: read.int('auditRetentionDays', 90, 0, 36_500),

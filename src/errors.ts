@@ -71,6 +71,7 @@ export const ERROR_STATUS = {
   too_many_terminals: 429,
   commands_rate_exceeded: 429,
   rate_limited: 429,
+  auth_throttled: 429,
   too_many_port_connections: 429,
   // 500
   instance_start_failed: 500,

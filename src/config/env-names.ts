@@ -60,6 +60,8 @@ export const ENV_NAMES: Record<keyof Config, string> = {
   rateLimitRawClientRequests: 'ROOMKIT_RATE_LIMIT_RAW_CLIENT_REQUESTS',
   rateLimitRawInstanceRequests: 'ROOMKIT_RATE_LIMIT_RAW_INSTANCE_REQUESTS',
   rateLimitWindowS: 'ROOMKIT_RATE_LIMIT_WINDOW_S',
+  authFailureBurst: 'ROOMKIT_AUTH_FAILURE_BURST',
+  authFailureWindowS: 'ROOMKIT_AUTH_FAILURE_WINDOW_S',
   trustProxy: 'ROOMKIT_TRUST_PROXY',
   metricsToken: 'ROOMKIT_METRICS_TOKEN',
   auditRetentionDays: 'ROOMKIT_AUDIT_RETENTION_DAYS',

@@ -62,6 +62,7 @@ export type KnownErrorCode =
   | 'too_many_terminals'
   | 'commands_rate_exceeded'
   | 'rate_limited'
+  | 'auth_throttled'
   | 'too_many_port_connections'
   | 'instance_start_failed'
   | 'instance_pause_failed'
