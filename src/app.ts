@@ -43,6 +43,7 @@ import { checkReadiness } from './core/readiness.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installRateLimits } from './http/rate-limits.ts';
 import { AuthThrottle } from './http/auth-throttle.ts';
+import { installIdempotency } from './http/idempotency.ts';
 import { RequestLog } from './http/request-log.ts';
 import { requestIdGenerator, trustedPeers } from './http/request-id.ts';
 import { ErrorBody, errorResponses } from './http/schemas.ts';
@@ -204,6 +205,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     if (closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
   });
   installAudit(app, services.audit);
+  installIdempotency(app, services.idempotencyKeys);
 
   // Every answer is counted by its route's pattern (never the raw URL, which holds ids
   // and paths) and status; every Error body by its code.

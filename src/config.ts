@@ -107,6 +107,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     rateLimitWindowS: read.int('rateLimitWindowS', 60, 1, 86_400),
     authFailureBurst: read.int('authFailureBurst', 20, 0, 1_000_000),
     authFailureWindowS: read.int('authFailureWindowS', 60, 1, 86_400),
+    idempotencyKeyTtlS: read.int('idempotencyKeyTtlS', 86_400, 60, 30 * 86_400),
     trustProxy: Object.freeze(read.addresses('trustProxy')),
     metricsToken: read.secret('metricsToken'),
     auditRetentionDays: read.int('auditRetentionDays', 90, 0, 36_500),

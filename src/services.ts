@@ -27,6 +27,7 @@ import { type Db, openStore } from './store/db.ts';
 import { FileLinks } from './core/file-links.ts';
 import { nodeFigures } from './core/node-figures.ts';
 import { nodeIdOf } from './cluster/node-identity.ts';
+import { IdempotencyKeys } from './core/idempotency.ts';
 import { NodeRegistry } from './cluster/node-registry.ts';
 import { storeSettings } from './store/store-settings.ts';
 import pkg from '../package.json' with { type: 'json' };
@@ -59,6 +60,8 @@ export interface Services {
   metrics: Metrics;
   /** The record of state-changing requests, per organization (GET /api/audit). */
   audit: AuditTrail;
+  /** Requests made with an Idempotency-Key, and their kept answers. */
+  idempotencyKeys: IdempotencyKeys;
   /** This node among those sharing a PostgreSQL store; undefined with SQLite (one node). */
   nodes: NodeRegistry | undefined;
   close(): Promise<void>;
@@ -103,8 +106,13 @@ export async function createServices(config: Config, log: Logger, options: Servi
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     // With a PostgreSQL store, this process is a node among others sharing it; it joins
     // once it listens (join(), from serve), when it knows the address it is reached at.
+    const clustered = storeSettings(config).dialect === 'postgres';
+    // One process per SQLite store: the keys it held when it stopped are all its own.
+    const idempotencyKeys = new IdempotencyKeys({ db, log, ttlS: config.idempotencyKeyTtlS, owner: clustered ? nodeIdOf(config.dataDir) : 'local' });
+    await idempotencyKeys.forgetUnanswered();
+    instances.alsoOnExpiryCheck(() => idempotencyKeys.sweep());
     const nodes =
-      storeSettings(config).dialect === 'postgres'
+      clustered
         ? new NodeRegistry({
             db,
             log,
@@ -140,6 +148,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       runtime,
       metrics,
       audit,
+      idempotencyKeys,
       nodes,
       close() {
         closed ??= (async () => {

@@ -62,6 +62,7 @@ export const ENV_NAMES: Record<keyof Config, string> = {
   rateLimitWindowS: 'ROOMKIT_RATE_LIMIT_WINDOW_S',
   authFailureBurst: 'ROOMKIT_AUTH_FAILURE_BURST',
   authFailureWindowS: 'ROOMKIT_AUTH_FAILURE_WINDOW_S',
+  idempotencyKeyTtlS: 'ROOMKIT_IDEMPOTENCY_KEY_TTL_S',
   trustProxy: 'ROOMKIT_TRUST_PROXY',
   metricsToken: 'ROOMKIT_METRICS_TOKEN',
   auditRetentionDays: 'ROOMKIT_AUDIT_RETENTION_DAYS',

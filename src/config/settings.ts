@@ -188,6 +188,8 @@ export interface Config {
   readonly authFailureBurst: number;
   /** The window failed authentications are counted in, per client address. */
   readonly authFailureWindowS: number;
+  /** How long an Idempotency-Key and its kept answer last from the key's first use, seconds. */
+  readonly idempotencyKeyTtlS: number;
   /**
    * Proxies in front of the service (addresses or CIDR ranges): their X-Forwarded-For
    * gives the client address, and their X-Request-Id is kept as the request id.

@@ -42,6 +42,7 @@ export type KnownErrorCode =
   | 'instance_not_ready'
   | 'instance_state_conflict'
   | 'instance_options_conflict'
+  | 'idempotency_key_in_use'
   | 'command_not_running'
   | 'stdin_not_open'
   | 'feature_unavailable'
@@ -56,6 +57,7 @@ export type KnownErrorCode =
   | 'uri_too_long'
   | 'unsupported_media_type'
   | 'range_not_satisfiable'
+  | 'idempotency_key_reused'
   | 'upgrade_required'
   | 'too_many_commands'
   | 'too_many_file_reads'
@@ -871,6 +873,7 @@ export interface Paths {
         403: ErrorBody;
         404: ErrorBody;
         409: ErrorBody;
+        422: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
       };
@@ -1010,6 +1013,7 @@ export interface Paths {
         403: ErrorBody;
         404: ErrorBody;
         409: ErrorBody;
+        422: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
         507: ErrorBody;
@@ -1041,6 +1045,7 @@ export interface Paths {
         403: ErrorBody;
         404: ErrorBody;
         409: ErrorBody;
+        422: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
         507: ErrorBody;
@@ -1144,6 +1149,7 @@ export interface Paths {
         404: ErrorBody;
         409: ErrorBody;
         413: ErrorBody;
+        422: ErrorBody;
         429: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
@@ -1536,6 +1542,8 @@ export interface Paths {
       body: {
         /** The tool, e.g. `run_command` */
         name: string;
+        /** The id the model gave the call (OpenAI's `tool_calls[].id`, Anthropic's `tool_use` `id`): a retry of the call with the same id answers the first call's result and runs nothing again (as an Idempotency-Key, which wins when both are sent); the same id with another call answers 422 `idempotency_key_reused` */
+        call_id?: string;
         /** The tool's arguments: an object, or its JSON text (as OpenAI tool calls carry it); default {} */
         arguments?: Record<string, unknown> | string;
       };
@@ -1546,6 +1554,7 @@ export interface Paths {
         404: ErrorBody;
         409: ErrorBody;
         413: ErrorBody;
+        422: ErrorBody;
         429: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
