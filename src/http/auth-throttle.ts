@@ -43,10 +43,10 @@ export class AuthThrottle {
 
   /**
    * Wraps an authentication hook: a throttled address is refused before it runs, and a
-   * credential it rejects is counted against the request's address.
+   * credential it rejects is counted against the request's address (and in /metrics,
+   * throttling on or off).
    */
   guard(authenticate: onRequestHookHandler): onRequestHookHandler {
-    if (this.settings.burst === 0) return authenticate;
     const throttle = this;
     // The authentication hooks are async: they settle their promise and never call done.
     return async function (request, reply) {
@@ -62,6 +62,7 @@ export class AuthThrottle {
 
   /** Throws auth_throttled while the request's address is over its burst. */
   check(request: FastifyRequest): void {
+    if (this.settings.burst === 0) return;
     const address = normalizeIP(request.ip);
     const window = this.current(address);
     if (!window || window.failures < this.settings.burst) return;
@@ -78,6 +79,7 @@ export class AuthThrottle {
   /** Counts a rejected credential against the request's address. */
   failed(request: FastifyRequest): void {
     this.metrics.authFailed();
+    if (this.settings.burst === 0) return;
     const address = normalizeIP(request.ip);
     const window = this.current(address);
     if (window) {

@@ -83,9 +83,11 @@ describe('failed authentication, throttled per client address', () => {
     assert.ok(Number(refused.headers['retry-after']) >= 1);
   });
 
-  it('is off with a burst of 0', async () => {
+  it('is off with a burst of 0, and still counts rejected keys', async () => {
     const t = await appWith({ authFailureBurst: 0 });
     for (let i = 0; i < 30; i++) assert.equal((await list(t, '198.51.100.10', BAD)).statusCode, 401);
+    assert.equal(await metric(t, 'roomkit_auth_failures_total'), 30);
+    assert.equal(await metric(t, 'roomkit_auth_throttled_total'), 0);
   });
 
   it('lets an address in again once its window ends', () => {
