@@ -136,14 +136,16 @@ export class IdempotencyKeys {
       settle: async (answer) => {
         if (settled) return;
         settled = true;
-        const mine = this.db
-          .updateTable('idempotency_keys')
-          .where('organization_id', '=', organizationId)
-          .where('key', '=', key)
-          .where('state', '=', 'running');
         try {
-          if (answer) await mine.set({ state: 'done', status: answer.status, body: answer.body }).execute();
-          else {
+          if (answer) {
+            await this.db
+              .updateTable('idempotency_keys')
+              .set({ state: 'done', status: answer.status, body: answer.body })
+              .where('organization_id', '=', organizationId)
+              .where('key', '=', key)
+              .where('state', '=', 'running')
+              .execute();
+          } else {
             await this.db
               .deleteFrom('idempotency_keys')
               .where('organization_id', '=', organizationId)

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { IdempotencyKeys } from '../../src/core/idempotency.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { until } from '../support/until.ts';
 
 let t: TestApp;
 let org: TestOrg;
@@ -125,6 +126,25 @@ describe('Idempotency-Key', () => {
     assert.ok(await t.services.idempotencyKeys.sweep() >= 1);
     const left = await t.services.db.selectFrom('idempotency_keys').select('key').execute();
     assert.deepEqual(left.map((r) => r.key).sort(), kept.map((r) => r.key).sort());
+  });
+
+  it('is swept by the periodic expiry check once expired', async () => {
+    const own = await startTestApp({ config: { expiryCheckIntervalMs: 100 } });
+    try {
+      const o = await own.newOrg();
+      const now = Date.now();
+      const row = (key: string, expiresAt: number) => ({
+        organization_id: o.organizationId, key, fingerprint: 'f', state: 'done' as const, status: 200, body: '{}', owner: 'local',
+        created_at: new Date(now - 1000).toISOString(), expires_at: new Date(expiresAt).toISOString(),
+      });
+      await own.services.db.insertInto('idempotency_keys').values([row('old', now - 1), row('young', now + 3_600_000)]).execute();
+      await until('the expired key to be swept', async () => {
+        const keys = (await own.services.db.selectFrom('idempotency_keys').select('key').execute()).map((r) => r.key);
+        return keys.length === 1 && keys[0] === 'young' ? true : undefined;
+      });
+    } finally {
+      await own.close();
+    }
   });
 
   it('frees the key of a refused request, so that its retry runs once it can', async () => {
