@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// silenceWatch calls onSilent once when `quiet` reports no output for `limit`. It sleeps
-// until the earliest moment the limit could pass, from the last output it knows of,
-// rather than polling: a command that prints often costs nothing but a clock read.
+// silenceWatch calls onSilent once when the command's latest output (from `last`) is
+// `limit` old. It sleeps until the earliest moment the limit could pass, from the last
+// output it knows of, rather than polling: a command that prints often costs nothing
+// but a clock read per output.
 type silenceWatch struct {
 	limit    time.Duration
 	last     func() time.Time
@@ -47,7 +48,7 @@ func (s *silenceWatch) check() {
 	s.onSilent()
 }
 
-// stop ends the watch; onSilent is not called after it returns unless it already ran.
+// stop ends the watch: after it returns, onSilent is not called unless it had begun.
 func (s *silenceWatch) stop() {
 	s.mu.Lock()
 	s.stopped = true
