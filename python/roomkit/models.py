@@ -590,6 +590,8 @@ class AuditEvent(Model):
     command_id: Optional[str]
     command: Optional[str]
     exit_code: Optional[int]
+    #: Why the command ended (``no_output``, ``time_limit``, …), when the request waited for it.
+    end_reason: Optional[str]
     files_changed: Optional[AuditFilesChanged]
     file_path: Optional[str]
     signal: Optional[str]

@@ -340,6 +340,8 @@ const migrations: Record<string, Migration> = {
         .addPrimaryKeyConstraint('idempotency_keys_pk', ['organization_id', 'key'])
         .execute();
       await db.schema.createIndex('idempotency_keys_expires').on('idempotency_keys').column('expires_at').execute();
+      // Why a command the request waited for ended (no_output, time_limit, …), beside its exit code.
+      await db.schema.alterTable('audit_events').addColumn('end_reason', 'text').execute();
     },
   },
 };

@@ -197,6 +197,8 @@ export interface AuditEventsTable {
   command_id: string | null;
   command: string | null;
   exit_code: number | null;
+  /** Why the command ended (its end_reason), when the request waited for it. */
+  end_reason: string | null;
   /** JSON of AuditFilesChanged. */
   files_changed: string | null;
   file_path: string | null;

@@ -45,6 +45,11 @@ describe('a command\'s silence limit', () => {
     // The background sleep went with it.
     const left = await run({ command: 'pgrep -x sleep || echo none' });
     assert.equal(left.result.result.output.trim(), 'none');
+    // The audit trail says why it ended.
+    await t.services.audit.flush();
+    const audit = await t.app.inject({ method: 'GET', url: '/api/audit?action=command.run&limit=50', headers: org.headers });
+    const event = (audit.json().events as { command_id: string; end_reason: string | null }[]).find((e) => e.command_id === result.command_id);
+    assert.equal(event?.end_reason, 'no_output', audit.body);
   });
 
   it('lets a command that prints every half second for 3 s finish under a 1 s limit', async () => {

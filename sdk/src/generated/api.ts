@@ -122,6 +122,8 @@ export interface AuditEvent {
   command: string | null;
   /** Known when the request waited for the command; a background command's outcome is in its own record */
   exit_code: number | null;
+  /** Why the command ended (its `end_reason`: `exited`, `time_limit`, `no_output`, …), when the request waited for it */
+  end_reason: string | null;
   files_changed: AuditFilesChanged | null;
   /** file.write and file.delete: the path (absolute once the instance resolved it); never the content */
   file_path: string | null;
