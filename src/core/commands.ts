@@ -214,6 +214,9 @@ export class Commands {
     }
     const log = this.log.child({ instanceId: instance.id, commandId });
     const timeoutS = input.timeout_s ?? (background ? 0 : spec.command_timeout_s);
+    // As with the time limit, a background command (a server that prints nothing while it
+    // waits) has no silence limit unless it asks for one.
+    const idleOutputS = input.idle_output_timeout_s ?? (background ? 0 : spec.command_idle_output_timeout_s);
     this.metrics?.commandStarted();
     void (async () => {
       try {
@@ -226,7 +229,7 @@ export class Commands {
           // The profile's, then the instance's create's, then the command's own: the last wins.
           env: { ...spec.env, ...envOf(instance), ...input.env },
           timeoutMs: timeoutS * 1000,
-          idleOutputTimeoutMs: (input.idle_output_timeout_s ?? spec.command_idle_output_timeout_s) * 1000,
+          idleOutputTimeoutMs: idleOutputS * 1000,
           maxOutputBytes: this.config.maxOutputBytes,
           onOutput: (chunk, stream) => {
             output.append(chunk, stream);

@@ -129,7 +129,7 @@ export function profileFieldSchemas(limits: HostLimits) {
       maximum: MAX_IDLE_OUTPUT_TIMEOUT_S,
       description:
         'Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, ' +
-        'with the end reason `no_output`. The default of a command\'s `idle_output_timeout_s`; 0 = none.',
+        'with the end reason `no_output`. The default of a command\'s `idle_output_timeout_s`, but for background commands (none unless they ask); 0 = none.',
       default: PROFILE_DEFAULTS.command_idle_output_timeout_s,
     }),
     idle_timeout_s: Type.Integer({

@@ -185,12 +185,21 @@ describe('why a command ended', () => {
     const url = `/api/profile/${profile.json().profile_id}/room/quiet`;
     assert.equal((await t.app.inject({ method: 'POST', url, headers: org.headers })).statusCode, 201);
     const limits: (number | undefined)[] = [];
-    for (const payload of [{ command: 'a' }, { command: 'b', idle_output_timeout_s: 2 }, { command: 'c', idle_output_timeout_s: 0 }]) {
+    const payloads = [
+      { command: 'a' },
+      { command: 'b', idle_output_timeout_s: 2 },
+      { command: 'c', idle_output_timeout_s: 0 },
+      { command: 'd', background: true },
+      { command: 'e', background: true, idle_output_timeout_s: 3 },
+    ];
+    for (const payload of payloads) {
       const res = await t.app.inject({ method: 'POST', url: `${url}/command`, headers: org.headers, payload });
-      assert.equal(res.statusCode, 200, res.body);
+      assert.ok(res.statusCode === 200 || res.statusCode === 202, res.body);
+      await until('the command to reach the runtime', () => (t.runtime.commands.at(-1)?.command === payload.command ? true : undefined));
       limits.push(t.runtime.commands.at(-1)?.idleOutputTimeoutMs);
     }
-    assert.deepEqual(limits, [7000, 2000, 0]);
+    // A background command has none unless it asks, as with its time limit.
+    assert.deepEqual(limits, [7000, 2000, 0, 0, 3000]);
     await createReady('quiet-default');
     const own = await run('quiet-default', 'd');
     assert.equal(own.statusCode, 200, own.body);

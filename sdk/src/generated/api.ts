@@ -423,7 +423,7 @@ export interface Profile {
   env: Record<string, string>;
   /** Time limit of a command, seconds: the default, and the most a command may ask for. */
   command_timeout_s: number;
-  /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`; 0 = none. */
+  /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`, but for background commands (none unless they ask); 0 = none. */
   command_idle_output_timeout_s: number;
   /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
   idle_timeout_s: number;
@@ -700,7 +700,7 @@ export interface Paths {
         env?: Record<string, string>;
         /** Time limit of a command, seconds: the default, and the most a command may ask for. */
         command_timeout_s?: number;
-        /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`; 0 = none. */
+        /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`, but for background commands (none unless they ask); 0 = none. */
         command_idle_output_timeout_s?: number;
         /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
         idle_timeout_s?: number;
@@ -793,7 +793,7 @@ export interface Paths {
         env?: Record<string, string>;
         /** Time limit of a command, seconds: the default, and the most a command may ask for. */
         command_timeout_s?: number;
-        /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`; 0 = none. */
+        /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`, but for background commands (none unless they ask); 0 = none. */
         command_idle_output_timeout_s?: number;
         /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
         idle_timeout_s?: number;
@@ -1122,7 +1122,7 @@ export interface Paths {
         command: string;
         /** Time limit, seconds; default and maximum: the profile's command_timeout_s */
         timeout_s?: number;
-        /** Silence limit, seconds: a command that prints nothing (stdout nor stderr) for this long is ended as at its time limit (its whole process tree killed, `timed_out` true), with the end reason `no_output`. Default: the profile's command_idle_output_timeout_s; 0 = none */
+        /** Silence limit, seconds: a command that prints nothing (stdout nor stderr) for this long is ended as at its time limit (its whole process tree killed, `timed_out` true), with the end reason `no_output`. Default: the profile's command_idle_output_timeout_s (none for a background command); 0 = none */
         idle_output_timeout_s?: number;
         /** Working directory, absolute or relative to the home */
         cwd?: string;

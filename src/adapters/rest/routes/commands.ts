@@ -73,7 +73,7 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
                 description:
                   'Silence limit, seconds: a command that prints nothing (stdout nor stderr) for this long is ended as at its time limit ' +
                   '(its whole process tree killed, `timed_out` true), with the end reason `no_output`. Default: the profile\'s ' +
-                  'command_idle_output_timeout_s; 0 = none',
+                  'command_idle_output_timeout_s (none for a background command); 0 = none',
               }),
             ),
             cwd: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Working directory, absolute or relative to the home' })),
