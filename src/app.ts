@@ -43,6 +43,8 @@ import { checkReadiness } from './core/readiness.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installRateLimits } from './http/rate-limits.ts';
 import { nodeForwarding } from './http/node-forwarding.ts';
+import { AuthThrottle } from './http/auth-throttle.ts';
+import { installIdempotency } from './http/idempotency.ts';
 import { RequestLog } from './http/request-log.ts';
 import { requestIdGenerator, trustedPeers } from './http/request-id.ts';
 import { ErrorBody, errorResponses } from './http/schemas.ts';
@@ -138,12 +140,16 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // organization's rate limits; the raw file route counts against its own. Attached
   // here, as routes register, so no route can be added without them. Also keeps a
   // router of all routes to tell a wrong method (405) from an unknown path (404).
-  const auth = authenticate(services.organizations, services.terminalTickets);
+  // A client address that presents too many rejected keys is refused for a while (http/auth-throttle.ts).
+  const authThrottle = new AuthThrottle({ burst: services.config.authFailureBurst, windowS: services.config.authFailureWindowS }, services.metrics);
+  const auth = authThrottle.guard(authenticate(services.organizations, services.terminalTickets));
   const e2bTokens = new AccessTokens(services.config.dataDir);
   // A signed file URL names its sandbox only: its organization is that of the instance,
   // looked up once it is known to be ready (so that no such request wakes a paused one).
-  const e2bAuth = authenticateE2b(services.organizations, e2bTokens, async (instanceId) =>
-    (await services.instances.isReady(instanceId)) ? (await services.instances.readyById(instanceId))?.row.organization_id : undefined,
+  const e2bAuth = authThrottle.guard(
+    authenticateE2b(services.organizations, e2bTokens, async (instanceId) =>
+      (await services.instances.isReady(instanceId)) ? (await services.instances.readyById(instanceId))?.row.organization_id : undefined,
+    ),
   );
   const limits = await installRateLimits(app, services.config, services.metrics);
   const forwarding = nodeForwarding(services);
@@ -206,6 +212,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     if (closing) throw new AppError('shutting_down', 'the server is shutting down; retry against a running server');
   });
   installAudit(app, services.audit);
+  installIdempotency(app, services.idempotencyKeys);
 
   // Every answer is counted by its route's pattern (never the raw URL, which holds ids
   // and paths) and status; every Error body by its code.

@@ -50,6 +50,7 @@ export const ERROR_STATUS = {
   instance_not_ready: 409,
   instance_state_conflict: 409,
   instance_options_conflict: 409,
+  idempotency_key_in_use: 409,
   command_not_running: 409,
   stdin_not_open: 409,
   feature_unavailable: 409,
@@ -68,6 +69,8 @@ export const ERROR_STATUS = {
   unsupported_media_type: 415,
   // 416
   range_not_satisfiable: 416,
+  // 422
+  idempotency_key_reused: 422,
   // 426
   upgrade_required: 426,
   // 429
@@ -76,6 +79,7 @@ export const ERROR_STATUS = {
   too_many_terminals: 429,
   commands_rate_exceeded: 429,
   rate_limited: 429,
+  auth_throttled: 429,
   too_many_port_connections: 429,
   // 500
   instance_start_failed: 500,

@@ -26,6 +26,8 @@ export class Metrics {
   private readonly httpDuration: Histogram<'method' | 'route'>;
   private readonly httpErrors: Counter<'code'>;
   private readonly rateLimited: Counter<'limit'>;
+  private readonly authFailures: Counter;
+  private readonly authThrottledRefusals: Counter;
   private readonly quotaRejections: Counter<'code'>;
   private readonly creates: Counter<'outcome'>;
   private readonly assigned: Counter<'source'>;
@@ -65,6 +67,16 @@ export class Metrics {
       name: 'roomkit_rate_limit_rejections_total',
       help: 'Requests refused with 429 rate_limited, by the limit that refused them',
       labelNames: ['limit'],
+      registers,
+    });
+    this.authFailures = new Counter({
+      name: 'roomkit_auth_failures_total',
+      help: 'Requests whose API key was rejected (invalid, unknown or revoked), counted per client address for throttling',
+      registers,
+    });
+    this.authThrottledRefusals = new Counter({
+      name: 'roomkit_auth_throttled_total',
+      help: 'Requests refused with 429 auth_throttled: their address presented too many rejected keys (ROOMKIT_AUTH_FAILURE_BURST)',
       registers,
     });
     this.quotaRejections = new Counter({
@@ -182,6 +194,16 @@ export class Metrics {
 
   rateLimitRejected(limit: string): void {
     this.rateLimited.inc({ limit });
+  }
+
+  /** A request's API key was rejected. */
+  authFailed(): void {
+    this.authFailures.inc();
+  }
+
+  /** A request was refused because its address presented too many rejected keys. */
+  authThrottled(): void {
+    this.authThrottledRefusals.inc();
   }
 
   /** A provisioning step completed `seconds` after the previous one. */

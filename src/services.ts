@@ -27,6 +27,7 @@ import { type Db, openStore } from './store/db.ts';
 import { FileLinks } from './core/file-links.ts';
 import { nodeFigures } from './core/node-figures.ts';
 import { nodeIdOf } from './host/node-identity.ts';
+import { IdempotencyKeys } from './core/idempotency.ts';
 import { NodeRegistry } from './cluster/node-registry.ts';
 import { claimUnownedRows } from './cluster/unowned-rows.ts';
 import { storeSettings } from './store/store-settings.ts';
@@ -62,6 +63,8 @@ export interface Services {
   audit: AuditTrail;
   /** This process's node id (host/node-identity.ts): its instances, snapshots and address leases carry it. */
   nodeId: string;
+  /** Requests made with an Idempotency-Key, and their kept answers. */
+  idempotencyKeys: IdempotencyKeys;
   /** This node among those sharing a PostgreSQL store; undefined with SQLite (one node). */
   nodes: NodeRegistry | undefined;
   close(): Promise<void>;
@@ -112,8 +115,13 @@ export async function createServices(config: Config, log: Logger, options: Servi
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     // With a PostgreSQL store, this process is a node among others sharing it; it joins
     // once it listens (join(), from serve), when it knows the address it is reached at.
+    const clustered = storeSettings(config).dialect === 'postgres';
+    // The keys this node held when it stopped (their requests' answers never came) are freed.
+    const idempotencyKeys = new IdempotencyKeys({ db, log, ttlS: config.idempotencyKeyTtlS, owner: nodeId });
+    await idempotencyKeys.forgetUnanswered();
+    instances.alsoOnExpiryCheck(() => idempotencyKeys.sweep());
     const nodes =
-      storeSettings(config).dialect === 'postgres'
+      clustered
         ? new NodeRegistry({
             db,
             log,
@@ -152,6 +160,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       metrics,
       audit,
       nodeId,
+      idempotencyKeys,
       nodes,
       close() {
         closed ??= (async () => {

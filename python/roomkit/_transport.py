@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from http.client import HTTPException, HTTPResponse
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -94,9 +95,12 @@ class Transport:
         headers: Optional[Mapping[str, str]] = None,
         idempotent: Optional[bool] = None,
         timeout_s: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
     ) -> HTTPResponse:
         """Sends a request and returns its successful answer unread (close it when done).
-        Error answers raise RoomkitError."""
+        Error answers raise RoomkitError. With ``idempotency_key``, every try carries it
+        as the Idempotency-Key header, and the request is retried as an idempotent one:
+        the server runs it once however often it comes."""
         url = self.url(template, params, query)
         all_headers = {"Accept": "application/json", "User-Agent": self.user_agent}
         all_headers.update(headers or {})
@@ -109,8 +113,10 @@ class Transport:
         elif body is not _NO_BODY:
             data = json.dumps(body).encode("utf-8")
             all_headers["Content-Type"] = "application/json"
+        if idempotency_key is not None:
+            all_headers["Idempotency-Key"] = idempotency_key
         if idempotent is None:
-            idempotent = method in ("GET", "HEAD", "PUT")
+            idempotent = method in ("GET", "HEAD", "PUT") or idempotency_key is not None
         timeout = timeout_s if timeout_s is not None else self.timeout_s
         attempt = 0
         while True:
@@ -124,7 +130,10 @@ class Transport:
                 with answer:
                     error = _error_from(answer, method, url)
                     retry_after = _retry_after_s(answer.headers.get("retry-after"))
-                if idempotent and answer.code in RETRY_STATUSES and error.code not in PERMANENT_CODES and attempt < self.max_retries:
+                # A retry whose first try still runs past the server's longest wait is told to ask again.
+                key_in_use = idempotency_key is not None and error.code == "idempotency_key_in_use"
+                retryable = key_in_use or (answer.code in RETRY_STATUSES and error.code not in PERMANENT_CODES)
+                if idempotent and retryable and attempt < self.max_retries:
                     time.sleep(retry_after if retry_after is not None else self._delay(attempt))
                     attempt += 1
                     continue
@@ -251,3 +260,8 @@ def read_events(response: HTTPResponse) -> Iterator[Tuple[str, str]]:
 
 def header_dict(headers: Any) -> Dict[str, str]:
     return {k.lower(): v for k, v in headers.items()}
+
+
+def new_idempotency_key() -> str:
+    """A fresh Idempotency-Key: a random UUID."""
+    return str(uuid.uuid4())

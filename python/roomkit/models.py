@@ -196,6 +196,8 @@ class Profile(Model):
     home: str
     env: Dict[str, str]
     command_timeout_s: int
+    #: A command's silence limit when it gives none, seconds; 0 for none.
+    command_idle_output_timeout_s: int
     idle_timeout_s: int
     #: What an idle instance becomes: `pause` (files kept, resumed by the next request) or `stop`.
     idle_action: str
@@ -275,7 +277,7 @@ class CommandOutcome(Model):
     files_changed_total: int
     files_changed_truncated: bool
     files_changed_method: Optional[str]
-    #: exited, signal, time_limit, killed, out_of_memory, disk_full, instance_stopped, service_stopped, error
+    #: exited, signal, time_limit, no_output, killed, out_of_memory, disk_full, instance_stopped, service_stopped, error
     end_reason: str
 
 
@@ -588,6 +590,8 @@ class AuditEvent(Model):
     command_id: Optional[str]
     command: Optional[str]
     exit_code: Optional[int]
+    #: Why the command ended (``no_output``, ``time_limit``, …), when the request waited for it.
+    end_reason: Optional[str]
     files_changed: Optional[AuditFilesChanged]
     file_path: Optional[str]
     signal: Optional[str]

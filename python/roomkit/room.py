@@ -5,6 +5,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 from .commands import CommandHandle, CommandStream, stdin_fields
+from ._transport import new_idempotency_key
 from .errors import RoomkitError
 from .models import (
     CommandPage,
@@ -63,6 +64,7 @@ class Room:
         metadata: Optional[Dict[str, str]] = None,
         timeout_s: Optional[int] = None,
         snapshot_id: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
     ) -> Instance:
         """Creates the room's instance, or returns the live one it already has.
 
@@ -76,10 +78,12 @@ class Room:
         raises RoomkitError ``room_occupied``. ``wait=False`` answers at once, still provisioning. With ``on_progress`` the SDK
         creates without waiting and polls, calling it with the instance at the start and
         whenever its state or progress text changes. Safe to retry (a room has one live
-        instance), so connection errors and 502-504 are retried. A start failure raises
+        instance, and each try carries one Idempotency-Key: ``idempotency_key``, or one of
+        its own), so connection errors and 502-504 are retried. A start failure raises
         RoomkitError ``instance_start_failed``.
         """
         params = self._params()
+        key = idempotency_key or new_idempotency_key()
         asked: Dict[str, Any] = {}
         if env is not None:
             asked["env"] = env
@@ -91,7 +95,7 @@ class Room:
             asked["snapshot_id"] = snapshot_id
 
         def send(wait_for_ready: bool) -> Instance:
-            answer = self._transport.json("POST", ROOM, params=params, body={"wait": wait_for_ready, **asked}, idempotent=True)
+            answer = self._transport.json("POST", ROOM, params=params, body={"wait": wait_for_ready, **asked}, idempotency_key=key)
             return Instance.from_dict(answer)
 
         if on_progress is None:
@@ -139,19 +143,23 @@ class Room:
         as it is, so this is retried like a read."""
         return Instance.from_dict(self._transport.json("POST", f"{ROOM}/resume", params=self._params(), idempotent=True))
 
-    def snapshot(self, name: Optional[str] = None, *, memory: Optional[bool] = None) -> Snapshot:
+    def snapshot(self, name: Optional[str] = None, *, memory: Optional[bool] = None, idempotency_key: Optional[str] = None) -> Snapshot:
         """Saves the instance's files, and its memory and processes unless ``memory`` is
         False (ready or paused; it stays as it was), as a snapshot the organization owns,
         and answers once it is ``ready`` (``memory_kept`` says whether memory was saved).
         It outlives the instance: ``create(snapshot_id=...)`` starts instances from it in
         any room, running its processes when it kept them, and ``client.snapshots`` lists
-        and deletes them. Not retried: a repeat would take a second snapshot."""
+        and deletes them. Retried with the same Idempotency-Key (``idempotency_key``, or
+        one of its own), so a retry never takes a second snapshot."""
         body: Dict[str, Any] = {} if name is None else {"name": name}
         if memory is not None:
             body["memory"] = memory
-        return Snapshot.from_dict(self._transport.json("POST", f"{ROOM}/snapshots", params=self._params(), body=body, idempotent=False))
+        key = idempotency_key or new_idempotency_key()
+        return Snapshot.from_dict(self._transport.json("POST", f"{ROOM}/snapshots", params=self._params(), body=body, idempotency_key=key))
 
-    def fork(self, rooms: Sequence[str], *, keep_snapshot: bool = False, memory: Optional[bool] = None) -> ForkResult:
+    def fork(
+        self, rooms: Sequence[str], *, keep_snapshot: bool = False, memory: Optional[bool] = None, idempotency_key: Optional[str] = None
+    ) -> ForkResult:
         """Starts a copy of the instance in each of ``rooms`` (same profile, none with a
         live instance) in one call, and answers once every copy is ready or failed: one
         instance per room in that order, a failed one with its ``failure_reason``. Each
@@ -159,7 +167,8 @@ class Room:
         unless ``memory`` is False (files only); the source goes on running. A
         refusal (``room_occupied``, a quota) starts none. The snapshot the copies come from
         is deleted afterwards unless ``keep_snapshot`` (then it is the answer's
-        ``snapshot``). Not retried: a repeat would find the rooms occupied."""
+        ``snapshot``). Retried with the same Idempotency-Key (``idempotency_key``, or one
+        of its own): a retry answers the first fork's result."""
         if isinstance(rooms, str):
             raise TypeError('rooms is a list of room ids, e.g. ["copy-1", "copy-2"]')
         body: Dict[str, Any] = {"rooms": list(rooms)}
@@ -167,7 +176,8 @@ class Room:
             body["keep_snapshot"] = True
         if memory is not None:
             body["memory"] = memory
-        return ForkResult.from_dict(self._transport.json("POST", f"{ROOM}/fork", params=self._params(), body=body, idempotent=False))
+        key = idempotency_key or new_idempotency_key()
+        return ForkResult.from_dict(self._transport.json("POST", f"{ROOM}/fork", params=self._params(), body=body, idempotency_key=key))
 
     # Commands
 
@@ -176,24 +186,30 @@ class Room:
         command: str,
         *,
         timeout_s: Optional[int] = None,
+        idle_output_timeout_s: Optional[int] = None,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[str, bytes, None] = None,
         keep_undo: Optional[bool] = None,
+        idempotency_key: Optional[str] = None,
     ) -> CommandResult:
         """Runs a shell command and answers when it ends. A failing command is a result
-        with a non-zero exit_code, not an exception. ``stdin`` (text or bytes) is its
+        with a non-zero exit_code, not an exception. ``idle_output_timeout_s`` ends it
+        (``end_reason`` ``no_output``) once it prints nothing for that long. ``stdin`` (text or bytes) is its
         input. ``keep_undo`` keeps (True) or skips (False) its undo point for
-        ``room.command(id).revert()`` (default: the profile's ``keep_undo``). Never retried: a
-        command may not be safe to run twice."""
-        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
-        return CommandResult.from_dict(self._transport.json("POST", f"{ROOM}/command", params=self._params(), body=body, idempotent=False))
+        ``room.command(id).revert()`` (default: the profile's ``keep_undo``). Retried (a lost
+        connection, 502, 503, 504) with the same Idempotency-Key on every try
+        (``idempotency_key``, or one of its own), so the server runs it once."""
+        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo, idle_output_timeout_s)
+        key = idempotency_key or new_idempotency_key()
+        return CommandResult.from_dict(self._transport.json("POST", f"{ROOM}/command", params=self._params(), body=body, idempotency_key=key))
 
     def exec_stream(
         self,
         command: str,
         *,
         timeout_s: Optional[int] = None,
+        idle_output_timeout_s: Optional[int] = None,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[str, bytes, None] = None,
@@ -206,7 +222,7 @@ class Room:
         it). If the connection breaks first, RoomkitError ``stream_interrupted`` carries
         the command's id: it runs on (unless ``kill_on_disconnect``), and
         ``room.command(id)`` follows it."""
-        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
+        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo, idle_output_timeout_s)
         body["stream"] = True
         if kill_on_disconnect is not None:
             body["kill_on_disconnect"] = kill_on_disconnect
@@ -221,21 +237,25 @@ class Room:
         command: str,
         *,
         timeout_s: Optional[int] = None,
+        idle_output_timeout_s: Optional[int] = None,
         cwd: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         stdin: Union[str, bytes, None] = None,
         keep_undo: Optional[bool] = None,
         stdin_open: bool = False,
+        idempotency_key: Optional[str] = None,
     ) -> CommandHandle:
         """Starts a command in the background and answers at once with a handle to follow
         it. No time limit applies unless ``timeout_s`` is given. ``stdin_open`` keeps its
         stdin open (after ``stdin``) for ``send_stdin`` (RoomkitError ``feature_unavailable``
-        while the agent in the instance does not answer)."""
-        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo)
+        while the agent in the instance does not answer). Retried with the same
+        Idempotency-Key, as ``exec`` is: it starts once."""
+        body = _command_body(command, timeout_s, cwd, env, stdin, keep_undo, idle_output_timeout_s)
         body["background"] = True
         if stdin_open:
             body["stdin_open"] = True
-        status = CommandStatus.from_dict(self._transport.json("POST", f"{ROOM}/command", params=self._params(), body=body, idempotent=False))
+        key = idempotency_key or new_idempotency_key()
+        status = CommandStatus.from_dict(self._transport.json("POST", f"{ROOM}/command", params=self._params(), body=body, idempotency_key=key))
         return CommandHandle(self, status.command_id, status)
 
     def send_stdin(self, command_id: str, data: Union[str, bytes], *, close: bool = False) -> StdinWritten:
@@ -342,10 +362,13 @@ def _command_body(
     env: Optional[Mapping[str, str]],
     stdin: Union[str, bytes, None],
     keep_undo: Optional[bool],
+    idle_output_timeout_s: Optional[int] = None,
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {"command": command}
     if timeout_s is not None:
         body["timeout_s"] = timeout_s
+    if idle_output_timeout_s is not None:
+        body["idle_output_timeout_s"] = idle_output_timeout_s
     if cwd is not None:
         body["cwd"] = cwd
     if env is not None:

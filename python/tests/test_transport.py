@@ -6,7 +6,7 @@ import socket
 import threading
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import List
+from typing import List, Optional
 
 from roomkit import Roomkit, RoomkitError
 from roomkit._transport import read_events
@@ -20,6 +20,7 @@ class Flaky:
     def __init__(self, statuses: List[int], code: str = "shutting_down", body: str = "") -> None:
         self.statuses, self.code, self.body = statuses, code, body
         self.requests: List[str] = []
+        self.keys: List[Optional[str]] = []
         flaky = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -30,6 +31,7 @@ class Flaky:
                 length = int(self.headers.get("content-length") or 0)
                 self.rfile.read(length)
                 flaky.requests.append(f"{self.command} {self.path}")
+                flaky.keys.append(self.headers.get("idempotency-key"))
                 status = flaky.statuses[min(len(flaky.requests) - 1, len(flaky.statuses) - 1)]
                 if flaky.body:
                     payload = flaky.body.encode()
@@ -81,10 +83,46 @@ class Retries(unittest.TestCase):
             self.assertEqual(s.room.write_file("f", "x").size, 1)
             self.assertEqual(len(s.requests), 2)
 
-    def test_never_repeats_a_command_a_delete_a_tool_call_or_a_permanent_503(self) -> None:
+    def test_repeats_a_command_a_snapshot_a_fork_and_a_create_with_one_idempotency_key_on_every_try(self) -> None:
+        with Flaky([503, 502, 200]) as s:
+            calls = (lambda: s.room.exec("echo once"), lambda: s.room.exec_background("sleep 1"), s.room.snapshot,
+                     lambda: s.room.fork(["copy"]), s.room.create)
+            for call in calls:
+                s.requests.clear()
+                s.keys.clear()
+                try:
+                    call()
+                except (TypeError, KeyError):
+                    pass  # the plausible answer is not every model's shape; the tries are what is checked
+                self.assertEqual(len(s.requests), 3)
+                self.assertEqual(len(set(s.keys)), 1, s.keys)
+                self.assertTrue(s.keys[0])
+            # Each call has its own key, unless the caller gives one.
+            s.keys.clear()
+            s.requests.clear()
+            s.statuses = [200]
+            for _ in range(2):
+                try:
+                    s.room.exec("echo again")
+                except (TypeError, KeyError):
+                    pass
+            self.assertNotEqual(s.keys[0], s.keys[1])
+            s.keys.clear()
+            try:
+                s.room.exec("echo mine", idempotency_key="my-key")
+            except (TypeError, KeyError):
+                pass
+            self.assertEqual(s.keys, ["my-key"])
+        with Flaky([409, 200], code="idempotency_key_in_use") as busy:
+            try:
+                busy.room.exec("echo waits")
+            except (TypeError, KeyError):
+                pass
+            self.assertEqual(len(busy.requests), 2)
+
+    def test_never_repeats_a_delete_a_tool_call_a_stdin_write_or_a_permanent_503(self) -> None:
         with Flaky([503]) as s:
-            for call in (lambda: s.room.exec("echo once"), s.room.delete, lambda: s.room.exec_background("sleep 1"),
-                         lambda: s.room.tools.call("run_command", {"command": "true"}), lambda: s.room.send_stdin("c", "x")):
+            for call in (s.room.delete, lambda: s.room.tools.call("run_command", {"command": "true"}), lambda: s.room.send_stdin("c", "x")):
                 s.requests.clear()
                 with self.assertRaises(RoomkitError) as caught:
                     call()
@@ -160,6 +198,10 @@ class ConnectionFailures(unittest.TestCase):
         tries.clear()
         with self.assertRaises(RoomkitError):
             down.room(PROFILE_ID, "r").exec("true")
+        self.assertEqual(tries, ["POST"] * 3, "a command carries an Idempotency-Key: safe to retry")
+        tries.clear()
+        with self.assertRaises(RoomkitError):
+            down.room(PROFILE_ID, "r").send_stdin("c", "x")
         self.assertEqual(tries, ["POST"])
 
     def test_a_silent_server_is_a_timeout(self) -> None:

@@ -1,11 +1,12 @@
 // The SDK's one way to talk to the server: typed by the generated `Paths`, so a call to
 // a route or with a body the server does not define fails the type check; retries
-// only requests that are safe to repeat; turns every failure into a RoomkitError or a
+// only requests that are safe to repeat (a POST that carries an Idempotency-Key is, the
+// same key on every try); turns every failure into a RoomkitError or a
 // RoomkitConnectionError.
 import { sdkMessage } from './hint-wording.ts';
 import { type ErrorHint, RoomkitConnectionError, RoomkitError } from './errors.ts';
 import type { ErrorBody, Paths } from './generated/api.ts';
-import { anySignal, plainBytes, sleep } from './portable.ts';
+import { anySignal, plainBytes, randomKey, sleep } from './portable.ts';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -33,9 +34,27 @@ export interface RequestOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** A call that changes something and is made safe to retry by an Idempotency-Key. */
+export interface IdempotentOptions {
+  /**
+   * Sent as the Idempotency-Key header on every try of this call, so that the server
+   * runs it once however often it is retried (and answers a retry with the first
+   * answer). Default: a new random key per call. Give your own to retry a call across
+   * processes; a key used for another request is refused (`idempotency_key_reused`).
+   */
+  idempotencyKey?: string;
+}
+
+/** A fresh Idempotency-Key: a random UUID. */
+export function newIdempotencyKey(): string {
+  return randomKey();
+}
+
 interface SendOptions extends RequestOptions {
-  /** Repeat on connection errors and 502/503/504. Default: only GET and PUT. */
+  /** Repeat on connection errors and 502/503/504. Default: only GET and PUT, and a request with idempotencyKey. */
   idempotent?: boolean;
+  /** Sent as the Idempotency-Key header on every try; the request is then retried as an idempotent one. */
+  idempotencyKey?: string;
   /** A body that is not JSON (file uploads). */
   rawBody?: Uint8Array;
   headers?: Record<string, string>;
@@ -113,6 +132,7 @@ export class Transport {
   ): Promise<{ response: Response; url: string; done: () => void }> {
     const url = this.url(path, (input.params ?? {}) as Record<string, string>, input.query as Record<string, unknown> | undefined);
     const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
+    if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
     if (this.#options.apiKey !== undefined && path.startsWith('/api/')) headers.authorization = `Bearer ${this.#options.apiKey}`;
     let body: string | Uint8Array<ArrayBuffer> | undefined;
     if (options.rawBody !== undefined) {
@@ -122,7 +142,7 @@ export class Transport {
       body = JSON.stringify(input.body);
       headers['content-type'] = 'application/json';
     }
-    const idempotent = options.idempotent ?? (method === 'get' || method === 'put');
+    const idempotent = options.idempotent ?? (method === 'get' || method === 'put' || options.idempotencyKey !== undefined);
     const verb = method.toUpperCase();
     for (let attempt = 0; ; attempt++) {
       const timeout = new AbortController();
@@ -160,7 +180,9 @@ export class Transport {
       } finally {
         done();
       }
-      if (idempotent && RETRY_STATUSES.has(response.status) && !PERMANENT_CODES.has(error.code) && attempt < this.#options.maxRetries) {
+      // A retry whose first try still runs past the server's longest wait is told to ask again.
+      const keyInUse = options.idempotencyKey !== undefined && error.code === 'idempotency_key_in_use';
+      if (idempotent && (keyInUse || (RETRY_STATUSES.has(response.status) && !PERMANENT_CODES.has(error.code))) && attempt < this.#options.maxRetries) {
         await sleep(retryAfterMs(response) ?? this.#delay(attempt), options.signal);
         continue;
       }

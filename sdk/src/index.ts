@@ -5,6 +5,6 @@ export { DEFAULT_BASE_URL, Instances, Keys, Profiles, Roomkit, Snapshots, type I
 export { RoomkitConnectionError, RoomkitError, type ConnectionErrorCode, type ErrorCode, type ErrorHint, type RoomkitErrorInit } from './errors.ts';
 export { API_VERSION } from './generated/api.ts';
 export { CommandHandle, contentBytes, Room, RoomPorts, type CreateOptions, type ExecBackgroundOptions, type ExecStreamOptions, type InstanceOptions, type RawFile, type WaitOptions } from './room.ts';
-export type { RequestOptions } from './http.ts';
+export { newIdempotencyKey, type IdempotentOptions, type RequestOptions } from './http.ts';
 export { Terminal, TerminalClosedError, type TerminalClosedReason, type TerminalOptions, type WebSocketConstructor } from './terminal.ts';
 export type * from './types.ts';

@@ -6,7 +6,7 @@
 import { type ErrorHint, RoomkitConnectionError, RoomkitError } from './errors.ts';
 import { sdkMessage } from './hint-wording.ts';
 import type { CommandResult, CommandStatus, FileContent, FileWritten, ForkResult, Instance, Paths, PortUrl, RevertResult, Snapshot } from './generated/api.ts';
-import { readEvents, type RequestOptions, type Transport } from './http.ts';
+import { type IdempotentOptions, newIdempotencyKey, readEvents, type RequestOptions, type Transport } from './http.ts';
 import { fromBase64, sleep, toBase64 } from './portable.ts';
 import { openTerminal, type Terminal, type TerminalOptions, type WebSocketConstructor } from './terminal.ts';
 import type {
@@ -37,7 +37,7 @@ export interface RoomContext {
 /** What a create may ask beyond the profile: env for its commands, labels, a deadline. */
 export type InstanceOptions = Omit<Paths[typeof ROOM]['post']['body'], 'wait'>;
 
-export interface CreateOptions extends RequestOptions, InstanceOptions {
+export interface CreateOptions extends RequestOptions, IdempotentOptions, InstanceOptions {
   /** Answer once the instance is ready (default true); false answers at once, still provisioning. */
   wait?: boolean;
   /**
@@ -73,7 +73,7 @@ export interface RawFile {
   etag: string | undefined;
 }
 
-export interface ExecBackgroundOptions extends ExecOptions, RequestOptions {
+export interface ExecBackgroundOptions extends ExecOptions, RequestOptions, IdempotentOptions {
   /**
    * Keep the command's stdin open (after `stdin`, if given) for `sendStdin` and
    * `closeStdin`. Needs roomkit's agent in the instance (RoomkitError
@@ -149,8 +149,9 @@ export class Room {
       ...(options.timeout_s === undefined ? {} : { timeout_s: options.timeout_s }),
       ...(options.snapshot_id === undefined ? {} : { snapshot_id: options.snapshot_id }),
     };
+    const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey();
     const send = (waitForReady: boolean) =>
-      this.#ctx.transport.json('post', ROOM, { params, body: { wait: waitForReady, ...asked } }, { idempotent: true, signal: options.signal });
+      this.#ctx.transport.json('post', ROOM, { params, body: { wait: waitForReady, ...asked } }, { idempotencyKey, signal: options.signal });
     if (onProgress === undefined) return send(wait);
 
     let instance = await send(false);
@@ -205,12 +206,17 @@ export class Room {
    * answers once it is `ready` (`memory_kept` says whether memory was saved). It
    * outlives the instance: start instances from it in any room with
    * `create({ snapshot_id })`, running its processes when it kept them;
-   * `client.snapshots` lists and deletes them. Not retried: a repeat would take a
-   * second snapshot.
+   * `client.snapshots` lists and deletes them. Retried with the same Idempotency-Key
+   * (`idempotencyKey`, or one of its own), so a retry never takes a second snapshot.
    */
-  async snapshot(options: { name?: string; memory?: boolean } & RequestOptions = {}): Promise<Snapshot> {
+  async snapshot(options: { name?: string; memory?: boolean } & RequestOptions & IdempotentOptions = {}): Promise<Snapshot> {
     const body = { ...(options.name === undefined ? {} : { name: options.name }), ...(options.memory === undefined ? {} : { memory: options.memory }) };
-    return this.#ctx.transport.json('post', `${ROOM}/snapshots`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: false });
+    return this.#ctx.transport.json(
+      'post',
+      `${ROOM}/snapshots`,
+      { params: await this.#params(options), body },
+      { signal: options.signal, idempotencyKey: options.idempotencyKey ?? newIdempotencyKey() },
+    );
   }
 
   /**
@@ -221,15 +227,21 @@ export class Room {
    * unless `memory: false` (files only); the source goes on running. A refusal
    * (RoomkitError `room_occupied`, a quota) starts none. The snapshot the copies come from
    * is deleted afterwards unless `keepSnapshot` (then it is the answer's `snapshot`).
-   * Not retried: a repeat would find the rooms occupied.
+   * Retried with the same Idempotency-Key (`idempotencyKey`, or one of its own): a
+   * retry answers the first fork's result.
    */
-  async fork(rooms: string[], options: { keepSnapshot?: boolean; memory?: boolean } & RequestOptions = {}): Promise<ForkResult> {
+  async fork(rooms: string[], options: { keepSnapshot?: boolean; memory?: boolean } & RequestOptions & IdempotentOptions = {}): Promise<ForkResult> {
     const body = {
       rooms,
       ...(options.keepSnapshot === undefined ? {} : { keep_snapshot: options.keepSnapshot }),
       ...(options.memory === undefined ? {} : { memory: options.memory }),
     };
-    return this.#ctx.transport.json('post', `${ROOM}/fork`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: false });
+    return this.#ctx.transport.json(
+      'post',
+      `${ROOM}/fork`,
+      { params: await this.#params(options), body },
+      { signal: options.signal, idempotencyKey: options.idempotencyKey ?? newIdempotencyKey() },
+    );
   }
 
   /** Resumes a paused instance and answers once it is ready; a ready one is answered as it is (safe to retry). */
@@ -239,17 +251,18 @@ export class Room {
 
   /**
    * Runs a shell command and answers when it ends. A failing command is a result with a
-   * non-zero exit_code, not an exception. Never retried: a command may not be safe to
-   * run twice.
+   * non-zero exit_code, not an exception. Retried (on a lost connection, 502, 503, 504)
+   * with the same Idempotency-Key on every try (`idempotencyKey`, or one of its own),
+   * so the server runs it once however often it is retried.
    */
-  async exec(command: string, options: ExecOptions & RequestOptions = {}): Promise<CommandResult> {
-    const { signal, stdin, ...body } = options;
+  async exec(command: string, options: ExecOptions & RequestOptions & IdempotentOptions = {}): Promise<CommandResult> {
+    const { signal, stdin, idempotencyKey, ...body } = options;
     // Without `background` the server answers 200 with the result.
     return (await this.#ctx.transport.json(
       'post',
       `${ROOM}/command`,
       { params: await this.#params(options), body: { command, ...body, ...stdinFields(stdin) } },
-      { signal, idempotent: false },
+      { signal, idempotencyKey: idempotencyKey ?? newIdempotencyKey() },
     )) as CommandResult;
   }
 
@@ -314,15 +327,16 @@ export class Room {
 
   /**
    * Starts a command in the background and answers at once with a handle to follow it.
-   * No time limit applies unless timeout_s is given.
+   * No time limit applies unless timeout_s is given. Retried with the same
+   * Idempotency-Key, as `exec` is: it starts once.
    */
   async execBackground(command: string, options: ExecBackgroundOptions = {}): Promise<CommandHandle> {
-    const { signal, stdin, stdinOpen, ...rest } = options;
+    const { signal, stdin, stdinOpen, idempotencyKey, ...rest } = options;
     const status = (await this.#ctx.transport.json(
       'post',
       `${ROOM}/command`,
       { params: await this.#params(options), body: { command, ...rest, ...stdinFields(stdin), ...(stdinOpen ? { stdin_open: true } : {}), background: true } },
-      { signal, idempotent: false },
+      { signal, idempotencyKey: idempotencyKey ?? newIdempotencyKey() },
     )) as CommandStatus;
     return this.#handle(status.command_id, status);
   }

@@ -15,7 +15,7 @@ const MAX_STDIN_READ_BYTES = 64 * 1024 * 1024;
 /** How often `commands --follow` asks for more output. */
 const FOLLOW_POLL_MS = 500;
 
-type ExecOptions = RoomOptions & { timeout?: number; cwd?: string; env?: Record<string, string>; stdin: boolean; background?: boolean };
+type ExecOptions = RoomOptions & { timeout?: number; idleOutputTimeout?: number; cwd?: string; env?: Record<string, string>; stdin: boolean; background?: boolean };
 
 export function registerExecCommands(program: Command): void {
   roomCommand(program, 'exec <room> <command...>', 'run a shell command in the room\'s instance and exit with its exit code')
@@ -30,6 +30,7 @@ export function registerExecCommands(program: Command): void {
       '(at most the server\'s ROOMKIT_MAX_STDIN_BYTES, 1 MiB by default); --no-stdin leaves it unread. On a terminal the command\'s stdin is empty.\n' +
       `Exit code: the command's own; ${EXEC_FAILURE_EXIT} when roomkit itself failed; 2 for a usage error.`)
     .option('--timeout <seconds>', 'time limit (default and maximum: the profile\'s command_timeout_s; none with --background)', positiveInteger)
+    .option('--idle-output-timeout <seconds>', 'kill it once it prints nothing this long (default: the profile\'s command_idle_output_timeout_s)', positiveInteger)
     .option('--cwd <dir>', 'working directory, absolute or relative to the home directory')
     .option('-e, --env <NAME=VALUE>', 'an environment variable (repeatable)', collectEnv)
     .option('--no-stdin', 'do not read roomkit\'s stdin (the command\'s is empty), e.g. in a loop that reads from a pipe')
@@ -49,6 +50,7 @@ export function registerExecCommands(program: Command): void {
       const stdin = options.stdin && !process.stdin.isTTY ? await readStdin(MAX_STDIN_READ_BYTES) : undefined;
       const execOptions = {
         ...(options.timeout === undefined ? {} : { timeout_s: options.timeout }),
+        ...(options.idleOutputTimeout === undefined ? {} : { idle_output_timeout_s: options.idleOutputTimeout }),
         ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
         ...(options.env === undefined ? {} : { env: options.env }),
         ...(stdin === undefined || stdin.length === 0 ? {} : { stdin: new Uint8Array(stdin) }),
@@ -155,7 +157,9 @@ function describeEnd(status: CommandStatus, roomId: string, options: RoomOptions
 export function reportCommand(result: CommandResult, roomId: string, options: RoomOptions): void {
   const r = result.result;
   if (r.output !== '' && !r.output.endsWith('\n') && process.stdout.isTTY) process.stdout.write('\n');
-  if (r.timed_out) {
+  if (r.end_reason === 'no_output') {
+    process.stderr.write(`roomkit: the command printed nothing for its silence limit and was killed (exit code ${r.exit_code}); give it a longer --idle-output-timeout\n`);
+  } else if (r.timed_out) {
     process.stderr.write(`roomkit: the command reached its time limit and was killed (exit code ${r.exit_code}); run long work with \`roomkit exec --background${profileOption(options)} ${roomId} …\`\n`);
   }
   if (r.output_truncated) process.stderr.write(`roomkit: the result kept only the start and end of ${formatBytes(r.output_bytes, 'listing')} of output\n`);

@@ -14,6 +14,7 @@ type ProfileFlags = ConnectionOptions & {
   vcpus?: number;
   disk?: number;
   commandTimeout?: number;
+  commandIdleOutputTimeout?: number;
   idleTimeout?: number;
   idleAction?: string;
   egress?: string;
@@ -31,6 +32,7 @@ const FIELDS: [keyof ProfileFlags, string][] = [
   ['vcpus', 'vcpus'],
   ['disk', 'disk_mb'],
   ['commandTimeout', 'command_timeout_s'],
+  ['commandIdleOutputTimeout', 'command_idle_output_timeout_s'],
   ['idleTimeout', 'idle_timeout_s'],
   ['idleAction', 'idle_action'],
   ['rawFiles', 'raw_files'],
@@ -102,6 +104,7 @@ function fieldOptions(command: Command): Command {
     .option('--vcpus <n>', 'CPUs of each instance', wholeNumber)
     .option('--disk <MiB>', 'size of each instance\'s writable layer', wholeNumber)
     .option('--command-timeout <seconds>', 'time limit of a command (command_timeout_s)', wholeNumber)
+    .option('--command-idle-output-timeout <seconds>', 'a command that prints nothing this long is killed, 0 for never (command_idle_output_timeout_s)', wholeNumber)
     .option('--idle-timeout <seconds>', 'idle time before the idle action, 0 for never (idle_timeout_s)', wholeNumber)
     .addOption(new Option('--idle-action <action>', 'what an idle instance becomes').choices(['pause', 'stop']))
     .addOption(new Option('--egress <egress>', 'outbound network of the instances (network.egress)').choices(['internet', 'none']))

@@ -188,6 +188,15 @@ export interface Config {
   /** The window the rate limits count in. */
   readonly rateLimitWindowS: number;
   /**
+   * Rejected API keys one client address may present per authFailureWindowS before
+   * every request from it is refused (429 auth_throttled) until the window ends; 0: off.
+   */
+  readonly authFailureBurst: number;
+  /** The window failed authentications are counted in, per client address. */
+  readonly authFailureWindowS: number;
+  /** How long an Idempotency-Key and its kept answer last from the key's first use, seconds. */
+  readonly idempotencyKeyTtlS: number;
+  /**
    * Proxies in front of the service (addresses or CIDR ranges): their X-Forwarded-For
    * gives the client address, and their X-Request-Id is kept as the request id.
    */

@@ -91,6 +91,7 @@ export const AuditEvent = Type.Object(
     command_id: nullable(Type.String({ format: 'uuid' })),
     command: nullable(Type.String(), 'The command text (command.run); environment values and output are never recorded'),
     exit_code: nullable(Type.Integer(), 'Known when the request waited for the command; a background command\'s outcome is in its own record'),
+    end_reason: nullable(Type.String(), 'Why the command ended (its `end_reason`: `exited`, `time_limit`, `no_output`, …), when the request waited for it'),
     files_changed: nullable(AuditFilesChanged),
     file_path: nullable(Type.String(), 'file.write and file.delete: the path (absolute once the instance resolved it); never the content'),
     signal: nullable(Type.String(), 'command.kill: the signal sent'),

@@ -50,6 +50,7 @@ export interface AuditRecord {
   commandId?: string | undefined;
   command?: string | undefined;
   exitCode?: number | undefined;
+  endReason?: string | undefined;
   filesChanged?: AuditFilesChanged | undefined;
   filePath?: string | undefined;
   signal?: string | undefined;
@@ -267,6 +268,7 @@ function toRow(r: AuditRecord): AuditEventRow {
     command_id: r.commandId ?? null,
     command: r.command ?? null,
     exit_code: r.exitCode ?? null,
+    end_reason: r.endReason ?? null,
     files_changed: r.filesChanged === undefined ? null : JSON.stringify(r.filesChanged),
     file_path: r.filePath ?? null,
     signal: r.signal ?? null,
@@ -296,6 +298,7 @@ function toEvent(row: AuditEventRow): AuditEvent {
     command_id: row.command_id,
     command: row.command,
     exit_code: row.exit_code,
+    end_reason: row.end_reason,
     files_changed: row.files_changed === null ? null : (JSON.parse(row.files_changed) as AuditFilesChanged),
     file_path: row.file_path,
     signal: row.signal,

@@ -22,6 +22,8 @@ export interface CommandInput {
    */
   argv?: string[];
   timeout_s?: number;
+  /** Silence limit, seconds (0: none); default the profile's command_idle_output_timeout_s. */
+  idle_output_timeout_s?: number;
   cwd?: string;
   env?: Record<string, string>;
   /** Start it and answer at once; follow it with GET .../commands/{id}. */

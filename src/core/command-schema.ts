@@ -16,6 +16,7 @@ export const COMMAND_END_REASONS = [
   'exited',
   'signal',
   'time_limit',
+  'no_output',
   'killed',
   'out_of_memory',
   'disk_full',
@@ -27,7 +28,7 @@ export type CommandEndReason = (typeof COMMAND_END_REASONS)[number];
 
 const END_REASON_DESCRIPTION =
   'Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), ' +
-  '`time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and ' +
+  '`time_limit` (killed at its time limit), `no_output` (killed at its silence limit, `idle_output_timeout_s`: it printed nothing for that long), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and ' +
   'roomkit killed a process of this command), `disk_full` (it failed with the instance\'s disk full), `instance_stopped` ' +
   '(its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` ' +
   '(it could not be run)';

@@ -214,6 +214,9 @@ export class Commands {
     }
     const log = this.log.child({ instanceId: instance.id, commandId });
     const timeoutS = input.timeout_s ?? (background ? 0 : spec.command_timeout_s);
+    // As with the time limit, a background command (a server that prints nothing while it
+    // waits) has no silence limit unless it asks for one.
+    const idleOutputS = input.idle_output_timeout_s ?? (background ? 0 : spec.command_idle_output_timeout_s);
     this.metrics?.commandStarted();
     void (async () => {
       try {
@@ -226,6 +229,7 @@ export class Commands {
           // The profile's, then the instance's create's, then the command's own: the last wins.
           env: { ...spec.env, ...envOf(instance), ...input.env },
           timeoutMs: timeoutS * 1000,
+          idleOutputTimeoutMs: idleOutputS * 1000,
           maxOutputBytes: this.config.maxOutputBytes,
           onOutput: (chunk, stream) => {
             output.append(chunk, stream);
@@ -527,11 +531,12 @@ function pickStreams(result: CommandResult['result']) {
 const MAX_SIGNAL = 64;
 
 /**
- * Why a command ended, most specific first: roomkit's own doing (its time limit, a
+ * Why a command ended, most specific first: roomkit's own doing (its silence or time limit, a
  * kill request, the memory guard, its instance going), then what the command's own
  * end shows (a full disk behind a failure, a signal, an exit).
  */
 export function endReasonOf(outcome: CommandOutcome, state: CommandState, killRequested: boolean): CommandEndReason {
+  if (outcome.noOutput) return 'no_output';
   if (outcome.timedOut) return 'time_limit';
   if (state === 'killed' || (killRequested && outcome.exitCode > 128)) return 'killed';
   if (outcome.outOfMemory) return 'out_of_memory';

@@ -71,6 +71,8 @@ export class Instances {
   private readonly ending = new Map<string, Promise<void>>();
   private closing = false;
   private expiryTimer: NodeJS.Timeout | undefined;
+  /** Other expiries the periodic check runs after the instances' (expired idempotency keys). */
+  private readonly alsoOnExpiry: (() => Promise<unknown>)[] = [];
   private readonly busyChecks: ((instanceId: string) => boolean)[] = [];
   private readonly stoppingListeners: StoppingListener[] = [];
   private readonly metrics: Metrics | undefined;
@@ -706,6 +708,11 @@ export class Instances {
   }
 
   /** Checks the idle and lifetime limits every `intervalMs` until close(). */
+  /** Runs `task` in every periodic expiry check, after the instances'. */
+  alsoOnExpiryCheck(task: () => Promise<unknown>): void {
+    this.alsoOnExpiry.push(task);
+  }
+
   startExpiryChecks(intervalMs: number): void {
     let running = false;
     this.expiryTimer = setInterval(() => {
@@ -714,6 +721,9 @@ export class Instances {
       this.expire()
         .then(() => this.memoryPressure.relieve())
         .then(() => this.cpuPressure.relieve())
+        .then(async () => {
+          for (const task of this.alsoOnExpiry) await task();
+        })
         .catch((err: unknown) => this.log.error({ err }, 'expiry check failed'))
         .finally(() => (running = false));
     }, intervalMs);

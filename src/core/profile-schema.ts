@@ -33,6 +33,7 @@ export const PROFILE_DEFAULTS = {
   user: 'user',
   env: {} as Record<string, string>,
   command_timeout_s: 120,
+  command_idle_output_timeout_s: 0,
   idle_timeout_s: 1800,
   idle_action: 'pause' as IdleAction,
   paused_retention_s: 7 * 86400,
@@ -54,6 +55,9 @@ export const MAX_WARM_POOL = 16;
 /** What happens to an instance idle for idle_timeout_s: paused (its files kept), or stopped (removed). */
 export const IDLE_ACTIONS = ['pause', 'stop'] as const;
 export type IdleAction = (typeof IDLE_ACTIONS)[number];
+
+/** The longest silence limit a command or profile may set: a day, as its time limit. */
+export const MAX_IDLE_OUTPUT_TIMEOUT_S = 86400;
 
 /** The longest a paused instance may be kept before it is removed: its disk stays held meanwhile. */
 export const MAX_PAUSED_RETENTION_S = 90 * 86400;
@@ -119,6 +123,14 @@ export function profileFieldSchemas(limits: HostLimits) {
       maximum: 86400,
       description: 'Time limit of a command, seconds: the default, and the most a command may ask for.',
       default: PROFILE_DEFAULTS.command_timeout_s,
+    }),
+    command_idle_output_timeout_s: Type.Integer({
+      minimum: 0,
+      maximum: MAX_IDLE_OUTPUT_TIMEOUT_S,
+      description:
+        'Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, ' +
+        'with the end reason `no_output`. The default of a command\'s `idle_output_timeout_s`, but for background commands (none unless they ask); 0 = none.',
+      default: PROFILE_DEFAULTS.command_idle_output_timeout_s,
     }),
     idle_timeout_s: Type.Integer({
       minimum: 0,
@@ -215,6 +227,7 @@ export function profileSchemas(limits: HostLimits) {
     home: Type.Optional(fields.home),
     env: Type.Optional(fields.env),
     command_timeout_s: Type.Optional(fields.command_timeout_s),
+    command_idle_output_timeout_s: Type.Optional(fields.command_idle_output_timeout_s),
     idle_timeout_s: Type.Optional(fields.idle_timeout_s),
     idle_action: Type.Optional(fields.idle_action),
     paused_retention_s: Type.Optional(fields.paused_retention_s),

@@ -59,6 +59,7 @@ export function decodeSpec(text: string, row: RowName): ProfileSpec {
     keep_undo: PROFILE_DEFAULTS.keep_undo,
     idle_action: PROFILE_DEFAULTS.idle_action,
     paused_retention_s: PROFILE_DEFAULTS.paused_retention_s,
+    command_idle_output_timeout_s: PROFILE_DEFAULTS.command_idle_output_timeout_s,
     ...stored,
   };
   return checked<ProfileSpec>(StoredSpec, spec, row, 'spec');

@@ -293,18 +293,20 @@ function factsOf(operation: OperationNote, asked: OperationFacts, answer: Record
   return facts;
 }
 
-/** Exit code and files_changed counts of a CommandResult (or a CommandStatus that has them). */
-function commandOutcome(value: unknown): { exitCode?: number; filesChanged?: AuditFilesChanged } {
+/** Exit code, end reason and files_changed counts of a CommandResult (or a CommandStatus that has them). */
+function commandOutcome(value: unknown): { exitCode?: number; endReason?: string; filesChanged?: AuditFilesChanged } {
   const outer = objectOf(value);
   const result = objectOf(outer.result ?? outer);
   const exitCode = typeof result.exit_code === 'number' ? result.exit_code : undefined;
+  const endReason = typeof result.end_reason === 'string' ? result.end_reason : undefined;
+  const ended = { ...(exitCode === undefined ? {} : { exitCode }), ...(endReason === undefined ? {} : { endReason }) };
   const listed = Array.isArray(result.files_changed) ? (result.files_changed as { status?: unknown }[]) : undefined;
   const total = typeof result.files_changed_total === 'number' ? result.files_changed_total : undefined;
-  if (total === undefined || listed === undefined) return exitCode === undefined ? {} : { exitCode };
+  if (total === undefined || listed === undefined) return ended;
   const complete = result.files_changed_truncated !== true;
   const count = (status: string) => (complete ? listed.filter((f) => f.status === status).length : null);
   return {
-    ...(exitCode === undefined ? {} : { exitCode }),
+    ...ended,
     filesChanged: { total, created: count('created'), modified: count('modified'), deleted: count('deleted') },
   };
 }

@@ -7,7 +7,9 @@
 // store is shared), and a terminal's single-use ticket is redeemed by the node that
 // issued it, which is the owner (the ticket request was forwarded there too). A
 // forwarded request carries the nodes' shared secret (ROOMKIT_NODE_SECRET) in
-// NODE_SECRET_HEADER and the client's address, and is never forwarded again: the
+// NODE_SECRET_HEADER and the client's address appended to X-Forwarded-For (which the
+// owner believes of the nodes listed in ROOMKIT_TRUST_PROXY, so that its limits and
+// its audit trail see the client), and is never forwarded again: the
 // receiving node answers it, with 421 instance_on_another_node if the instance moved
 // meanwhile. Without a secret nothing is forwarded, and core answers such requests 421.
 //
@@ -24,8 +26,6 @@ import type { Services } from '../services.ts';
 
 /** Carries the nodes' shared secret on a forwarded request. */
 export const NODE_SECRET_HEADER = 'x-roomkit-node-secret';
-/** The address of the client a forwarded request came from. */
-export const FORWARDED_FOR_HEADER = 'x-roomkit-forwarded-for';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Headers about one connection, not the message (RFC 9110 7.6.1): never passed on, but for a handshake's. */
@@ -75,16 +75,17 @@ async function profileIdOf(services: Services, request: FastifyRequest, given: s
   return services.profiles.idOfName(caller.organizationId, given);
 }
 
-/** The request's headers for the owner: the end-to-end ones, the secret and the client's address. */
+/** The request's headers for the owner: the end-to-end ones, the secret and the client's address (after any proxies' chain). */
 function headersFor(request: FastifyRequest, secret: string, handshake: boolean): OutgoingHttpHeaders {
   const headers: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(request.headers as IncomingHttpHeaders)) {
-    if (value === undefined || name === FORWARDED_FOR_HEADER) continue;
+    if (value === undefined) continue;
     if (!handshake && HOP_BY_HOP.has(name)) continue;
     headers[name] = value;
   }
   headers[NODE_SECRET_HEADER] = secret;
-  headers[FORWARDED_FOR_HEADER] = request.ip;
+  const chain = request.headers['x-forwarded-for'];
+  headers['x-forwarded-for'] = chain === undefined || chain === '' ? request.ip : `${String(chain)}, ${request.ip}`;
   return headers;
 }
 

@@ -160,6 +160,11 @@ export interface CommandRequest {
   /** Time limit; 0 for none (the command runs until it ends, is killed or the instance stops). */
   timeoutMs: number;
   /**
+   * Silence limit: the command is ended as at its time limit (with `noOutput` in its
+   * outcome) once it has printed nothing on stdout or stderr for this long; 0 or absent for none.
+   */
+  idleOutputTimeoutMs?: number;
+  /**
    * Receives the output while the command runs, whole and in order, whatever is kept of
    * it for the outcome, with the stream each chunk came from (`output` when the runtime
    * cannot tell stdout and stderr apart).
@@ -209,6 +214,8 @@ export interface CommandOutcome {
   /** The shell's exit status; 128+n when it died of signal n; 124 on timeout. */
   exitCode: number;
   timedOut: boolean;
+  /** It was its silence limit (idleOutputTimeoutMs) that ended it; `timedOut` is true then too. */
+  noOutput?: boolean;
   /** Sorted by path; null when not tracked. */
   changes: FileChangeEntry[] | null;
   /** Some of the instance's tree could not be listed (deeper than the runtime walks): changes there are missing. */

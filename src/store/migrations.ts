@@ -321,6 +321,29 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0018_idempotency_keys': {
+    async up(db: Kysely<any>) {
+      // Requests made with an Idempotency-Key (core/idempotency.ts): the key is the
+      // primary key per organization, so of two requests racing with one key (on one
+      // node or two) exactly one inserts its row and runs; the other reads the row.
+      await db.schema
+        .createTable('idempotency_keys')
+        .addColumn('organization_id', 'text', (c) => c.notNull().references('organizations.id'))
+        .addColumn('key', 'text', (c) => c.notNull())
+        .addColumn('fingerprint', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('status', 'integer')
+        .addColumn('body', 'text')
+        .addColumn('owner', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('idempotency_keys_pk', ['organization_id', 'key'])
+        .execute();
+      await db.schema.createIndex('idempotency_keys_expires').on('idempotency_keys').column('expires_at').execute();
+      // Why a command the request waited for ended (no_output, time_limit, …), beside its exit code.
+      await db.schema.alterTable('audit_events').addColumn('end_reason', 'text').execute();
+    },
+  },
   '0020_instance_nodes': {
     async up(db: Kysely<any>) {
       // The node whose host runs an instance, or holds a snapshot's files: each node

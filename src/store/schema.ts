@@ -203,6 +203,8 @@ export interface AuditEventsTable {
   command_id: string | null;
   command: string | null;
   exit_code: number | null;
+  /** Why the command ended (its end_reason), when the request waited for it. */
+  end_reason: string | null;
   /** JSON of AuditFilesChanged. */
   files_changed: string | null;
   file_path: string | null;
@@ -227,6 +229,25 @@ export interface Database {
   audit_events: AuditEventsTable;
   snapshots: SnapshotsTable;
   nodes: NodesTable;
+  idempotency_keys: IdempotencyKeysTable;
+}
+
+/** A request made with an Idempotency-Key (core/idempotency.ts): one row per organization and key. */
+export interface IdempotencyKeysTable {
+  organization_id: string;
+  key: string;
+  /** SHA-256 (hex) of the request's method, path and body: a reuse with another request is refused. */
+  fingerprint: string;
+  /** `running` while the first request is answered; `done` once its answer is kept. */
+  state: 'running' | 'done';
+  /** The kept answer's HTTP status and JSON body; null while running. */
+  status: number | null;
+  body: string | null;
+  /** The node whose request holds the key while it runs. */
+  owner: string;
+  created_at: string;
+  /** When the key may be used again for anything (created_at + ROOMKIT_IDEMPOTENCY_KEY_TTL_S). */
+  expires_at: string;
 }
 
 /** A roomkit process sharing the store (cluster/node-registry.ts); capacity and load are JSON. */

@@ -335,7 +335,11 @@ describe('errors', () => {
     await assert.rejects(get, (err: unknown) => err instanceof RoomkitConnectionError && err.code === 'connection_failed' && /ECONNREFUSED/.test(err.message));
     assert.equal(calls, 3);
     calls = 0;
+    // A command carries an Idempotency-Key, the same on every try: safe to repeat.
     await assert.rejects(down.room(profileId, 'main').exec('true'), RoomkitConnectionError);
+    assert.equal(calls, 3);
+    calls = 0;
+    await assert.rejects(down.room(profileId, 'main').sendStdin('c', 'x'), RoomkitConnectionError);
     assert.equal(calls, 1);
   });
 });
@@ -344,16 +348,18 @@ describe('retries', () => {
   /** A server that answers the given statuses in turn (the last one from then on), counting requests. */
   async function flaky(statuses: number[], code = 'shutting_down') {
     const requests: string[] = [];
+    const keys: (string | undefined)[] = [];
     const server = createServer((req: IncomingMessage, res: ServerResponse) => {
       req.resume();
       requests.push(`${req.method} ${req.url}`);
+      keys.push(req.headers['idempotency-key'] as string | undefined);
       const status = statuses[Math.min(requests.length - 1, statuses.length - 1)]!;
       res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': `req-${requests.length}` });
       res.end(status >= 400 ? JSON.stringify({ error: code, message: 'try again' }) : JSON.stringify({ profiles: [], instance_id: 'i', state: 'ready', file_path: '/f' }));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const client = new Roomkit({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: org.apiKey, maxRetries: 3, retryDelayMs: 5 });
-    return { requests, client, room: client.room(profileId, 'r'), close: () => closeServer(server) };
+    return { requests, keys, client, room: client.room(profileId, 'r'), close: () => closeServer(server) };
   }
 
   it('repeats GET, PUT and the create on 502/503/504 until an answer', async () => {
@@ -372,17 +378,56 @@ describe('retries', () => {
     }
   });
 
-  it('never repeats a command, a DELETE, or a 503 that says the runtime is unavailable', async () => {
+  it('repeats a command, a background start, a snapshot, a fork and a create with one Idempotency-Key on every try', async () => {
+    const s = await flaky([503, 502, 200]);
+    try {
+      const calls: [string, () => Promise<unknown>][] = [
+        ['exec', () => s.room.exec('echo once')],
+        ['execBackground', () => s.room.execBackground('sleep 1')],
+        ['snapshot', () => s.room.snapshot()],
+        ['fork', () => s.room.fork(['copy'])],
+        ['create', () => s.room.create()],
+      ];
+      for (const [name, call] of calls) {
+        s.requests.length = 0;
+        s.keys.length = 0;
+        // The answer is only plausible; the tries are what is checked.
+        await call().catch(() => {});
+        assert.equal(s.requests.length, 3, name);
+        assert.equal(new Set(s.keys).size, 1, `${name}: ${s.keys.join(', ')}`);
+        assert.ok(s.keys[0], name);
+      }
+      s.keys.length = 0;
+      await s.room.exec('echo a').catch(() => {});
+      await s.room.exec('echo a').catch(() => {});
+      await s.room.exec('echo b', { idempotencyKey: 'my-key' }).catch(() => {});
+      assert.equal(s.keys.length, 3);
+      assert.notEqual(s.keys[0], s.keys[1], 'each call has a key of its own');
+      assert.equal(s.keys[2], 'my-key');
+    } finally {
+      await s.close();
+    }
+    const busy = await flaky([409, 200], 'idempotency_key_in_use');
+    try {
+      await busy.room.exec('echo waits').catch(() => {});
+      assert.equal(busy.requests.length, 2);
+    } finally {
+      await busy.close();
+    }
+  });
+
+  it('never repeats a DELETE, a stdin write, a stream, or a 503 that says the runtime is unavailable', async () => {
     const s = await flaky([503]);
     try {
-      const error = await rejection(s.room.exec('echo once'));
+      const error = await rejection(s.room.delete());
       assert.equal(error.code, 'shutting_down');
       assert.equal(error.requestId, 'req-1');
       assert.equal(s.requests.length, 1);
-      await rejection(s.room.delete());
+      await rejection(s.room.sendStdin('c', 'x'));
       assert.equal(s.requests.length, 2);
-      await rejection(s.room.execBackground('sleep 1'));
+      await s.room.execStream('echo once').catch(() => {});
       assert.equal(s.requests.length, 3);
+      assert.equal(s.keys[2], undefined, 'a stream carries no key');
     } finally {
       await s.close();
     }

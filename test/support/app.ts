@@ -96,6 +96,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       // exactly what their instances hold (test/host/network-slots.test.ts has the slots).
       ...(real ? { runtime: 'gvisor', networkPool: options.gvisorPool, imagesDir: TEST_IMAGES_DIR, networkSlots: 0 } : {}),
       onShutdown: options.onShutdown ?? 'stop',
+      // Tests send bad keys on purpose, all from one address: throttling is
+      // test/unit/auth-throttle.test.ts's subject, which turns it on.
+      authFailureBurst: 0,
       ...options.config,
     },
     {},

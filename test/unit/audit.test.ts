@@ -40,6 +40,7 @@ interface Event {
   command_id: string | null;
   command: string | null;
   exit_code: number | null;
+  end_reason: string | null;
   files_changed: { total: number; created: number | null; modified: number | null; deleted: number | null } | null;
   file_path: string | null;
   signal: string | null;
@@ -193,6 +194,7 @@ describe('a run of requests', () => {
     assert.equal(create!.profile_id, org.defaultProfileId);
     assert.equal(command!.command, 'make all');
     assert.equal(command!.exit_code, 0);
+    assert.equal(command!.end_reason, 'exited');
     assert.equal(command!.instance_id, instanceId);
     assert.match(command!.command_id!, /^[0-9a-f-]{36}$/);
     assert.deepEqual(command!.files_changed, { total: 4, created: 2, modified: 1, deleted: 1 });
@@ -202,6 +204,7 @@ describe('a run of requests', () => {
     assert.equal(toolCommand!.tool, 'run_command');
     assert.equal(toolCommand!.command, 'echo via-tools');
     assert.equal(toolCommand!.exit_code, 0);
+    assert.equal(toolCommand!.end_reason, 'exited');
     assert.equal(toolDelete!.tool, 'delete_file');
     assert.equal(toolDelete!.file_path, 'missing.txt');
     const revoke = events.find((e) => e.action === 'key.revoke')!;

@@ -35,6 +35,9 @@ describe('roomkit exec and commands', () => {
     const passed = await run(['exec', 'cmds', 'ls', '--json'], { env });
     assert.equal(passed.code, 0, passed.stderr);
     assert.equal(t.runtime.commands.at(-1)?.command, 'ls --json');
+    const quiet = await run(['exec', 'cmds', '--idle-output-timeout', '5', 'true'], { env });
+    assert.equal(quiet.code, 0, quiet.stderr);
+    assert.equal(t.runtime.commands.at(-1)?.idleOutputTimeoutMs, 5000);
     const dashed = await run(['exec', 'cmds', '--', '--version'], { env });
     assert.equal(dashed.code, 0, dashed.stderr);
     assert.equal(t.runtime.commands.at(-1)?.command, '--version');
@@ -93,10 +96,16 @@ describe('roomkit exec and commands', () => {
 
 describe('roomkit profiles', () => {
   it('create, show, update, list and rm, the server validating', async () => {
-    const made = await run(['profiles', 'create', 'undoable', '--memory', '512', '--keep-undo', '--command-timeout', '300', '--set', 'env={"A":"1"}', '--json'], { env });
+    const made = await run(
+      ['profiles', 'create', 'undoable', '--memory', '512', '--keep-undo', '--command-timeout', '300', '--command-idle-output-timeout', '30', '--set', 'env={"A":"1"}', '--json'],
+      { env },
+    );
     assert.equal(made.code, 0, made.stderr);
     const profile = JSON.parse(made.stdout);
-    assert.deepEqual([profile.memory_mb, profile.keep_undo, profile.command_timeout_s, profile.env, profile.raw_files], [512, true, 300, { A: '1' }, 'all']);
+    assert.deepEqual(
+      [profile.memory_mb, profile.keep_undo, profile.command_timeout_s, profile.command_idle_output_timeout_s, profile.env, profile.raw_files],
+      [512, true, 300, 30, { A: '1' }, 'all'],
+    );
     // Left at "all", the create says what the raw endpoint reaches and how to narrow it.
     assert.match(made.stderr, /raw_files is "all": anyone who knows an instance's id reads, without a key.*--raw-files changed/);
     const narrow = await run(['profiles', 'create', 'narrow', '--raw-files', 'changed'], { env });

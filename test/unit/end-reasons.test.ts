@@ -126,6 +126,7 @@ describe('why a command ended', () => {
     ['killed by the memory guard', { exitCode: 137, outOfMemory: true }, 'out_of_memory', 'exited'],
     ['failing with the disk full', { exitCode: 1, diskFull: true }, 'disk_full', 'exited'],
     ['at its time limit', { exitCode: 124, timedOut: true }, 'time_limit', 'timed_out'],
+    ['at its silence limit', { exitCode: 124, timedOut: true, noOutput: true }, 'no_output', 'timed_out'],
     ['with its machine gone', { exitCode: 255, instanceGone: true }, 'instance_stopped', 'interrupted'],
   ] as [string, Partial<CommandOutcome>, string, string][]) {
     it(`${name}: end_reason ${expected} in the result, the status and the record`, async () => {
@@ -173,7 +174,44 @@ describe('why a command ended', () => {
     }
   });
 
+  it('gives the runtime the silence limit: the command\'s, else the profile\'s, 0 for none', async () => {
+    const profile = await t.app.inject({
+      method: 'POST',
+      url: '/api/profiles',
+      headers: org.headers,
+      payload: { name: 'quiet-limit', command_idle_output_timeout_s: 7 },
+    });
+    assert.equal(profile.statusCode, 201, profile.body);
+    assert.equal(profile.json().command_idle_output_timeout_s, 7);
+    const url = `/api/profile/${profile.json().profile_id}/room/quiet`;
+    assert.equal((await t.app.inject({ method: 'POST', url, headers: org.headers })).statusCode, 201);
+    const limits: (number | undefined)[] = [];
+    const payloads = [
+      { command: 'a' },
+      { command: 'b', idle_output_timeout_s: 2 },
+      { command: 'c', idle_output_timeout_s: 0 },
+      { command: 'd', background: true },
+      { command: 'e', background: true, idle_output_timeout_s: 3 },
+    ];
+    for (const payload of payloads) {
+      const res = await t.app.inject({ method: 'POST', url: `${url}/command`, headers: org.headers, payload });
+      assert.ok(res.statusCode === 200 || res.statusCode === 202, res.body);
+      await until('the command to reach the runtime', () => (t.runtime.commands.at(-1)?.command === payload.command ? true : undefined));
+      limits.push(t.runtime.commands.at(-1)?.idleOutputTimeoutMs);
+    }
+    // A background command has none unless it asks, as with its time limit.
+    assert.deepEqual(limits, [7000, 2000, 0, 0, 3000]);
+    await createReady('quiet-default');
+    const own = await run('quiet-default', 'd');
+    assert.equal(own.statusCode, 200, own.body);
+    assert.equal(t.runtime.commands.at(-1)?.idleOutputTimeoutMs, 0, 'a profile without one sets none');
+    const negative = await t.app.inject({ method: 'POST', url: `${url}/command`, headers: org.headers, payload: { command: 'e', idle_output_timeout_s: -1 } });
+    assert.equal(negative.statusCode, 400, negative.body);
+    assert.equal(negative.json().error, 'validation_error');
+  });
+
   it('puts roomkit\'s own doing before what the exit code shows', () => {
+    assert.equal(endReasonOf({ output: '', outputBytes: 0, outputTruncated: false, exitCode: 124, timedOut: true, noOutput: true, changes: [] }, 'timed_out', false), 'no_output');
     const base: CommandOutcome = { output: '', outputBytes: 0, outputTruncated: false, exitCode: 137, timedOut: false, changes: [] };
     assert.equal(endReasonOf({ ...base, timedOut: true, outOfMemory: true }, 'timed_out', false), 'time_limit');
     assert.equal(endReasonOf({ ...base, outOfMemory: true }, 'killed', true), 'killed');

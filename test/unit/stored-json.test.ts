@@ -14,6 +14,7 @@ const SPEC: ProfileSpec = {
   home: '/home/user',
   env: {},
   command_timeout_s: 60,
+  command_idle_output_timeout_s: 5,
   idle_timeout_s: 0,
   idle_action: 'stop',
   paused_retention_s: 3600,
@@ -27,9 +28,10 @@ const SPEC: ProfileSpec = {
 
 describe('stored JSON columns', () => {
   it('gives a spec stored before later fields existed their defaults', () => {
-    const { raw_files: _r, warm_pool: _w, keep_undo: _k, idle_action: _i, paused_retention_s: _p, ...old } = SPEC;
+    const { raw_files: _r, warm_pool: _w, keep_undo: _k, idle_action: _i, paused_retention_s: _p, command_idle_output_timeout_s: _o, ...old } = SPEC;
     const spec = decodeSpec(JSON.stringify(old), 'profile p');
     assert.equal(spec.idle_action, PROFILE_DEFAULTS.idle_action);
+    assert.equal(spec.command_idle_output_timeout_s, 0);
     assert.equal(spec.paused_retention_s, PROFILE_DEFAULTS.paused_retention_s);
     assert.equal(spec.keep_undo, false);
     assert.equal(spec.memory_mb, 512);

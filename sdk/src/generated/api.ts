@@ -45,6 +45,7 @@ export type KnownErrorCode =
   | 'instance_not_ready'
   | 'instance_state_conflict'
   | 'instance_options_conflict'
+  | 'idempotency_key_in_use'
   | 'command_not_running'
   | 'stdin_not_open'
   | 'feature_unavailable'
@@ -59,12 +60,14 @@ export type KnownErrorCode =
   | 'uri_too_long'
   | 'unsupported_media_type'
   | 'range_not_satisfiable'
+  | 'idempotency_key_reused'
   | 'upgrade_required'
   | 'too_many_commands'
   | 'too_many_file_reads'
   | 'too_many_terminals'
   | 'commands_rate_exceeded'
   | 'rate_limited'
+  | 'auth_throttled'
   | 'too_many_port_connections'
   | 'instance_start_failed'
   | 'instance_pause_failed'
@@ -123,6 +126,8 @@ export interface AuditEvent {
   command: string | null;
   /** Known when the request waited for the command; a background command's outcome is in its own record */
   exit_code: number | null;
+  /** Why the command ended (its `end_reason`: `exited`, `time_limit`, `no_output`, …), when the request waited for it */
+  end_reason: string | null;
   files_changed: AuditFilesChanged | null;
   /** file.write and file.delete: the path (absolute once the instance resolved it); never the content */
   file_path: string | null;
@@ -165,8 +170,8 @@ export interface CommandRecord {
   started_at: string;
   finished_at: string | null;
   duration_ms: number | null;
-  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
-  end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
+  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `no_output` (killed at its silence limit, `idle_output_timeout_s`: it printed nothing for that long), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
+  end_reason: 'exited' | 'signal' | 'time_limit' | 'no_output' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
 }
 
 export interface CommandResult {
@@ -201,8 +206,8 @@ export interface CommandResult {
     files_changed_truncated: boolean;
     /** How files_changed was made: from the paths the kernel reported touched, or by walking the whole writable layer (the fallback); absent when the runtime does not say */
     files_changed_method?: 'fanotify' | 'walk';
-    /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run) */
-    end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error';
+    /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `no_output` (killed at its silence limit, `idle_output_timeout_s`: it printed nothing for that long), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run) */
+    end_reason: 'exited' | 'signal' | 'time_limit' | 'no_output' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error';
   };
   command_id: string;
   started_at: string;
@@ -221,8 +226,8 @@ export interface CommandStatus {
   started_at: string;
   finished_at: string | null;
   duration_ms: number | null;
-  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
-  end_reason: 'exited' | 'signal' | 'time_limit' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
+  /** Why it ended: `exited` (it ended on its own), `signal` (it ended on a signal it did not get from roomkit: exit code 128+n), `time_limit` (killed at its time limit), `no_output` (killed at its silence limit, `idle_output_timeout_s`: it printed nothing for that long), `killed` (a kill request), `out_of_memory` (the instance reached its memory size and roomkit killed a process of this command), `disk_full` (it failed with the instance's disk full), `instance_stopped` (its instance stopped or its machine ended while it ran), `service_stopped` (the service stopped while it ran), `error` (it could not be run). Null while it runs, and for commands recorded before end reasons were kept */
+  end_reason: 'exited' | 'signal' | 'time_limit' | 'no_output' | 'killed' | 'out_of_memory' | 'disk_full' | 'instance_stopped' | 'service_stopped' | 'error' | null;
   /** Output from output_offset to next_offset (stdout and stderr interleaved) */
   output: string;
   /** Byte offset where `output` starts: more than asked for when older output was no longer kept */
@@ -422,6 +427,8 @@ export interface Profile {
   env: Record<string, string>;
   /** Time limit of a command, seconds: the default, and the most a command may ask for. */
   command_timeout_s: number;
+  /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`, but for background commands (none unless they ask); 0 = none. */
+  command_idle_output_timeout_s: number;
   /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
   idle_timeout_s: number;
   /** What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops. */
@@ -697,6 +704,8 @@ export interface Paths {
         env?: Record<string, string>;
         /** Time limit of a command, seconds: the default, and the most a command may ask for. */
         command_timeout_s?: number;
+        /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`, but for background commands (none unless they ask); 0 = none. */
+        command_idle_output_timeout_s?: number;
         /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
         idle_timeout_s?: number;
         /** What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops. */
@@ -788,6 +797,8 @@ export interface Paths {
         env?: Record<string, string>;
         /** Time limit of a command, seconds: the default, and the most a command may ask for. */
         command_timeout_s?: number;
+        /** Silence limit of a command, seconds: one that prints nothing (stdout nor stderr) for this long is ended as at its time limit, with the end reason `no_output`. The default of a command's `idle_output_timeout_s`, but for background commands (none unless they ask); 0 = none. */
+        command_idle_output_timeout_s?: number;
         /** Pause or stop (idle_action) an instance after this long without a command or file request; 0 = never. */
         idle_timeout_s?: number;
         /** What happens to an instance idle for idle_timeout_s: `pause` (its machine stops, its files are kept, and the next request resumes it; removed after paused_retention_s) or `stop` (removed with everything in it). A runtime that cannot pause stops. */
@@ -868,6 +879,7 @@ export interface Paths {
         403: ErrorBody;
         404: ErrorBody;
         409: ErrorBody;
+        422: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
       };
@@ -1007,6 +1019,7 @@ export interface Paths {
         403: ErrorBody;
         404: ErrorBody;
         409: ErrorBody;
+        422: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
         507: ErrorBody;
@@ -1038,6 +1051,7 @@ export interface Paths {
         403: ErrorBody;
         404: ErrorBody;
         409: ErrorBody;
+        422: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
         507: ErrorBody;
@@ -1112,6 +1126,8 @@ export interface Paths {
         command: string;
         /** Time limit, seconds; default and maximum: the profile's command_timeout_s */
         timeout_s?: number;
+        /** Silence limit, seconds: a command that prints nothing (stdout nor stderr) for this long is ended as at its time limit (its whole process tree killed, `timed_out` true), with the end reason `no_output`. Default: the profile's command_idle_output_timeout_s (none for a background command); 0 = none */
+        idle_output_timeout_s?: number;
         /** Working directory, absolute or relative to the home */
         cwd?: string;
         /** Extra environment variables, over the profile's */
@@ -1139,6 +1155,7 @@ export interface Paths {
         404: ErrorBody;
         409: ErrorBody;
         413: ErrorBody;
+        422: ErrorBody;
         429: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;
@@ -1531,6 +1548,8 @@ export interface Paths {
       body: {
         /** The tool, e.g. `run_command` */
         name: string;
+        /** The id the model gave the call (OpenAI's `tool_calls[].id`, Anthropic's `tool_use` `id`): a retry of the call with the same id answers the first call's result and runs nothing again (as an Idempotency-Key, which wins when both are sent); the same id with another call answers 422 `idempotency_key_reused` */
+        call_id?: string;
         /** The tool's arguments: an object, or its JSON text (as OpenAI tool calls carry it); default {} */
         arguments?: Record<string, unknown> | string;
       };
@@ -1541,6 +1560,7 @@ export interface Paths {
         404: ErrorBody;
         409: ErrorBody;
         413: ErrorBody;
+        422: ErrorBody;
         429: ErrorBody;
         500: ErrorBody;
         503: ErrorBody;

@@ -40,6 +40,9 @@ export function sendE2bError(reply: FastifyReply, err: unknown): FastifyReply {
   if (status >= 500) reply.request.log.error({ err }, 'E2B request failed');
   reply.request.errorCode = code ?? (status === 502 ? 'sandbox_not_running' : null);
   reply.header('X-Request-Id', reply.request.id);
+  // A refusal that passes with time (a rate limit, a throttled address) says when, as the REST API does.
+  const retryAfter = err instanceof AppError ? err.details?.retry_after_s : undefined;
+  if (typeof retryAfter === 'number') reply.header('Retry-After', String(retryAfter));
   return reply.code(status).type('application/json; charset=utf-8').send({ code: status, message });
 }
 

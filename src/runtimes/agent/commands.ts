@@ -57,6 +57,8 @@ export interface AgentCommandOptions {
   commandId?: string;
   /** 0 for none. */
   timeoutMs: number;
+  /** How long it may print nothing before the agent ends it (its end says no_output); 0 or absent for none. */
+  idleOutputMs?: number;
   maxOutputBytes: number;
   /** Given all at once, then closed; without it (or stdinOpen) the command's stdin is /dev/null. */
   input?: Buffer;
@@ -103,7 +105,7 @@ export async function attachAgentCommand(endpoint: AgentEndpoint, target: { comm
   };
 }
 
-export type AgentCommandOutcome = KeptOutput & { exitCode: number; signal: string | null; timedOut: boolean };
+export type AgentCommandOutcome = KeptOutput & { exitCode: number; signal: string | null; timedOut: boolean; noOutput: boolean };
 
 /** What is kept of a command's output: each stream within maxOutputBytes. */
 export interface KeptOutput {
@@ -130,6 +132,7 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
     ...agentIdentity(options.identity, options.env),
     command_id: options.commandId ?? '',
     timeout_ms: options.timeoutMs,
+    ...(options.idleOutputMs ? { idle_output_ms: options.idleOutputMs } : {}),
     stdin: options.input !== undefined || options.stdinOpen === true,
   });
   // Input kept open goes on after what was given at once: the channel is handed over only then.
@@ -193,6 +196,7 @@ export async function runAgentCommand(endpoint: AgentEndpoint, options: AgentCom
           exitCode: end.timed_out === true ? TIMEOUT_EXIT_CODE : Number(end.exit_code ?? -1),
           signal: typeof end.signal === 'string' ? end.signal : null,
           timedOut: end.timed_out === true,
+          noOutput: end.no_output === true,
         };
       }
     }

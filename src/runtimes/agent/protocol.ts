@@ -68,10 +68,15 @@ export const AGENT_PROTOCOL = {
       request: { ready_check: 'readyCheck?' },
       reply: { agent: 'string', protocol: 'int', pid: 'int', uptime_ms: 'int64', boot_error: 'string', ready: 'readiness?' },
     },
+    /**
+     * Runs a program. `timeout_ms` bounds its run and `idle_output_ms` the time it may go
+     * without printing (0 or absent: no bound); past either its whole tree is killed and
+     * the end says `timed_out`, with `no_output` when it was the silence.
+     */
     exec: {
-      request: { argv: '[]string', env: '[]string', dir: 'string', uid: 'int', gid: 'int', command_id: 'string', timeout_ms: 'int64', stdin: 'bool', pty: 'winsize?' },
+      request: { argv: '[]string', env: '[]string', dir: 'string', uid: 'int', gid: 'int', command_id: 'string', timeout_ms: 'int64', idle_output_ms: 'int64?', stdin: 'bool', pty: 'winsize?' },
       reply: { pid: 'int' },
-      end: { exit_code: 'int', signal: 'string?', timed_out: 'bool' },
+      end: { exit_code: 'int', signal: 'string?', timed_out: 'bool', no_output: 'bool?' },
     },
     /**
      * Connects to a command started by exec (by command_id, or by pid when command_id is
@@ -84,7 +89,7 @@ export const AGENT_PROTOCOL = {
     attach: {
       request: { command_id: 'string', pid: 'int', offset: 'int64' },
       reply: { pid: 'int', command_id: 'string', offset: 'int64', dropped: 'int64', output_bytes: 'int64', pty: 'bool', running: 'bool' },
-      end: { exit_code: 'int', signal: 'string?', timed_out: 'bool' },
+      end: { exit_code: 'int', signal: 'string?', timed_out: 'bool', no_output: 'bool?' },
     },
     kill: { request: { command_id: 'string', signal: 'string' }, reply: { signalled: 'int' } },
     stat: { request: { path: 'bytes', uid: 'int', gid: 'int' }, reply: 'fileInfo' },

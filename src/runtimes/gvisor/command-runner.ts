@@ -263,6 +263,7 @@ export class CommandRunner {
         env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
         commandId: request.commandId,
         timeoutMs: request.timeoutMs,
+        ...(request.idleOutputTimeoutMs ? { idleOutputMs: request.idleOutputTimeoutMs } : {}),
         maxOutputBytes: request.maxOutputBytes,
         ...(request.onOutput ? { onOutput: request.onOutput } : {}),
         ...(request.stdin ? { input: request.stdin } : {}),
@@ -319,6 +320,7 @@ export class CommandRunner {
       streams,
       exitCode: outcome.exitCode,
       timedOut: outcome.timedOut,
+      ...(outcome.noOutput ? { noOutput: true } : {}),
       changes,
       changesIncomplete,
       ...(changesMethod ? { changesMethod } : {}),
@@ -342,7 +344,7 @@ export class CommandRunner {
       await new Promise((r) => setTimeout(r, 200)); // the sandbox's end may take a moment to be seen
       const interrupted = options.commandId !== undefined && this.pausedAway.delete(options.commandId);
       if (!interrupted && this.deps.isHeld(h.id) && !this.deps.hasEnded(h.id)) throw err;
-      return { ...err.partial, exitCode: KILLED_EXIT_CODE, signal: null, timedOut: false, interrupted: true };
+      return { ...err.partial, exitCode: KILLED_EXIT_CODE, signal: null, timedOut: false, noOutput: false, interrupted: true };
     }
   }
 

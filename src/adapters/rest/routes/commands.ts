@@ -1,8 +1,10 @@
 // Running commands in a room's instance, and the room's command history.
+import type { FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import { MAX_COMMAND_BYTES, STDIN_ENCODINGS } from '../../../core/command-input.ts';
 import { CommandPage, CommandResult, CommandStatus, StdinWritten } from '../../../core/command-schema.ts';
 import { RevertResult } from '../../../core/revert-schema.ts';
+import { MAX_IDLE_OUTPUT_TIMEOUT_S } from '../../../core/profile-schema.ts';
 import { AppError } from '../../../errors.ts';
 import { COMMAND_SIGNALS } from '../../../runtimes/types.ts';
 import type { Services } from '../../../services.ts';
@@ -10,6 +12,7 @@ import { auditCommandSession } from '../../../http/audit.ts';
 import { callerOf } from '../../../http/auth.ts';
 import { errorResponses, RoomParams } from '../../../http/schemas.ts';
 import { COMMAND_EVENT_STREAM, streamCommand } from '../sse.ts';
+import { IdempotencyKeyHeaders } from '../../../http/idempotency.ts';
 import type { App } from '../../../http/types.ts';
 
 const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
@@ -28,6 +31,14 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
       bodyLimit,
       config: {
         auditAction: 'command.run',
+        // A stream's events are not kept: a command that must run once goes in the background, with a key.
+        idempotency: {
+          refuse: (request) =>
+            wantsStream(request)
+              ? 'Idempotency-Key does not apply to a streamed command (its events are not kept to be answered again): ' +
+                'start it with "background": true and the key, and follow it with GET .../commands/{command_id}, or run it without "stream"'
+              : undefined,
+        },
         documentedResponses: {
           200: {
             description: 'The command ended: its CommandResult; or, streamed, its events as it runs',
@@ -50,10 +61,21 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
           'a background command started with `"stdin_open": true` takes its input later, through POST .../commands/{command_id}/stdin.',
         tags: ['commands'],
         params: RoomParams,
+        headers: IdempotencyKeyHeaders,
         body: Type.Object(
           {
             command: Type.String({ minLength: 1, maxLength: MAX_COMMAND_BYTES, description: `Shell command, at most ${MAX_COMMAND_BYTES} bytes` }),
             timeout_s: Type.Optional(Type.Integer({ minimum: 1, description: 'Time limit, seconds; default and maximum: the profile\'s command_timeout_s' })),
+            idle_output_timeout_s: Type.Optional(
+              Type.Integer({
+                minimum: 0,
+                maximum: MAX_IDLE_OUTPUT_TIMEOUT_S,
+                description:
+                  'Silence limit, seconds: a command that prints nothing (stdout nor stderr) for this long is ended as at its time limit ' +
+                  '(its whole process tree killed, `timed_out` true), with the end reason `no_output`. Default: the profile\'s ' +
+                  'command_idle_output_timeout_s (none for a background command); 0 = none',
+              }),
+            ),
             cwd: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Working directory, absolute or relative to the home' })),
             env: Type.Optional(
               Type.Record(Type.String(), Type.String({ maxLength: 32768 }), {
@@ -96,14 +118,14 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
             ],
           },
         ),
-        response: { 200: CommandResult, 202: CommandStatus, ...errorResponses(400, 401, 404, 409, 413, 429, 500, 503) },
+        response: { 200: CommandResult, 202: CommandStatus, ...errorResponses(400, 401, 404, 409, 413, 422, 429, 500, 503) },
       },
     },
     async (request, reply) => {
       const { profile_id, room_id } = request.params;
       const { stream, kill_on_disconnect, background, ...input } = request.body;
       const organizationId = callerOf(request).organizationId;
-      const wantsStream = stream === true || (stream === undefined && (request.headers.accept ?? '').includes('text/event-stream'));
+      const wantsStream = streamAsked(stream, request.headers.accept);
       if (background === true && wantsStream) {
         throw new AppError('validation_error', 'background and stream exclude each other: stream a command to watch it, or start it in the background and read it with GET .../commands/{command_id}');
       }
@@ -264,4 +286,13 @@ export function commandRoutes(app: App, { commands, reverts, log, config }: Serv
       });
     },
   );
+}
+
+/** Whether a command request asks for Server-Sent Events: `stream`, or else its Accept header. */
+function streamAsked(stream: boolean | undefined, accept: string | undefined): boolean {
+  return stream === true || (stream === undefined && (accept ?? '').includes('text/event-stream'));
+}
+
+function wantsStream(request: FastifyRequest): boolean {
+  return streamAsked((request.body as { stream?: boolean } | undefined)?.stream, request.headers.accept);
 }

@@ -7,6 +7,7 @@ import { Instance, InstancePage, PauseBody, State } from '../../../core/instance
 import { CreateOptionsFields, KeepAliveBody, METADATA_QUERY_DESCRIPTION } from '../../../core/instance-options-schema.ts';
 import { parseMetadataQuery } from '../../../core/instance-options.ts';
 import { errorResponses, RoomParams } from '../../../http/schemas.ts';
+import { IdempotencyKeyHeaders } from '../../../http/idempotency.ts';
 import type { App } from '../../../http/types.ts';
 
 const ROOM_PATH = '/api/profile/:profile_id/room/:room_id';
@@ -15,7 +16,7 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
   app.post(
     ROOM_PATH,
     {
-      config: { auditAction: 'instance.create' },
+      config: { auditAction: 'instance.create', idempotency: {} },
       schema: {
         operationId: 'createInstance',
         summary: 'Create the room\'s instance',
@@ -31,6 +32,7 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
           '409 `room_occupied`.',
         tags: ['instances'],
         params: RoomParams,
+        headers: IdempotencyKeyHeaders,
         body: Type.Object(
           {
             wait: Type.Optional(Type.Boolean({ default: true, description: 'Wait until the instance is ready (default true)' })),
@@ -48,7 +50,7 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
           200: Instance,
           201: Instance,
           202: Instance,
-          ...errorResponses(400, 401, 403, 404, 409, 500, 503),
+          ...errorResponses(400, 401, 403, 404, 409, 422, 500, 503),
         },
       },
     },

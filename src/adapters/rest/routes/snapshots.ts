@@ -5,6 +5,7 @@ import type { Services } from '../../../services.ts';
 import { callerOf } from '../../../http/auth.ts';
 import { CreateSnapshotBody, ForkBody, ForkResult, Snapshot, SnapshotPage } from '../../../core/snapshot-schema.ts';
 import { errorResponses, RoomParams } from '../../../http/schemas.ts';
+import { IdempotencyKeyHeaders } from '../../../http/idempotency.ts';
 import type { App } from '../../../http/types.ts';
 
 const ROOM_PATH = '/api/profile/:profile_id/room/:room_id';
@@ -14,7 +15,7 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
   app.post(
     `${ROOM_PATH}/snapshots`,
     {
-      config: { auditAction: 'snapshot.create' },
+      config: { auditAction: 'snapshot.create', idempotency: {} },
       schema: {
         operationId: 'createSnapshot',
         summary: 'Take a snapshot of the room\'s instance',
@@ -28,8 +29,9 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
           'processes running, at their own address. Counts against the `snapshots` quota.',
         tags: ['snapshots'],
         params: RoomParams,
+        headers: IdempotencyKeyHeaders,
         body: Type.Optional(CreateSnapshotBody),
-        response: { 201: Snapshot, ...errorResponses(400, 401, 403, 404, 409, 500, 503, 507) },
+        response: { 201: Snapshot, ...errorResponses(400, 401, 403, 404, 409, 422, 500, 503, 507) },
       },
     },
     async (request, reply) => {
@@ -45,7 +47,7 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
   app.post(
     `${ROOM_PATH}/fork`,
     {
-      config: { auditAction: 'instance.fork' },
+      config: { auditAction: 'instance.fork', idempotency: {} },
       schema: {
         operationId: 'forkInstance',
         summary: 'Fork the room\'s instance into other rooms',
@@ -59,8 +61,9 @@ export function snapshotRoutes(app: App, { snapshots }: Services): void {
           'unless `keep_snapshot` is true.',
         tags: ['snapshots'],
         params: RoomParams,
+        headers: IdempotencyKeyHeaders,
         body: ForkBody,
-        response: { 201: ForkResult, ...errorResponses(400, 401, 403, 404, 409, 500, 503, 507) },
+        response: { 201: ForkResult, ...errorResponses(400, 401, 403, 404, 409, 422, 500, 503, 507) },
       },
     },
     async (request, reply) => {

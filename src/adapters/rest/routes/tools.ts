@@ -9,6 +9,7 @@ import type { Services } from '../../../services.ts';
 import { callerOf } from '../../../http/auth.ts';
 import { originOf } from '../../../http/origin.ts';
 import { errorResponses, RoomParams } from '../../../http/schemas.ts';
+import { IdempotencyKeyHeaders } from '../../../http/idempotency.ts';
 import type { App } from '../../../http/types.ts';
 
 const TOOLS_PATH = '/api/profile/:profile_id/room/:room_id/tools';
@@ -105,7 +106,8 @@ export function toolRoutes(app: App, { config }: Services, tools: RoomTools): vo
   app.post(
     `${TOOLS_PATH}/call`,
     {
-      config: { auditAction: 'tool.call' },
+      // A model's tool call has an id: a retry of the call with it runs the tool once.
+      config: { auditAction: 'tool.call', idempotency: { keyOf: (request) => callIdKey((request.body as { call_id?: string } | undefined)?.call_id) } },
       // write_file carries a whole file, base64-encoded when binary.
       bodyLimit: Math.ceil(config.maxUploadBytes * 1.4) + 1024,
       schema: {
@@ -121,6 +123,17 @@ export function toolRoutes(app: App, { config }: Services, tools: RoomTools): vo
         body: Type.Object(
           {
             name: Type.String({ minLength: 1, maxLength: 128, description: 'The tool, e.g. `run_command`' }),
+            call_id: Type.Optional(
+              Type.String({
+                minLength: 1,
+                maxLength: 200,
+                pattern: '^[\\x20-\\x7e]+$',
+                description:
+                  'The id the model gave the call (OpenAI\'s `tool_calls[].id`, Anthropic\'s `tool_use` `id`): a retry of the call with the ' +
+                  'same id answers the first call\'s result and runs nothing again (as an Idempotency-Key, which wins when both are sent); ' +
+                  'the same id with another call answers 422 `idempotency_key_reused`',
+              }),
+            ),
             arguments: Type.Optional(
               Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.String()], {
                 description: 'The tool\'s arguments: an object, or its JSON text (as OpenAI tool calls carry it); default {}',
@@ -129,14 +142,20 @@ export function toolRoutes(app: App, { config }: Services, tools: RoomTools): vo
           },
           { additionalProperties: false },
         ),
-        response: { 200: ToolCallResult, ...errorResponses(400, 401, 404, 409, 413, 429, 500, 503) },
+        headers: IdempotencyKeyHeaders,
+        response: { 200: ToolCallResult, ...errorResponses(400, 401, 404, 409, 413, 422, 429, 500, 503) },
       },
     },
     async (request) => {
       const { profile_id, room_id } = request.params;
-      const result = await tools.call(callerOf(request).organizationId, profile_id, room_id, request.body, { publicBaseUrl: originOf(request, config.publicUrl) });
+      const { call_id: _callId, ...call } = request.body;
+      const result = await tools.call(callerOf(request).organizationId, profile_id, room_id, call, { publicBaseUrl: originOf(request, config.publicUrl) });
       return toHttpResult(request.body.name, result);
     },
   );
 }
 
+/** A tool call's id as an Idempotency-Key, apart from keys sent as the header. */
+function callIdKey(callId: string | undefined): string | undefined {
+  return callId === undefined ? undefined : `tool-call:${callId}`;
+}

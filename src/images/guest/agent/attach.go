@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,11 +57,18 @@ type commandRecord struct {
 	end     *execEnd
 	endedAt time.Time
 	keep    int64 // keptOutputBytes, smaller in tests
+	// When output last came (unix ns), or the command started: its silence limit's clock.
+	lastOutput atomic.Int64
 }
 
 func newCommandRecord(commandID string, pty bool, stdin, terminal *os.File) *commandRecord {
-	return &commandRecord{commandID: commandID, pty: pty, stdin: stdin, terminal: terminal, input: make(chan []byte, 64), exited: make(chan struct{}), keep: keptOutputBytes}
+	c := &commandRecord{commandID: commandID, pty: pty, stdin: stdin, terminal: terminal, input: make(chan []byte, 64), exited: make(chan struct{}), keep: keptOutputBytes}
+	c.lastOutput.Store(time.Now().UnixNano())
+	return c
 }
+
+// lastOutputAt is when the command last printed, or started.
+func (c *commandRecord) lastOutputAt() time.Time { return time.Unix(0, c.lastOutput.Load()) }
 
 // emit keeps a piece of output and passes it to the attached connection, if any; a
 // connection that cannot take it is let go (the output stays kept). The send is made
@@ -68,6 +76,9 @@ func newCommandRecord(commandID string, pty bool, stdin, terminal *os.File) *com
 // closes it, and attach must be able to. emit is called by one goroutine per command,
 // so its sends keep their order.
 func (c *commandRecord) emit(kind byte, data []byte) {
+	if len(data) > 0 {
+		c.lastOutput.Store(time.Now().UnixNano())
+	}
 	c.mu.Lock()
 	c.chunks = append(c.chunks, outputChunk{kind, append([]byte(nil), data...)})
 	c.kept += int64(len(data))

@@ -1,7 +1,7 @@
 // Commands: started in a session of their own, as the user the host names, with their
 // output passed on as it comes (stdout and stderr apart, or one terminal) and kept for a
-// client that attaches later (attach.go), their input from the host, a time limit, and
-// their whole process tree killed when asked.
+// client that attaches later (attach.go), their input from the host, a time limit and a
+// silence limit (silence.go), and their whole process tree killed when asked.
 package main
 
 import (
@@ -105,13 +105,26 @@ func runExec(conn io.Closer, r *bufio.Reader, w *frameWriter, req *request) {
 	go output.pump()
 	go record.writeInput()
 
-	var timedOut atomic.Bool
+	// The first limit to pass ends the command; its end says which.
+	const (
+		endedByTime int32 = iota + 1
+		endedBySilence
+	)
+	var limitHit atomic.Int32
+	endBy := func(limit int32) func() {
+		return func() {
+			if limitHit.CompareAndSwap(0, limit) {
+				killTree(req.CommandID, pid, syscall.SIGKILL, true)
+			}
+		}
+	}
 	var deadline *time.Timer
 	if req.TimeoutMs > 0 {
-		deadline = time.AfterFunc(time.Duration(req.TimeoutMs)*time.Millisecond, func() {
-			timedOut.Store(true)
-			killTree(req.CommandID, pid, syscall.SIGKILL, true)
-		})
+		deadline = time.AfterFunc(time.Duration(req.TimeoutMs)*time.Millisecond, endBy(endedByTime))
+	}
+	var silence *silenceWatch
+	if req.IdleOutputMs > 0 {
+		silence = watchSilence(time.Duration(req.IdleOutputMs)*time.Millisecond, record.lastOutputAt, endBy(endedBySilence))
 	}
 
 	// The command is waited for whether or not a connection carries it: its end is kept
@@ -120,6 +133,9 @@ func runExec(conn io.Closer, r *bufio.Reader, w *frameWriter, req *request) {
 	if deadline != nil {
 		deadline.Stop()
 	}
+	if silence != nil {
+		silence.stop()
+	}
 	close(record.exited)
 	output.afterExit()
 	select {
@@ -127,7 +143,7 @@ func runExec(conn io.Closer, r *bufio.Reader, w *frameWriter, req *request) {
 	case <-time.After(outputDrainMax):
 		output.finish()
 	}
-	result := execEnd{TimedOut: timedOut.Load()}
+	result := execEnd{TimedOut: limitHit.Load() != 0, NoOutput: limitHit.Load() == endedBySilence}
 	if waitErr != nil {
 		result.ExitCode = -1
 	} else if status, ok := state.Sys().(syscall.WaitStatus); ok && status.Signaled() {

@@ -121,27 +121,28 @@ type readiness struct {
 
 // request is every operation's parameters; each operation reads the fields it needs.
 type request struct {
-	Key        string      `json:"key"`
-	Op         string      `json:"op"`
-	ReadyCheck *readyCheck `json:"ready_check,omitempty"`
-	Argv       []string    `json:"argv"`
-	Env        []string    `json:"env"`
-	Dir        string      `json:"dir"`
-	UID        int         `json:"uid"`
-	GID        int         `json:"gid"`
-	CommandID  string      `json:"command_id"`
-	TimeoutMs  int64       `json:"timeout_ms"`
-	Stdin      bool        `json:"stdin"`
-	PTY        *winsize    `json:"pty,omitempty"`
-	Pid        int         `json:"pid"`
-	Offset     int64       `json:"offset"`
-	Signal     string      `json:"signal"`
-	Path       []byte      `json:"path"`
-	Length     int64       `json:"length"`
-	Limit      int         `json:"limit"`
-	Paths      [][]byte    `json:"paths"`
-	Bytes      int         `json:"bytes"`
-	Target     []byte      `json:"target"`
+	Key          string      `json:"key"`
+	Op           string      `json:"op"`
+	ReadyCheck   *readyCheck `json:"ready_check,omitempty"`
+	Argv         []string    `json:"argv"`
+	Env          []string    `json:"env"`
+	Dir          string      `json:"dir"`
+	UID          int         `json:"uid"`
+	GID          int         `json:"gid"`
+	CommandID    string      `json:"command_id"`
+	TimeoutMs    int64       `json:"timeout_ms"`
+	IdleOutputMs int64       `json:"idle_output_ms,omitempty"`
+	Stdin        bool        `json:"stdin"`
+	PTY          *winsize    `json:"pty,omitempty"`
+	Pid          int         `json:"pid"`
+	Offset       int64       `json:"offset"`
+	Signal       string      `json:"signal"`
+	Path         []byte      `json:"path"`
+	Length       int64       `json:"length"`
+	Limit        int         `json:"limit"`
+	Paths        [][]byte    `json:"paths"`
+	Bytes        int         `json:"bytes"`
+	Target       []byte      `json:"target"`
 }
 
 // helloReply is what hello's reply frame carries.
@@ -164,6 +165,7 @@ type execEnd struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out"`
+	NoOutput bool   `json:"no_output,omitempty"`
 }
 
 // attachReply is what attach's reply frame carries.
@@ -182,6 +184,7 @@ type attachEnd struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out"`
+	NoOutput bool   `json:"no_output,omitempty"`
 }
 
 // killReply is what kill's reply frame carries.
