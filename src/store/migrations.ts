@@ -321,6 +321,21 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0019_console_sessions': {
+    async up(db: Kysely<any>) {
+      // The web console's sign-ins (core/console-sessions.ts): the hash of each session's
+      // id, the key it was made with (a revoked key ends it), and when it ends.
+      await db.schema
+        .createTable('console_sessions')
+        .addColumn('id_hash', 'text', (c) => c.primaryKey())
+        .addColumn('key_id', 'text', (c) => c.notNull().references('api_keys.id'))
+        .addColumn('organization_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('console_sessions_expires_at').on('console_sessions').column('expires_at').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -221,6 +221,17 @@ export interface Database {
   audit_events: AuditEventsTable;
   snapshots: SnapshotsTable;
   nodes: NodesTable;
+  console_sessions: ConsoleSessionsTable;
+}
+
+/** A web console sign-in (core/console-sessions.ts); the session id itself is never stored. */
+export interface ConsoleSessionsTable {
+  /** SHA-256 of the session id, hex. */
+  id_hash: string;
+  key_id: string;
+  organization_id: string;
+  created_at: string;
+  expires_at: string;
 }
 
 /** A roomkit process sharing the store (cluster/node-registry.ts); capacity and load are JSON. */
