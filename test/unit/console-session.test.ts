@@ -221,6 +221,15 @@ describe('the console pages', () => {
     }
   });
 
+  it('puts no Host header into the policy but a plain host and port', async () => {
+    const res = await app.inject({ method: 'GET', url: '/console', headers: { host: "evil; script-src 'unsafe-inline'" } });
+    const csp = String(res.headers['content-security-policy']);
+    assert.match(csp, /(^|; )connect-src 'self'(;|$)/);
+    assert.doesNotMatch(csp, /evil|'unsafe-inline'; script|script-src 'unsafe-inline'/);
+    const v6 = await app.inject({ method: 'GET', url: '/console', headers: { host: '[::1]:8080' } });
+    assert.match(String(v6.headers['content-security-policy']), /connect-src 'self' ws:\/\/\[::1\]:8080 wss:\/\/\[::1\]:8080/);
+  });
+
   it('serves the built assets with their types, and nothing else', async () => {
     const js = await app.inject({ method: 'GET', url: '/console/assets/console.js' });
     assert.equal(js.statusCode, 200);

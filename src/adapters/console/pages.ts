@@ -31,13 +31,16 @@ const TYPES: Record<string, string> = {
  * elements for the terminal's sizes and colours; scripts may not.
  */
 export function contentSecurityPolicy(host: string): string {
+  // The Host header is the client's to write: one that is not a plain host[:port] adds
+  // nothing to the policy (the page's WebSocket then falls to 'self').
+  const sockets = /^[A-Za-z0-9.-]+(?::[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?$/.test(host) ? ` ws://${host} wss://${host}` : '';
   return [
     "default-src 'self'",
     "script-src 'self'",
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data:",
     "font-src 'self'",
-    `connect-src 'self' ws://${host} wss://${host}`,
+    `connect-src 'self'${sockets}`,
     "frame-ancestors 'none'",
     "base-uri 'none'",
     "form-action 'self'",
