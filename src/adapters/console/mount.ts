@@ -9,5 +9,5 @@ import { sessionRoutes } from './session-routes.ts';
 
 export function mountConsole(app: App, services: Services, options: { dir?: string } = {}): void {
   sessionRoutes(app, services);
-  pageRoutes(app, options.dir);
+  if (!pageRoutes(app, options.dir)) services.log.warn('the web console is not built: /console answers 404 until scripts/setup builds it');
 }

@@ -65,7 +65,8 @@ function loadBuild(dir: string): Map<string, Buffer> | undefined {
 const notBuilt = () =>
   new AppError('not_found', 'the web console is not built on this server: run scripts/setup (it builds console/ into console/dist/)');
 
-export function pageRoutes(app: App, dir = CONSOLE_DIST): void {
+/** Mounts the pages; answers whether the console was built (without it, /console says how to build it). */
+export function pageRoutes(app: App, dir = CONSOLE_DIST): boolean {
   const build = loadBuild(dir);
   const page = async (request: FastifyRequest, reply: FastifyReply) => {
     guard(request, reply);
@@ -90,4 +91,5 @@ export function pageRoutes(app: App, dir = CONSOLE_DIST): void {
         .send(body);
     },
   );
+  return build !== undefined;
 }
