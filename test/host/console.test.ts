@@ -120,8 +120,9 @@ describe('the console in a browser', () => {
     await page.getByLabel('API key').fill('rk_live_' + '0'.repeat(32));
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('alert').getByText(/not valid/).waitFor();
+    // By keyboard alone: the key, then Enter.
     await page.getByLabel('API key').fill(browserKey.key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByLabel('API key').press('Enter');
     await page.getByRole('heading', { name: 'Instances' }).waitFor();
     await page.getByRole('status').getByText(/^updated /).waitFor();
     assert.equal(await page.getByRole('table', { name: 'Instances' }).getByText('No instances match.').count(), 1);
@@ -170,6 +171,14 @@ describe('the console in a browser', () => {
   it('runs a command and shows its output, exit code and changed files', async () => {
     await page.getByRole('link', { name: ROOM }).click();
     await page.locator('dl.facts .state[data-state="ready"]').waitFor();
+    // The output shows as it is printed, before the command ends.
+    await page.getByRole('textbox', { name: /^Command/ }).fill('echo first-part; sleep 3; echo second-part');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.getByLabel('Output').getByText('first-part').waitFor();
+    assert.equal(await page.getByText('running…').count(), 1, 'still running when its first line shows');
+    assert.doesNotMatch((await page.getByLabel('Output').textContent()) ?? '', /second-part/);
+    await page.getByText(/^exit code 0 /).waitFor();
+    assert.match((await page.getByLabel('Output').textContent()) ?? '', /first-part\nsecond-part/);
     await page.getByRole('textbox', { name: /^Command/ }).fill('echo hello-from-console; printf "written by the console" > note.txt; exit 3');
     await page.getByRole('textbox', { name: /^Command/ }).press('Enter');
     await page.getByText(/^exit code 3 /).waitFor();
