@@ -34,7 +34,7 @@ let page: Page;
 const pageProblems: string[] = [];
 
 before(async () => {
-  t = await startTestApp({ gvisorPool: '10.237.0.0/25' });
+  t = await startTestApp({ gvisorPool: '10.230.0.0/25' });
   assert.ok('runtime' in t.services.runtime, 'the gVisor runtime is not available');
   await t.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;

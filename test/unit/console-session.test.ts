@@ -119,6 +119,17 @@ describe('the REST API with a session', () => {
     assert.ok(key.json().keys.some((k: { key_id: string }) => k.key_id === s.keyId), 'the refused revoke revoked nothing');
   });
 
+  it('opens no terminal on the cookie alone: a WebSocket from another site carries it but no token', async () => {
+    const s = await signIn(a.apiKey);
+    const res = await t.app.inject({
+      method: 'GET',
+      url: `/api/profile/${a.defaultProfileId}/room/any/terminal`,
+      headers: { cookie: s.cookie, connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' },
+    });
+    assert.equal(res.statusCode, 403);
+    assert.equal(res.json().error, 'invalid_csrf_token');
+  });
+
   it('never shows another organization what it has', async () => {
     const s = await signIn(b.apiKey);
     const res = await t.app.inject({ method: 'GET', url: `/api/profiles/${a.defaultProfileId}`, headers: withSession(s) });
