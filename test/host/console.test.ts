@@ -5,7 +5,7 @@
 // pause and resume, and be signed out when the key is revoked. The screenshots in
 // docs/console/ are written here, so they show the console as it is.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,6 +48,7 @@ before(async () => {
   const key = await t.app.inject({ method: 'POST', url: '/api/keys', headers: org.headers, payload: { name: 'browser' } });
   browserKey = { key: key.json().api_key, id: key.json().key_id };
 
+  assert.ok(existsSync(CHROMIUM), `no ${CHROMIUM}: apt-get install chromium (scripts/setup --for-tests does as root)`);
   userDataDir = mkdtempSync(join(tmpdir(), 'roomkit-chromium-'));
   context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
