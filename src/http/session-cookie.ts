@@ -23,9 +23,10 @@ export function sessionCookieOf(request: FastifyRequest): string | undefined {
 /**
  * The Set-Cookie value that keeps a session in the browser (or, with maxAgeS 0, removes
  * it): never readable by scripts, never sent by a request another site starts, and only
- * over TLS when the console is served over https.
+ * over TLS when the console is served over https: the request came so (through a trusted
+ * proxy that says it), or the service's public URL is https.
  */
-export function sessionCookie(request: FastifyRequest, value: string, maxAgeS: number): string {
-  const secure = request.protocol === 'https' ? '; Secure' : '';
+export function sessionCookie(request: FastifyRequest, publicUrl: string | undefined, value: string, maxAgeS: number): string {
+  const secure = request.protocol === 'https' || publicUrl?.startsWith('https:') === true ? '; Secure' : '';
   return `${SESSION_COOKIE}=${value}; Path=/; Max-Age=${maxAgeS}; HttpOnly; SameSite=Strict${secure}`;
 }

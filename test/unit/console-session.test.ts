@@ -66,6 +66,14 @@ describe('signing in', () => {
     } finally {
       await proxied.close();
     }
+    const behind = await startTestApp({ config: { publicUrl: 'https://rk.example' } });
+    try {
+      const org = await behind.newOrg();
+      const res = await behind.app.inject({ method: 'POST', url: '/console/session', payload: { api_key: org.apiKey } });
+      assert.match(String(res.headers['set-cookie']), /; Secure$/, 'an https public URL: the browser reaches it over TLS');
+    } finally {
+      await behind.close();
+    }
   });
 
   it('refuses an unknown key and a malformed body, setting no cookie', async () => {

@@ -25,7 +25,7 @@ function describe(session: ConsoleSession, sessionId: string) {
   };
 }
 
-export function sessionRoutes(app: App, { organizations, consoleSessions }: Services): void {
+export function sessionRoutes(app: App, { organizations, consoleSessions, config }: Services): void {
   const noStore = async (_request: FastifyRequest, reply: FastifyReply) => {
     reply.header('Cache-Control', 'no-store');
   };
@@ -35,7 +35,7 @@ export function sessionRoutes(app: App, { organizations, consoleSessions }: Serv
   app.post(SESSION_PATH, { schema: { hide: true, body: SignIn }, onRequest: noStore }, async (request, reply) => {
     const caller = await organizations.authenticate(request.body.api_key.trim());
     const session = await consoleSessions.create(caller);
-    reply.header('Set-Cookie', sessionCookie(request, session.sessionId, Math.floor(CONSOLE_SESSION_TTL_MS / 1000)));
+    reply.header('Set-Cookie', sessionCookie(request, config.publicUrl, session.sessionId, Math.floor(CONSOLE_SESSION_TTL_MS / 1000)));
     return reply.code(201).send(describe(session, session.sessionId));
   });
 
@@ -58,7 +58,7 @@ export function sessionRoutes(app: App, { organizations, consoleSessions }: Serv
       }
       await consoleSessions.end(sessionId);
     }
-    reply.header('Set-Cookie', sessionCookie(request, '', 0));
+    reply.header('Set-Cookie', sessionCookie(request, config.publicUrl, '', 0));
     return reply.code(204).send();
   });
 }
