@@ -1,7 +1,8 @@
 // An instance's view, addressed by its room as the REST API addresses it: its state and
 // timeline (when each step happened and why), resources, labels, deadline, the actions
 // its state allows (pause, resume, keep alive, delete), a box to run a command and a
-// terminal. Polled while it changes.
+// terminal. Polled while it changes. A link from the list also names the instance, so
+// one the room had before its current one is shown as it ended.
 import type { Instance, Profile } from '../../sdk/src/generated/api.ts';
 import { ApiError, call, roomPath } from './api.ts';
 import { commandBox } from './command-box.ts';
@@ -12,6 +13,8 @@ import { terminalPanel } from './terminal-panel.ts';
 const SETTLED = new Set(['ready', 'paused', 'stopped', 'failed']);
 const FAST_POLL_MS = 1500;
 const SLOW_POLL_MS = 5000;
+/** Pages of the list searched for an ended instance (200 each, newest first). */
+const ENDED_SEARCH_PAGES = 5;
 
 /** Why it is in its state, when the timeline says: the newest step with a reason. */
 function whyOf(instance: Instance): string | null {
@@ -62,6 +65,8 @@ function facts(instance: Instance, profile: Profile | undefined): HTMLElement {
 }
 
 export function instancePage(main: HTMLElement, profileId: string, roomId: string, go: Navigate): Stop {
+  /** The instance the link named (?instance=), which may be one the room had before. */
+  let wanted = new URLSearchParams(location.search).get('instance');
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let profile: Profile | undefined;
@@ -105,17 +110,49 @@ export function instancePage(main: HTMLElement, profileId: string, roomId: strin
   const actions = h('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' }, pause, resume, keepAlive, remove);
 
   const terminal = terminalPanel(profileId, roomId);
+  // Work goes to the room's current instance, so it is hidden while an ended one is shown.
+  const work = h('div', {}, h('h2', {}, 'Run a command'), commandBox(profileId, roomId), h('h2', {}, 'Terminal'), terminal.el);
+  const notice = h('p', { class: 'notice', role: 'status', hidden: true });
   main.append(
     h('p', { class: 'crumbs' }, h('a', { href: '/console/instances', 'data-nav': true }, 'Instances'), ' / ', roomId),
     h('div', { class: 'title' }, h('h1', {}, `Room ${roomId}`), updated),
+    notice,
     actions,
     problem.el,
     h('div', { class: 'columns' }, h('div', {}, h('h2', {}, 'Details'), summary), h('div', {}, h('h2', {}, 'Timeline'), steps)),
-    h('h2', {}, 'Run a command'),
-    commandBox(profileId, roomId),
-    h('h2', {}, 'Terminal'),
-    terminal.el,
+    work,
   );
+
+  /**
+   * An instance the room had before its current one, found in the organization's list
+   * (the API addresses an instance by its room, which answers the current one only).
+   */
+  async function findEnded(id: string): Promise<Instance | undefined> {
+    let cursor: string | null = null;
+    for (let pages = 0; pages < ENDED_SEARCH_PAGES; pages++) {
+      const q = new URLSearchParams({ profile_id: profileId, limit: '200' });
+      if (cursor !== null) q.set('cursor', cursor);
+      const page: { instances: Instance[]; next_cursor: string | null } = await call('GET', `/api/instances?${q}`);
+      const found = page.instances.find((i) => i.instance_id === id);
+      if (found !== undefined || page.next_cursor === null) return found;
+      cursor = page.next_cursor;
+    }
+    return undefined;
+  }
+
+  function showEnded(ended: Instance, current: Instance | undefined): void {
+    draw(ended);
+    actions.hidden = true;
+    work.hidden = true;
+    terminal.close();
+    notice.hidden = false;
+    notice.replaceChildren(
+      `This instance of the room has ended (${ended.state}).`,
+      current === undefined ? '' : ' ',
+      current === undefined ? '' : h('a', { href: `/console/profile/${profileId}/room/${encodeURIComponent(roomId)}`, 'data-nav': true }, `Open the room's current instance (${current.state})`),
+    );
+    updated.textContent = `updated ${clock(new Date())}`;
+  }
 
   function draw(current: Instance): void {
     summary.replaceChildren(facts(current, profile));
@@ -130,8 +167,24 @@ export function instancePage(main: HTMLElement, profileId: string, roomId: strin
   async function refresh(): Promise<void> {
     if (timer !== undefined) clearTimeout(timer);
     try {
-      instance = await call<Instance>('GET', path());
+      let current: Instance | undefined;
+      let gone: unknown;
+      try {
+        current = await call<Instance>('GET', path());
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+        gone = err;
+      }
+      if (wanted !== null && current?.instance_id !== wanted) {
+        const ended = await findEnded(wanted);
+        // An instance that ended changes no more: nothing to poll for.
+        if (stopped || ended !== undefined) return ended === undefined ? undefined : showEnded(ended, current);
+        // Not among the newest: the room's current instance is what there is to show.
+        wanted = null;
+      }
       if (stopped) return;
+      if (current === undefined) throw gone;
+      instance = current;
       draw(instance);
       updated.textContent = `updated ${clock(new Date())}`;
     } catch (err) {

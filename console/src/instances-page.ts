@@ -122,7 +122,7 @@ export function instancesPage(main: HTMLElement, go: Navigate): Stop {
         h(
           'tr',
           { 'data-instance-id': i.instance_id },
-          h('td', {}, h('a', { href: `/console/profile/${i.profile_id}/room/${encodeURIComponent(i.room_id)}`, 'data-nav': true }, i.room_id)),
+          h('td', {}, h('a', { href: `/console/profile/${i.profile_id}/room/${encodeURIComponent(i.room_id)}?instance=${i.instance_id}`, 'data-nav': true }, i.room_id)),
           h('td', {}, profileName(i.profile_id)),
           h('td', {}, stateBadge(i.state)),
           h('td', { title: i.created_at }, relative(i.created_at)),

@@ -222,6 +222,20 @@ describe('the console in a browser', () => {
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
+  it('deletes the instance, and from the list shows it as it ended', async () => {
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: 'Delete' }).click();
+    await page.waitForURL(/\/console\/instances$/);
+    const row = page.getByRole('table', { name: 'Instances' }).getByRole('row').filter({ hasText: ROOM });
+    await row.locator('[data-state="stopped"]').waitFor({ timeout: 120_000 });
+    await row.getByRole('link', { name: ROOM }).click();
+    await page.getByText('This instance of the room has ended (stopped).').waitFor();
+    const steps = await page.getByRole('list', { name: 'Timeline' }).locator('li').allTextContents();
+    assert.match(steps.at(-1) as string, /stopped/);
+    assert.ok(steps.some((s) => /delet/i.test(s)), `the timeline says why it ended: ${steps.join(' | ')}`);
+    assert.equal(await page.getByRole('button', { name: 'Run' }).isVisible(), false, 'no work goes to an ended instance');
+  });
+
   it('never shows another organization’s instance, even by its address', async () => {
     const theirs = await t.app.inject({ method: 'GET', url: '/api/instances', headers: other.headers });
     const instance = (theirs.json().instances as { profile_id: string; room_id: string }[])[0];
