@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import Fastify from 'fastify';
 import { CONSOLE_SESSION_TTL_MS } from '../../src/core/console-sessions.ts';
 import { pageRoutes } from '../../src/adapters/console/pages.ts';
+import { createLogger } from '../../src/log.ts';
 import type { App } from '../../src/http/types.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
@@ -207,6 +208,17 @@ describe('the end of a session', () => {
     });
     assert.equal(res.statusCode, 401);
     assert.equal(res.json().error, 'invalid_api_key');
+  });
+});
+
+describe('the session id in logs', () => {
+  it('is redacted wherever a Cookie header is logged', () => {
+    const lines: string[] = [];
+    const log = createLogger('info', { write: (line: string) => void lines.push(line) });
+    log.info({ req: { headers: { cookie: 'roomkit_session=rks_secret' } }, headers: { cookie: 'roomkit_session=rks_secret' }, cookie: 'roomkit_session=rks_secret' }, 'a request');
+    assert.equal(lines.length, 1);
+    assert.doesNotMatch(lines[0] as string, /rks_secret/);
+    assert.match(lines[0] as string, /\[redacted\]/);
   });
 });
 
