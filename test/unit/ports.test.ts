@@ -311,6 +311,8 @@ describe('signed URLs', () => {
     const alone = await fetch(made.path_url, { headers: { cookie: 'roomkit_session=rks_secret' } });
     assert.equal(alone.status, 201);
     assert.equal(seen?.headers.cookie, undefined);
+    await fetch(made.path_url, { headers: { cookie: 'a=1;b=2' } });
+    assert.equal(seen?.headers.cookie, 'a=1;b=2', 'a Cookie header without it goes on as it came');
   });
 
   it('host form: the token once in the query becomes a cookie of that host, then the program gets requests without it', async () => {

@@ -195,12 +195,11 @@ function answerHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   return Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_BY_HOP.has(name) && !named.has(name)));
 }
 
+/** The Cookie header less these cookies; as it came when it has none of them. */
 function withoutCookies(header: string, names: readonly string[]): string {
-  return header
-    .split(';')
-    .map((c) => c.trim())
-    .filter((c) => c !== '' && !names.includes(c.split('=')[0]?.trim() ?? ''))
-    .join('; ');
+  const cookies = header.split(';').map((c) => c.trim());
+  if (!cookies.some((c) => names.includes(c.split('=')[0]?.trim() ?? ''))) return header;
+  return cookies.filter((c) => c !== '' && !names.includes(c.split('=')[0]?.trim() ?? '')).join('; ');
 }
 
 /** What the client sent after its handshake, before the answer (kept by the WebSocket plugin). */
