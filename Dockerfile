@@ -39,6 +39,9 @@ COPY src src
 COPY sdk sdk
 COPY scripts scripts
 COPY packaging packaging
+# The web console's pages, bundled once here (scripts/setup above ran before they were copied).
+COPY console console
+RUN "$(cat .tools/node-path)" console/build.ts
 RUN ln -s /opt/roomkit/packaging/roomkit-exec /usr/local/bin/roomkit
 
 ENV ROOMKIT_HOST=0.0.0.0 \

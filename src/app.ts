@@ -3,8 +3,9 @@
 // authentication, rate limits, the Error body, audit hooks, /openapi.json, health); it
 // mounts the adapters that speak a protocol over core/: the REST API
 // (adapters/rest/) and the MCP endpoint (adapters/mcp/), both over the agent tool layer
-// (adapters/tools/) where they offer tools, and E2B's API (adapters/e2b/). Routes stay
-// thin: authenticate, validate (by their schemas), call a service, shape the response.
+// (adapters/tools/) where they offer tools, E2B's API (adapters/e2b/) and the web
+// console (adapters/console/). Routes stay thin: authenticate, validate (by their
+// schemas), call a service, shape the response.
 import type { Socket } from 'node:net';
 import websocket from '@fastify/websocket';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -39,6 +40,7 @@ import { AccessTokens } from './adapters/e2b/access-tokens.ts';
 import { authenticateE2b, isE2bUrl } from './adapters/e2b/auth.ts';
 import { envdHostRewriter } from './adapters/e2b/envd-host.ts';
 import { mountE2b } from './adapters/e2b/mount.ts';
+import { mountConsole } from './adapters/console/mount.ts';
 import { checkReadiness } from './core/readiness.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installRateLimits } from './http/rate-limits.ts';
@@ -142,7 +144,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // router of all routes to tell a wrong method (405) from an unknown path (404).
   // A client address that presents too many rejected keys is refused for a while (http/auth-throttle.ts).
   const authThrottle = new AuthThrottle({ burst: services.config.authFailureBurst, windowS: services.config.authFailureWindowS }, services.metrics);
-  const auth = authThrottle.guard(authenticate(services.organizations, services.terminalTickets));
+  const auth = authThrottle.guard(authenticate(services.organizations, services.terminalTickets, services.consoleSessions));
   const e2bTokens = new AccessTokens(services.config.dataDir);
   // A signed file URL names its sandbox only: its organization is that of the instance,
   // looked up once it is known to be ready (so that no such request wakes a paused one).
@@ -259,6 +261,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   metricsRoutes(app, services);
   auditRoutes(app, services);
   await mountE2b(app, services, e2bTokens);
+  mountConsole(app, services);
 
   app.get(
     '/healthz',

@@ -28,6 +28,7 @@ export const ERROR_STATUS = {
   permission_denied: 403,
   raw_file_not_served: 403,
   quota_exceeded: 403,
+  invalid_csrf_token: 403,
   // 404
   not_found: 404,
   profile_not_found: 404,

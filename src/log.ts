@@ -10,6 +10,10 @@ export const REDACT_PATHS = [
   'req.headers.authorization',
   'headers.authorization',
   'authorization',
+  // The console's session id (a cookie) stands for a key.
+  'req.headers.cookie',
+  'headers.cookie',
+  'cookie',
   'api_key',
   '*.api_key',
   'secret',

@@ -18,6 +18,7 @@ import { PreviewTokens } from './core/preview-tokens.ts';
 import { Profiles } from './core/profiles.ts';
 import { ServedFiles } from './core/served-files.ts';
 import { Quotas } from './core/quotas.ts';
+import { ConsoleSessions } from './core/console-sessions.ts';
 import { TerminalTickets } from './core/terminal-tickets.ts';
 import { Terminals } from './core/terminals.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
@@ -54,6 +55,7 @@ export interface Services {
   terminals: Terminals;
   /** Single-use tickets that open a terminal without the Authorization header (browsers). */
   terminalTickets: TerminalTickets;
+  consoleSessions: ConsoleSessions;
   /** Ports of instances reached from outside (…/ports/{port}/…, signed preview URLs). */
   ports: Ports;
   runtime: RuntimeSelection;
@@ -105,6 +107,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const files = new Files({ instances, profiles, servedFiles, config });
     const terminals = new Terminals({ instances, config, log });
     const terminalTickets = new TerminalTickets();
+    const consoleSessions = new ConsoleSessions({ db });
     const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir), config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
     const snapshots = new Snapshots({ db, instances, profiles, quotas, runtime, log, nodeId });
@@ -155,6 +158,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       files,
       terminals,
       terminalTickets,
+      consoleSessions,
       ports,
       runtime,
       metrics,

@@ -2,10 +2,14 @@
 // this hook to each such route as it is registered, so a route cannot be added without it.
 // A route whose config has `ticketAuth` also takes, instead of the header, a terminal
 // ticket in its `ticket` query parameter (browsers cannot set headers on a WebSocket).
+// A request without the header may carry the web console's session cookie instead, which
+// counts only beside the session's CSRF token (session-cookie.ts).
 import type { FastifyRequest, onRequestHookHandler } from 'fastify';
 import { AppError } from '../errors.ts';
 import type { Caller, Organizations } from '../core/orgs.ts';
 import type { TerminalTickets } from '../core/terminal-tickets.ts';
+import { type ConsoleSessions, csrfTokenMatches } from '../core/console-sessions.ts';
+import { CSRF_HEADER, sessionCookieOf } from './session-cookie.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -26,7 +30,7 @@ export function requiresAuth(url: string): boolean {
   return url === '/api' || url.startsWith('/api/') || /^\/(?:mcp|e2b)(?:[/?]|$)/.test(url);
 }
 
-export function authenticate(organizations: Organizations, tickets: TerminalTickets): onRequestHookHandler {
+export function authenticate(organizations: Organizations, tickets: TerminalTickets, sessions: ConsoleSessions): onRequestHookHandler {
   return async (request) => {
     const header = request.headers.authorization;
     const ticket = (request.query as Record<string, unknown> | undefined)?.ticket;
@@ -38,6 +42,12 @@ export function authenticate(organizations: Organizations, tickets: TerminalTick
       }
       request.caller = caller;
       request.log = request.log.child({ organizationId: caller.organizationId, keyId: caller.keyId });
+      return;
+    }
+    const session = header === undefined || header.trim() === '' ? sessionCookieOf(request) : undefined;
+    if (session !== undefined) {
+      request.caller = await consoleCaller(sessions, session, request.headers[CSRF_HEADER]);
+      request.log = request.log.child({ organizationId: request.caller.organizationId, keyId: request.caller.keyId });
       return;
     }
     if (header === undefined || header.trim() === '') {
@@ -53,6 +63,24 @@ export function authenticate(organizations: Organizations, tickets: TerminalTick
     request.caller = await organizations.authenticate(match[1]);
     request.log = request.log.child({ organizationId: request.caller.organizationId, keyId: request.caller.keyId });
   };
+}
+
+/**
+ * The caller of a console session. Its CSRF token is checked first: a request another
+ * site made the browser send carries the cookie but never the token.
+ */
+async function consoleCaller(sessions: ConsoleSessions, sessionId: string, token: string | string[] | undefined): Promise<Caller> {
+  if (typeof token !== 'string' || !csrfTokenMatches(sessionId, token)) {
+    throw new AppError(
+      'invalid_csrf_token',
+      `a request with the console's session cookie must carry the session's CSRF token in the ${CSRF_HEADER} header (GET /console/session answers it)`,
+    );
+  }
+  const found = await sessions.find(sessionId);
+  if (!found) {
+    throw new AppError('invalid_api_key', 'the console session is over (signed out, expired, or its API key revoked): sign in again');
+  }
+  return found.caller;
 }
 
 /** The authenticated caller of an /api/ request. */

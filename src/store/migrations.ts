@@ -344,6 +344,21 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('audit_events').addColumn('end_reason', 'text').execute();
     },
   },
+  '0019_console_sessions': {
+    async up(db: Kysely<any>) {
+      // The web console's sign-ins (core/console-sessions.ts): the hash of each session's
+      // id, the key it was made with (a revoked key ends it), and when it ends.
+      await db.schema
+        .createTable('console_sessions')
+        .addColumn('id_hash', 'text', (c) => c.primaryKey())
+        .addColumn('key_id', 'text', (c) => c.notNull().references('api_keys.id'))
+        .addColumn('organization_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('console_sessions_expires_at').on('console_sessions').column('expires_at').execute();
+    },
+  },
   '0020_instance_nodes': {
     async up(db: Kysely<any>) {
       // The node whose host runs an instance, or holds a snapshot's files: each node

@@ -230,6 +230,7 @@ export interface Database {
   snapshots: SnapshotsTable;
   nodes: NodesTable;
   idempotency_keys: IdempotencyKeysTable;
+  console_sessions: ConsoleSessionsTable;
 }
 
 /** A request made with an Idempotency-Key (core/idempotency.ts): one row per organization and key. */
@@ -247,6 +248,16 @@ export interface IdempotencyKeysTable {
   owner: string;
   created_at: string;
   /** When the key may be used again for anything (created_at + ROOMKIT_IDEMPOTENCY_KEY_TTL_S). */
+  expires_at: string;
+}
+
+/** A web console sign-in (core/console-sessions.ts); the session id itself is never stored. */
+export interface ConsoleSessionsTable {
+  /** SHA-256 of the session id, hex. */
+  id_hash: string;
+  key_id: string;
+  organization_id: string;
+  created_at: string;
   expires_at: string;
 }
 

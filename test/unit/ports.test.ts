@@ -303,6 +303,18 @@ describe('signed URLs', () => {
     assert.equal(tooLong.status, 400);
   });
 
+  it('never passes the console session cookie on: it is sent to signed URLs of the console\'s host too', async () => {
+    const made = await signed(upstreamPort);
+    const res = await fetch(made.path_url, { headers: { cookie: 'app=1; roomkit_session=rks_secret; other=2' } });
+    assert.equal(res.status, 201);
+    assert.equal(seen?.headers.cookie, 'app=1; other=2');
+    const alone = await fetch(made.path_url, { headers: { cookie: 'roomkit_session=rks_secret' } });
+    assert.equal(alone.status, 201);
+    assert.equal(seen?.headers.cookie, undefined);
+    await fetch(made.path_url, { headers: { cookie: 'a=1;b=2' } });
+    assert.equal(seen?.headers.cookie, 'a=1;b=2', 'a Cookie header without it goes on as it came');
+  });
+
   it('host form: the token once in the query becomes a cookie of that host, then the program gets requests without it', async () => {
     const made = await signed(upstreamPort);
     const hostUrl = new URL(made.host_url!);

@@ -28,6 +28,7 @@ export type KnownErrorCode =
   | 'permission_denied'
   | 'raw_file_not_served'
   | 'quota_exceeded'
+  | 'invalid_csrf_token'
   | 'not_found'
   | 'profile_not_found'
   | 'instance_not_found'

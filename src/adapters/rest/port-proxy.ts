@@ -10,6 +10,7 @@ import { connect, type Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { PortConnection, PortTarget } from '../../core/ports.ts';
 import { AppError } from '../../errors.ts';
+import { SESSION_COOKIE } from '../../http/session-cookie.ts';
 
 export interface ProxyOptions {
   target: PortTarget;
@@ -160,8 +161,10 @@ function forwardHeaders(request: FastifyRequest, options: ProxyOptions, upgrade:
   for (const [name, value] of Object.entries(incoming)) {
     if (value === undefined || HOP_BY_HOP.has(name) || named.has(name) || FORWARDED.includes(name)) continue;
     if (name === 'authorization' && (options.dropAuthorization === 'all' || ROOMKIT_KEY.test(String(value)))) continue;
-    if (name === 'cookie' && options.dropCookie !== undefined) {
-      const kept = withoutCookie(String(value), options.dropCookie);
+    // The console's session cookie is sent to every path of its host, signed port URLs
+    // included: it is roomkit's, never the program's.
+    if (name === 'cookie') {
+      const kept = withoutCookies(String(value), options.dropCookie === undefined ? [SESSION_COOKIE] : [SESSION_COOKIE, options.dropCookie]);
       if (kept !== '') out.cookie = kept;
       continue;
     }
@@ -192,12 +195,11 @@ function answerHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   return Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_BY_HOP.has(name) && !named.has(name)));
 }
 
-function withoutCookie(header: string, name: string): string {
-  return header
-    .split(';')
-    .map((c) => c.trim())
-    .filter((c) => c !== '' && c.split('=')[0]?.trim() !== name)
-    .join('; ');
+/** The Cookie header less these cookies; as it came when it has none of them. */
+function withoutCookies(header: string, names: readonly string[]): string {
+  const cookies = header.split(';').map((c) => c.trim());
+  if (!cookies.some((c) => names.includes(c.split('=')[0]?.trim() ?? ''))) return header;
+  return cookies.filter((c) => c !== '' && !names.includes(c.split('=')[0]?.trim() ?? '')).join('; ');
 }
 
 /** What the client sent after its handshake, before the answer (kept by the WebSocket plugin). */

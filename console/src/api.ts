@@ -1,0 +1,128 @@
+// The console's client of the REST API: every request goes with the session cookie (the
+// browser adds it) and the session's CSRF token, which this module keeps in memory only.
+// A refusal becomes an ApiError carrying the Error body, whose message the pages show.
+import type { ErrorBody } from '../../sdk/src/generated/api.ts';
+
+export interface Session {
+  organization_id: string;
+  key_id: string;
+  env: string;
+  csrf_token: string;
+  expires_at: string;
+}
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly body: ErrorBody;
+
+  constructor(status: number, body: ErrorBody) {
+    super(body.message);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+let csrfToken: string | null = null;
+let signedOut: () => void = () => {};
+
+/** What to do when the server says the session is over (signed out elsewhere, expired, key revoked). */
+export function onSignedOut(handler: () => void): void {
+  signedOut = handler;
+}
+
+async function errorOf(response: Response): Promise<ApiError> {
+  let body: ErrorBody;
+  try {
+    body = (await response.json()) as ErrorBody;
+  } catch {
+    body = { error: 'internal_error', message: `the server answered ${response.status} ${response.statusText}` };
+  }
+  return new ApiError(response.status, body);
+}
+
+async function send(method: string, path: string, body?: unknown, accept = 'application/json'): Promise<Response> {
+  const headers: Record<string, string> = { Accept: accept };
+  if (csrfToken !== null) headers['X-Roomkit-CSRF'] = csrfToken;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(path, {
+    method,
+    headers,
+    credentials: 'same-origin',
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  if (response.ok) return response;
+  const error = await errorOf(response);
+  if (response.status === 401 && path.startsWith('/api/')) {
+    csrfToken = null;
+    signedOut();
+  }
+  throw error;
+}
+
+/** One JSON call of the REST API; an answer without a body (204) is undefined. */
+export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const response = await send(method, path, body);
+  if (response.status === 204) return undefined as T;
+  return (await response.json()) as T;
+}
+
+/** The session this browser holds, or null when it is signed out. */
+export async function currentSession(): Promise<Session | null> {
+  try {
+    const session = await call<Session>('GET', '/console/session');
+    csrfToken = session.csrf_token;
+    return session;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) return null;
+    throw err;
+  }
+}
+
+export async function signIn(apiKey: string): Promise<Session> {
+  const session = await call<Session>('POST', '/console/session', { api_key: apiKey });
+  csrfToken = session.csrf_token;
+  return session;
+}
+
+export async function signOut(): Promise<void> {
+  await call<void>('DELETE', '/console/session');
+  csrfToken = null;
+}
+
+export interface StreamEvent {
+  event: string;
+  data: unknown;
+}
+
+/**
+ * A POST answered with Server-Sent Events, read from the fetch body (EventSource cannot
+ * POST nor send the CSRF header); each event is handed on as it arrives.
+ */
+export async function stream(path: string, body: unknown, onEvent: (event: StreamEvent) => void): Promise<void> {
+  const response = await send('POST', path, body, 'text/event-stream');
+  const reader = response.body?.pipeThrough(new TextDecoderStream()).getReader();
+  if (!reader) return;
+  let buffered = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buffered += value;
+    let end: number;
+    while ((end = buffered.indexOf('\n\n')) >= 0) {
+      const block = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      let event = 'message';
+      const data: string[] = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) event = line.slice(6).trim();
+        else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+      }
+      if (data.length > 0) onEvent({ event, data: JSON.parse(data.join('\n')) });
+    }
+  }
+}
+
+/** The path of a room's resource under the REST API. */
+export function roomPath(profileId: string, roomId: string, rest = ''): string {
+  return `/api/profile/${encodeURIComponent(profileId)}/room/${encodeURIComponent(roomId)}${rest}`;
+}

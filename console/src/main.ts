@@ -1,0 +1,115 @@
+// The web console's entry: finds out whether this browser is signed in, draws the shell
+// (header, navigation, sign-out) and routes each /console path to its view. A view draws
+// into the main region and returns what stops it (its polling, its terminal).
+//
+// Paths: /console and /console/instances (the list, its filters in the query),
+// /console/profile/{profile_id}/room/{room_id} (an instance, addressed as the REST API
+// addresses it), /console/sign-in. Organization pages (/console/profiles, /snapshots,
+// /audit, /keys) and operator pages (/console/operator/...) take their places beside them.
+import './console.css';
+import { currentSession, onSignedOut, type Session, signOut } from './api.ts';
+import { errorBox, h } from './dom.ts';
+import { instancePage } from './instance-page.ts';
+import { instancesPage } from './instances-page.ts';
+import { signInPage } from './sign-in.ts';
+
+export type Stop = () => void;
+export type Navigate = (path: string) => void;
+
+const root = document.getElementById('app') as HTMLElement;
+let session: Session | null = null;
+let stopView: Stop = () => {};
+
+function navigate(path: string, replace = false): void {
+  if (replace) history.replaceState(null, '', path);
+  else history.pushState(null, '', path);
+  render();
+}
+
+/** Links within the console change the view without loading the page again. */
+document.addEventListener('click', (event) => {
+  const link = (event.target as Element | null)?.closest?.('a[data-nav]');
+  if (!(link instanceof HTMLAnchorElement) || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey) return;
+  event.preventDefault();
+  navigate(link.pathname + link.search);
+});
+window.addEventListener('popstate', () => render());
+
+onSignedOut(() => {
+  session = null;
+  const back = location.pathname + location.search;
+  history.replaceState(null, '', `/console/sign-in?next=${encodeURIComponent(back)}`);
+  render('Your session ended (signed out, expired, or its API key was revoked): sign in again.');
+});
+
+function shell(current: Session): HTMLElement {
+  const problem = errorBox();
+  const out = h(
+    'button',
+    {
+      type: 'button',
+      class: 'secondary',
+      onclick: async () => {
+        try {
+          await signOut();
+          session = null;
+          navigate('/console/sign-in', true);
+        } catch (err) {
+          problem.show(err);
+        }
+      },
+    },
+    'Sign out',
+  );
+  return h(
+    'header',
+    { class: 'top' },
+    h('a', { href: '/console', 'data-nav': true, class: 'brand' }, 'roomkit'),
+    h('nav', { 'aria-label': 'Console' }, h('a', { href: '/console/instances', 'data-nav': true }, 'Instances')),
+    h('span', { class: 'who', title: `key ${current.key_id}` }, `organization ${current.organization_id.slice(0, 8)} · ${current.env} key`),
+    out,
+    problem.el,
+  );
+}
+
+function route(path: string, main: HTMLElement, go: Navigate): Stop {
+  const room = /^\/console\/profile\/([^/]+)\/room\/([^/]+)\/?$/.exec(path);
+  if (room) return instancePage(main, decodeURIComponent(room[1] as string), decodeURIComponent(room[2] as string), go);
+  if (path === '/console' || path === '/console/' || path === '/console/instances') return instancesPage(main, go);
+  main.append(h('h1', {}, 'Not found'), h('p', {}, 'This console page does not exist. ', h('a', { href: '/console', 'data-nav': true }, 'See the instances')));
+  return () => {};
+}
+
+function render(notice?: string): void {
+  stopView();
+  stopView = () => {};
+  root.replaceChildren();
+  if (session === null) {
+    if (location.pathname !== '/console/sign-in') {
+      history.replaceState(null, '', `/console/sign-in?next=${encodeURIComponent(location.pathname + location.search)}`);
+    }
+    const next = new URLSearchParams(location.search).get('next');
+    const main = h('main', { class: 'narrow' });
+    root.append(main);
+    signInPage(main, notice, (signed) => {
+      session = signed;
+      navigate(next !== null && next.startsWith('/console') && !next.startsWith('/console/sign-in') ? next : '/console', true);
+    });
+    return;
+  }
+  if (location.pathname === '/console/sign-in') history.replaceState(null, '', '/console');
+  const main = h('main', { id: 'main' });
+  root.append(shell(session), main);
+  stopView = route(location.pathname, main, (path) => navigate(path));
+}
+
+async function start(): Promise<void> {
+  try {
+    session = await currentSession();
+  } catch {
+    session = null;
+  }
+  render();
+}
+
+void start();
