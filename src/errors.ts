@@ -37,6 +37,7 @@ export const ERROR_STATUS = {
   command_not_found: 404,
   terminal_not_found: 404,
   snapshot_not_found: 404,
+  context_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409
@@ -69,6 +70,7 @@ export const ERROR_STATUS = {
   too_many_commands: 429,
   too_many_file_reads: 429,
   too_many_terminals: 429,
+  too_many_contexts: 429,
   commands_rate_exceeded: 429,
   rate_limited: 429,
   too_many_port_connections: 429,

@@ -20,6 +20,7 @@ import { ServedFiles } from './core/served-files.ts';
 import { Quotas } from './core/quotas.ts';
 import { TerminalTickets } from './core/terminal-tickets.ts';
 import { Terminals } from './core/terminals.ts';
+import { Contexts } from './core/contexts.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
@@ -50,6 +51,8 @@ export interface Services {
   files: Files;
   /** Open terminals of instances (GET .../terminal). */
   terminals: Terminals;
+  /** Code contexts: live interpreters in instances (…/contexts). */
+  contexts: Contexts;
   /** Single-use tickets that open a terminal without the Authorization header (browsers). */
   terminalTickets: TerminalTickets;
   /** Ports of instances reached from outside (…/ports/{port}/…, signed preview URLs). */
@@ -92,6 +95,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const reverts = new Reverts({ db, instances, profiles, servedFiles, fileLinks, config });
     const files = new Files({ instances, profiles, servedFiles, config });
     const terminals = new Terminals({ instances, config, log });
+    const contexts = new Contexts({ instances, commands, log });
     const terminalTickets = new TerminalTickets();
     const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir), config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
@@ -135,6 +139,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       reverts,
       files,
       terminals,
+      contexts,
       terminalTickets,
       ports,
       runtime,
@@ -147,6 +152,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
           servedFiles.close();
           // Terminals first: their shells are hung up while their instances still run.
           await terminals.close();
+          await contexts.close();
           await instances.close(config.onShutdown);
           await audit.close();
           if ('runtime' in runtime) await runtime.runtime.close();
