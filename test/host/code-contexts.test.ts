@@ -1,12 +1,17 @@
 // Code contexts on a real gVisor instance over the REST API: state kept between runs,
 // rich results (the last expression, display(), a matplotlib figure as PNG with chart
 // data and as a file in files_changed, a pandas table as HTML), an exception's traceback,
-// runaway code stopped by its time limit and by an interrupt, two contexts apart, a
-// restart, a delete, the refusals, the stream's order, and a pause with memory. One
+// runaway code stopped by its time limit, by an interrupt and by its client going away
+// (and code that ignores the interrupt ended), two contexts apart, a
+// restart, a delete, the refusals, the stream's order, a pause with memory, and the
+// run_code tool through MCP (state kept, a chart as image content). One
 // instance, of a profile whose image has matplotlib and pandas, serves every test (its
 // image takes minutes to build on a cold cache).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
@@ -156,6 +161,36 @@ describe('a code context', () => {
     assert.equal(idle.json().interrupted, false);
   });
 
+  it('ends code that ignores the interrupt, and answers that the context was started again', async () => {
+    const id = await newContext();
+    await run(id, 'lost = 1');
+    const r = await run(id, 'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass', { timeout_s: 1 });
+    assert.equal(r.timed_out, true);
+    assert.equal(r.restarted, true);
+    assert.equal(r.error.name, 'KeyboardInterrupt');
+    assert.match(r.error.value, /did not stop within 3 s/);
+    const next = await run(id, 'lost');
+    assert.equal(next.error.name, 'NameError', 'a new interpreter');
+    assert.equal(next.restarted, false);
+  });
+
+  it('interrupts the code of a client that went away, so the next run is not held up', async () => {
+    const id = await newContext();
+    const gone = new AbortController();
+    const abandoned = fetch(`${base}${room()}/contexts/${id}/run`, {
+      method: 'POST',
+      headers: { ...org.headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ code: 'import time\nwhile True:\n    time.sleep(0.1)' }),
+      signal: gone.signal,
+    }).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    gone.abort();
+    await abandoned;
+    const started = Date.now();
+    assert.equal((await run(id, '"next"')).results[0].text, "'next'");
+    assert.ok(Date.now() - started < 10_000, 'the abandoned run was stopped (its limit is 60 s)');
+  });
+
   it('keeps two contexts apart, and a restart clears one', async () => {
     const a = await newContext();
     const b = await newContext();
@@ -229,5 +264,31 @@ describe('a code context', () => {
     const resumed = await api('POST', `${room()}/resume`);
     assert.equal(resumed.statusCode, 200, resumed.body);
     assert.equal((await run(id, 'sum(remembered)')).results[0].text, '6');
+  });
+});
+
+describe('the run_code tool through MCP', () => {
+  it('keeps state between calls in the room\'s context, and shows a chart as an image', async () => {
+    const client = new Client({ name: 'roomkit-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${org.apiKey}` } } }));
+    try {
+      const call = async (code: string) => (await client.callTool({ name: 'run_code', arguments: { room: 'main', profile: 'code', code } })) as CallToolResult;
+      const first = await call('total = 40\nprint("set")');
+      assert.equal(first.isError, false);
+      assert.match((first.content[0] as { text: string }).text, /Output:\nset/);
+      const second = await call('total + 2');
+      assert.match((second.content[0] as { text: string }).text, /Result:\n42/);
+      const chart = await call('import matplotlib.pyplot as plt\nplt.bar(["a", "b"], [1, 2])\nplt.title("Two")\nplt.show()');
+      assert.equal(chart.isError, false, JSON.stringify(chart.content[0]));
+      assert.match((chart.content[0] as { text: string }).text, /a bar chart "Two", image attached/);
+      const image = chart.content.find((c) => c.type === 'image') as { data: string; mimeType: string } | undefined;
+      assert.equal(image?.mimeType, 'image/png');
+      assert.ok(Buffer.from(image!.data, 'base64').subarray(1, 4).equals(Buffer.from('PNG')));
+      const failed = await call('undefined_name');
+      assert.equal(failed.isError, true);
+      assert.match((failed.content[0] as { text: string }).text, /NameError: name 'undefined_name' is not defined/);
+    } finally {
+      await client.close();
+    }
   });
 });

@@ -19,7 +19,7 @@ let instanceId: string;
 
 const ROOM = 'agent';
 const TIMEOUT_S = 30;
-const ROOM_TOOLS = ['run_command', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'];
+const ROOM_TOOLS = ['run_command', 'run_code', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'];
 /** A 1x1 PNG. */
 const PNG = Buffer.from(
   '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a3a4e05a0000000049454e44ae426082',
