@@ -103,6 +103,8 @@ export async function createServices(config: Config, log: Logger, options: Servi
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
     await snapshots.reconcile();
+    const codeInterpreters = await organizations.addCodeInterpreterProfiles();
+    if (codeInterpreters > 0) log.info({ organizations: codeInterpreters }, 'gave organizations made before it the code-interpreter profile');
     const interrupted = await commands.recover();
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     // With a PostgreSQL store, this process is a node among others sharing it; it joins
