@@ -95,7 +95,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const reverts = new Reverts({ db, instances, profiles, servedFiles, fileLinks, config });
     const files = new Files({ instances, profiles, servedFiles, config });
     const terminals = new Terminals({ instances, config, log });
-    const contexts = new Contexts({ instances, commands, log });
+    const contexts = new Contexts({ instances, commands, config, log });
     const terminalTickets = new TerminalTickets();
     const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir), config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });

@@ -10,7 +10,9 @@
 import { randomUUID } from 'node:crypto';
 import { posix } from 'node:path';
 import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { HeadTailBuffer } from '../host/output.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Commands } from './commands.ts';
 import type { FileChange } from './command-schema.ts';
@@ -25,6 +27,8 @@ import { noteFacts, noteOperation } from './operations.ts';
 export const MAX_CONTEXTS_PER_INSTANCE = 16;
 /** How long an interrupted run has to stop before its interpreter is killed and started again. */
 export const INTERRUPT_GRACE_MS = 3_000;
+/** Most results a run's answer keeps (a display() in a loop); the rest are counted in stderr. */
+export const MAX_RESULTS_PER_RUN = 100;
 /** Where a run's images are written, relative to the home of the instance's user. */
 export const CONTEXT_OUTPUTS_DIR = '.roomkit/outputs';
 
@@ -55,10 +59,12 @@ export class Contexts {
   private readonly instances: Instances;
   private readonly commands: Commands;
   private readonly log: Logger;
+  private readonly maxOutputBytes: number;
   private readonly contexts = new Map<string, ContextState>();
 
-  constructor(deps: { instances: Instances; commands: Commands; log: Logger }) {
+  constructor(deps: { instances: Instances; commands: Commands; config: Config; log: Logger }) {
     this.instances = deps.instances;
+    this.maxOutputBytes = deps.config.maxOutputBytes;
     this.commands = deps.commands;
     this.log = deps.log;
     // A context running code keeps its instance busy; an idle one lets it pause (with its memory, the interpreter stays).
@@ -186,9 +192,11 @@ export class Contexts {
       context.driver = await this.startDriver(context);
     }
     const driver = context.driver;
-    let stdout = '';
-    let stderr = '';
+    // Each stream is kept as a command's output is: its start and its end within ROOMKIT_MAX_OUTPUT_BYTES.
+    const stdout = new HeadTailBuffer(this.maxOutputBytes);
+    const stderr = new HeadTailBuffer(this.maxOutputBytes);
     const results: DisplayResult[] = [];
+    let resultsDropped = 0;
     let error: ExecutionError | null = null;
     let executionCount = 0;
     let timedOut = false;
@@ -214,13 +222,17 @@ export class Contexts {
     options.signal?.addEventListener('abort', onAbort);
     if (options.signal?.aborted) interrupt();
     const onEvent = (event: DriverEvent): void => {
-      if (event.type === 'stdout') stdout += event.text;
-      else if (event.type === 'stderr') stderr += event.text;
+      if (event.type === 'stdout') stdout.push(Buffer.from(event.text));
+      else if (event.type === 'stderr') stderr.push(Buffer.from(event.text));
       else if (event.type === 'end') executionCount = event.execution_count;
       if (event.type === 'stdout' || event.type === 'stderr') options.onEvent?.({ type: event.type, text: event.text });
       else if (event.type === 'result') {
         const { type: _type, ...fields } = event;
         const result = fields as DisplayResult;
+        if (results.length >= MAX_RESULTS_PER_RUN) {
+          resultsDropped += 1;
+          return;
+        }
         results.push(result);
         options.onEvent?.({ type: 'result', result });
       } else if (event.type === 'error') {
@@ -251,10 +263,11 @@ export class Contexts {
       if (!interrupted) options.onEvent?.({ type: 'error', error });
     }
     const files = context.deleted ? [] : await this.writeImages(address, context, executionCount, results);
+    if (resultsDropped > 0) stderr.push(Buffer.from(`[${resultsDropped} more results were shown than a run keeps (${MAX_RESULTS_PER_RUN}); they were left out]\n`));
     return {
       execution_count: executionCount,
-      stdout,
-      stderr,
+      stdout: stdout.text(),
+      stderr: stderr.text(),
       results,
       error,
       timed_out: timedOut,
