@@ -1,4 +1,5 @@
-// One interpreter of a code context: the in-guest driver (images/guest/code-context.py)
+// One interpreter of a code context: an in-guest driver (images/guest/code-context.py,
+// or code-context.cjs for JavaScript)
 // run through the runtime as a command of its own with its stdin kept open, as the
 // instance's user and a child of the agent, so it lives across runs (and across a pause
 // that keeps memory: the runtime attaches to it again). Requests go in as one JSON line
@@ -7,7 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import { CODE_CONTEXT_DRIVER } from '../images/guest-additions.ts';
+import { CODE_CONTEXT_DRIVER, CODE_CONTEXT_JS_DRIVER } from '../images/guest-additions.ts';
+import type { ContextLanguage } from './context-schema.ts';
 import type { Runtime } from '../runtimes/types.ts';
 import { appErrorOfRuntime } from './runtime-errors.ts';
 
@@ -16,14 +18,23 @@ export type DriverEvent =
   | { type: 'stdout' | 'stderr'; text: string }
   | { type: 'result'; [field: string]: unknown }
   | { type: 'error'; name: string; value: string; traceback: string }
-  | { type: 'end'; execution_count: number };
+  | { type: 'end'; execution_count: number }
+  /** The code itself began to run: an interrupt reaches it from now on. */
+  | { type: 'started' };
 
 /** How long the driver has to say it is ready. */
 const READY_WAIT_MS = 30_000;
 /** What is kept of the driver's own stderr (its failures), for the message that says why it ended. */
 const STDERR_KEPT = 4096;
 
+/** The program each language's driver runs with (found on the PATH of the instance's user), its driver and what provides it. */
+const INTERPRETERS: Record<ContextLanguage, { program: string; driver: string; needs: string }> = {
+  python: { program: 'python3', driver: CODE_CONTEXT_DRIVER, needs: 'python3 (every Debian image has it)' },
+  javascript: { program: 'node', driver: CODE_CONTEXT_JS_DRIVER, needs: 'node (Debian\'s nodejs package: add "nodejs" to the profile\'s packages)' },
+};
+
 export interface DriverStart {
+  language: ContextLanguage;
   runtime: Runtime;
   instanceId: string;
   home: string;
@@ -37,6 +48,7 @@ export class ContextDriver {
   private readonly runtime: Runtime;
   private readonly instanceId: string;
   private readonly log: Logger;
+  private readonly language: ContextLanguage;
   private pending: Buffer = Buffer.alloc(0);
   private stderr = '';
   private listener: ((event: DriverEvent) => void) | undefined;
@@ -50,6 +62,7 @@ export class ContextDriver {
     this.runtime = start.runtime;
     this.instanceId = start.instanceId;
     this.log = start.log;
+    this.language = start.language;
     this.ended = new Promise<void>((resolve) => this.endListeners.push(resolve));
   }
 
@@ -76,8 +89,8 @@ export class ContextDriver {
     void start.runtime
       .runCommand(start.instanceId, {
         commandId: driver.commandId,
-        command: `python3 ${CODE_CONTEXT_DRIVER}`,
-        argv: ['python3', CODE_CONTEXT_DRIVER, start.cwd],
+        command: `${INTERPRETERS[start.language].program} ${INTERPRETERS[start.language].driver}`,
+        argv: [INTERPRETERS[start.language].program, INTERPRETERS[start.language].driver, start.cwd],
         home: start.home,
         env: start.env,
         timeoutMs: 0,
@@ -118,10 +131,11 @@ export class ContextDriver {
   /** Why the driver is gone, in words: its own last words when it printed any. */
   private endedError(why: string): AppError {
     const said = this.stderr.trim();
-    if (/can't open file|No such file or directory: 'python3'|executable file not found|not found/.test(said + why)) {
+    if (/can't open file|Cannot find module|executable file not found|not found/.test(said + why)) {
+      const { needs } = INTERPRETERS[this.language];
       return new AppError(
         'feature_unavailable',
-        'this instance cannot run a Python code context: its image needs python3 and roomkit\'s context driver (an image built by this version of roomkit has the driver; Debian images have python3)',
+        `this instance cannot run a ${this.language} code context: its image needs ${needs} and roomkit's context driver (every image built by this version of roomkit has it)`,
       );
     }
     return new AppError('command_failed', `the code context's interpreter ended (${why})${said ? `: ${said.slice(-1000)}` : ''}`);

@@ -17,7 +17,7 @@ import { nowIso } from '../lib/time.ts';
 import type { Commands } from './commands.ts';
 import type { FileChange } from './command-schema.ts';
 import { ContextDriver, type DriverEvent } from './context-driver.ts';
-import { CONTEXT_LANGUAGES, type Context, type ContextCreate, type ContextRunResult, type DisplayResult, type ExecutionError } from './context-schema.ts';
+import { CONTEXT_LANGUAGES, type Context, type ContextLanguage, type ContextCreate, type ContextRunResult, type DisplayResult, type ExecutionError } from './context-schema.ts';
 import { addressFacts, type InstanceAddress, isInstanceRef } from './instance-address.ts';
 import { envOf } from './instance-options.ts';
 import type { Instances } from './instances.ts';
@@ -42,7 +42,7 @@ interface ContextState {
   readonly id: string;
   readonly organizationId: string;
   readonly instanceId: string;
-  readonly language: string;
+  readonly language: ContextLanguage;
   readonly cwd: string;
   readonly env: Record<string, string>;
   readonly createdAt: string;
@@ -81,7 +81,7 @@ export class Contexts {
 
   async createAt(address: InstanceAddress, input: ContextCreate): Promise<Context> {
     noteOperation('context.create', addressFacts(address));
-    const language = input.language ?? 'python';
+    const language = (input.language ?? 'python') as ContextLanguage;
     if (!(CONTEXT_LANGUAGES as readonly string[]).includes(language)) {
       throw new AppError('validation_error', `unknown language "${language}": a context runs ${CONTEXT_LANGUAGES.map((l) => `"${l}"`).join(', ')}`);
     }
@@ -202,10 +202,16 @@ export class Contexts {
     let timedOut = false;
     let interrupted = false;
     let grace: NodeJS.Timeout | undefined;
+    // A signal before the code runs (the cell still being parsed) would be ignored: it waits for `started`.
+    let codeStarted = false;
+    const sendInterrupt = (): void => {
+      if (!codeStarted) return;
+      void driver.interrupt();
+    };
     const interrupt = (): void => {
       if (interrupted) return;
       interrupted = true;
-      void driver.interrupt();
+      sendInterrupt();
       // Code that does not stop (a blocking call in C that ignores signals) costs its interpreter.
       grace = setTimeout(() => {
         this.log.warn({ contextId: context.id }, 'an interrupted code context did not stop: its interpreter is ended');
@@ -225,6 +231,10 @@ export class Contexts {
       if (event.type === 'stdout') stdout.push(Buffer.from(event.text));
       else if (event.type === 'stderr') stderr.push(Buffer.from(event.text));
       else if (event.type === 'end') executionCount = event.execution_count;
+      else if (event.type === 'started') {
+        codeStarted = true;
+        if (interrupted) sendInterrupt();
+      }
       if (event.type === 'stdout' || event.type === 'stderr') options.onEvent?.({ type: event.type, text: event.text });
       else if (event.type === 'result') {
         const { type: _type, ...fields } = event;
@@ -304,8 +314,9 @@ export class Contexts {
     return changed;
   }
 
-  private async startDriver(context: Pick<ContextState, 'id' | 'instanceId' | 'home' | 'cwd' | 'env'>): Promise<ContextDriver> {
+  private async startDriver(context: Pick<ContextState, 'id' | 'language' | 'instanceId' | 'home' | 'cwd' | 'env'>): Promise<ContextDriver> {
     return ContextDriver.start({
+      language: context.language,
       runtime: this.instances.activeRuntime(),
       instanceId: context.instanceId,
       home: context.home,

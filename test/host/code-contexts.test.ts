@@ -3,9 +3,10 @@
 // data and as a file in files_changed, a pandas table as HTML), an exception's traceback,
 // runaway code stopped by its time limit, by an interrupt and by its client going away
 // (and code that ignores the interrupt ended), two contexts apart, a
-// restart, a delete, the refusals, the stream's order, a pause with memory, and the
+// restart, a delete, the refusals, the stream's order, a pause with memory, a JavaScript
+// context, and the
 // run_code tool through MCP (state kept, a chart as image content). One
-// instance, of a profile whose image has matplotlib and pandas, serves every test (its
+// instance, of a profile whose image has matplotlib, pandas and Node.js, serves every test (its
 // image takes minutes to build on a cold cache).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -43,7 +44,7 @@ before(async () => {
   org = await t.newOrg();
   const profile = await api('POST', '/api/profiles', {
     name: 'code',
-    packages: ['python3-matplotlib', 'python3-pandas'],
+    packages: ['python3-matplotlib', 'python3-pandas', 'nodejs'],
     memory_mb: 1024,
     disk_mb: 2048,
     network: { egress: 'none' },
@@ -253,6 +254,28 @@ describe('a code context', () => {
     assert.deepEqual(events[0]!.data, { text: 'one\n' });
     assert.equal(events[3]!.data.name, 'ZeroDivisionError');
     assert.equal(events[4]!.data.execution_count, 1);
+  });
+
+  it('runs JavaScript too: globals kept, the last expression, errors, an interrupt', async () => {
+    const made = await api('POST', `${room()}/contexts`, { language: 'javascript' });
+    assert.equal(made.statusCode, 201, made.body);
+    assert.equal(made.json().language, 'javascript');
+    const id = made.json().context_id;
+    const first = await run(id, 'let n = 1; console.log("from js")');
+    assert.equal(first.stdout, 'from js\n');
+    assert.deepEqual(first.results, []);
+    assert.deepEqual((await run(id, 'display([1, 2]); ({ n: n + 1 })')).results, [
+      { is_main_result: false, text: '[ 1, 2 ]' },
+      { is_main_result: true, text: '{ n: 2 }' },
+    ]);
+    const stopped = await run(id, 'while (true) n++', { timeout_s: 1 });
+    assert.equal(stopped.timed_out, true);
+    assert.equal(stopped.restarted, false);
+    assert.equal(stopped.error.name, 'KeyboardInterrupt');
+    assert.equal((await run(id, 'n > 1')).results[0].text, 'true');
+    const failed = await run(id, 'function f() { return null.x }\nf()');
+    assert.equal(failed.error.name, 'TypeError');
+    assert.match(failed.error.traceback, /at f \(<cell-5>:1:/);
   });
 
   it('survives a pause and resume with memory', async () => {

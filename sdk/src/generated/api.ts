@@ -266,7 +266,7 @@ export interface CommandStatus {
 
 export interface Context {
   context_id: string;
-  /** The interpreter it runs */
+  /** The interpreter it runs: `python` or `javascript` */
   language: string;
   /** Its working directory (absolute) */
   cwd: string;
@@ -274,7 +274,7 @@ export interface Context {
 }
 
 export interface ContextCreate {
-  /** The interpreter: `python` (the default) */
+  /** The interpreter: `python` (the default), `javascript` */
   language?: string;
   /** Working directory of the interpreter, absolute or relative to the home (default: the home); it must exist */
   cwd?: string;

@@ -6,7 +6,8 @@
 # bundles: the last expression's value, display() calls, matplotlib figures), an error
 # ({name, value, traceback}) and the run's end. The code's own descriptors 1 and 2 are
 # pipes read here, so a child process's output reaches the run too, in order with what
-# the code prints. SIGINT stops a run (KeyboardInterrupt) and is ignored between runs.
+# the code prints. SIGINT stops a run (KeyboardInterrupt) once its `started` event is
+# sent, and is ignored between runs.
 # Standard library only; matplotlib, pandas and friends are used when the image has them.
 import ast
 import base64
@@ -281,6 +282,8 @@ def run(code, execution_count, namespace):
         body = compile(tree, filename, 'exec')
         tail = compile(last, filename, 'eval') if last is not None else None
         IN_CODE = True
+        # From here an interrupt stops the code; the host holds one asked for earlier until it hears this.
+        send({'type': 'started'})
         try:
             exec(body, namespace)
             value = eval(tail, namespace) if tail is not None else None
