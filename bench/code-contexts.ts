@@ -36,7 +36,7 @@ try {
   const profile = await call('POST', '/api/profiles', { name: 'code', packages: ['python3-matplotlib', 'python3-pandas', 'nodejs'], network: { egress: 'none' } }, 201);
   const room = `/api/profile/${profile.profile_id}/room/bench`;
   const [createMs] = await timed(() => call('POST', room, undefined, 201));
-  console.log(`instance created in ${(createMs / 1000).toFixed(1)} s (an image build on a cold cache)`);
+  console.log(`instance created in ${(createMs / 1000).toFixed(1)} s (minutes when its image had to be built)`);
 
   const firstRuns: number[] = [];
   const creates: number[] = [];
