@@ -1,11 +1,13 @@
 // Code contexts' REST routes on the runtime double, which runs no interpreter: the
 // refusals before one would start (a language it does not speak, a body that is not
 // one, a room without an instance, a runtime that keeps no stdin open) and the 404 of a
-// context that is not there, for every route. What a context does is tested on real
-// instances (test/host/code-contexts.test.ts).
+// context that is not there, for every route; and the run_code tool of `roomkit mcp`
+// reaching those routes over HTTP. What a context does is tested on real instances
+// (test/host/code-contexts.test.ts).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { RemoteToolBackend } from '../../src/adapters/tools/remote-backend.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
@@ -80,5 +82,18 @@ describe('code context routes', () => {
       assert.equal(res.statusCode, 400, res.body);
       assert.equal(res.json().error, 'validation_error');
     }
+  });
+});
+
+describe('run_code over the HTTP API (roomkit mcp\'s backend)', () => {
+  it('makes the room\'s context through the API and answers its refusal as the API\'s error', async () => {
+    const base = await t.app.listen({ host: '127.0.0.1', port: 0 });
+    const backend = new RemoteToolBackend({ baseUrl: base, apiKey: org.apiKey, maxRetries: 0 });
+    await assert.rejects(backend.runCode({ profile: 'default', room: 'ctx' }, { code: '1 + 1' }), (err: Error & { code?: string; status?: number }) => {
+      assert.equal(err.code, 'feature_unavailable', err.message);
+      assert.match(err.message, /cannot run code contexts/);
+      return true;
+    });
+    await assert.rejects(backend.runCode({ profile: 'default', room: 'empty' }, { code: '1' }), (err: Error & { code?: string }) => err.code === 'instance_not_found');
   });
 });
