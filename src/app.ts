@@ -21,6 +21,7 @@ import { resolveProfileNames } from './adapters/rest/profile-names.ts';
 import { installErrorHandling, sendError } from './http/errors.ts';
 import { auditRoutes } from './adapters/rest/routes/audit.ts';
 import { commandRoutes } from './adapters/rest/routes/commands.ts';
+import { contextRoutes } from './adapters/rest/routes/contexts.ts';
 import { fileRoutes, rewriteFileUrl } from './adapters/rest/routes/files.ts';
 import { keyRoutes } from './adapters/rest/routes/keys.ts';
 import { metricsRoutes } from './adapters/rest/routes/metrics.ts';
@@ -251,6 +252,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   roomRoutes(app, services);
   snapshotRoutes(app, services);
   commandRoutes(app, services);
+  contextRoutes(app, services);
   fileRoutes(app, services);
   terminalRoutes(app, services);
   portRoutes(app, services);

@@ -39,6 +39,7 @@ export const ERROR_STATUS = {
   command_not_found: 404,
   terminal_not_found: 404,
   snapshot_not_found: 404,
+  context_not_found: 404,
   // 410
   instance_lost: 410,
   // 421
@@ -78,6 +79,7 @@ export const ERROR_STATUS = {
   too_many_commands: 429,
   too_many_file_reads: 429,
   too_many_terminals: 429,
+  too_many_contexts: 429,
   commands_rate_exceeded: 429,
   rate_limited: 429,
   auth_throttled: 429,

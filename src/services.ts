@@ -21,6 +21,7 @@ import { Quotas } from './core/quotas.ts';
 import { ConsoleSessions } from './core/console-sessions.ts';
 import { TerminalTickets } from './core/terminal-tickets.ts';
 import { Terminals } from './core/terminals.ts';
+import { Contexts } from './core/contexts.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
@@ -53,6 +54,8 @@ export interface Services {
   files: Files;
   /** Open terminals of instances (GET .../terminal). */
   terminals: Terminals;
+  /** Code contexts: live interpreters in instances (…/contexts). */
+  contexts: Contexts;
   /** Single-use tickets that open a terminal without the Authorization header (browsers). */
   terminalTickets: TerminalTickets;
   consoleSessions: ConsoleSessions;
@@ -106,6 +109,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const reverts = new Reverts({ db, instances, profiles, servedFiles, fileLinks, config });
     const files = new Files({ instances, profiles, servedFiles, config });
     const terminals = new Terminals({ instances, config, log });
+    const contexts = new Contexts({ instances, commands, config, log });
     const terminalTickets = new TerminalTickets();
     const consoleSessions = new ConsoleSessions({ db });
     const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir), config });
@@ -114,6 +118,8 @@ export async function createServices(config: Config, log: Logger, options: Servi
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
     await snapshots.reconcile();
+    const codeInterpreters = await organizations.addCodeInterpreterProfiles();
+    if (codeInterpreters > 0) log.info({ organizations: codeInterpreters }, 'gave organizations made before it the code-interpreter profile');
     const interrupted = await commands.recover();
     if (interrupted > 0) log.warn({ interrupted }, 'commands were running when the service stopped; recorded as interrupted');
     // With a PostgreSQL store, this process is a node among others sharing it; it joins
@@ -157,6 +163,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       reverts,
       files,
       terminals,
+      contexts,
       terminalTickets,
       consoleSessions,
       ports,
@@ -172,6 +179,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
           servedFiles.close();
           // Terminals first: their shells are hung up while their instances still run.
           await terminals.close();
+          await contexts.close();
           await instances.close(config.onShutdown);
           await audit.close();
           if ('runtime' in runtime) await runtime.runtime.close();

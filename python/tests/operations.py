@@ -66,6 +66,8 @@ OPERATIONS: Dict[str, Row] = {
     },
 }
 
+_NO_CONTEXTS = "code contexts have no methods in this SDK yet (room.contexts is planned); the REST API serves them"
+
 #: Operations the SDK leaves out on purpose, and why.
 LEFT_OUT: Dict[str, str] = {
     "GET /api/profile/{profile_id}/room/{room_id}/terminal": "a WebSocket terminal for people at a keyboard; the standard library has no WebSocket client (use `roomkit shell` or the TypeScript SDK)",
@@ -73,5 +75,12 @@ LEFT_OUT: Dict[str, str] = {
     "POST /mcp": "the MCP endpoint is for MCP clients, which speak its protocol themselves",
     "GET /metrics": "Prometheus text for the operator's scraper, not an API call",
     "GET /p/{token}/{path}": "a signed URL is for browsers and whoever it is given to: Ports.url makes one, and any HTTP client fetches its path_url",
+    "POST /api/profile/{profile_id}/room/{room_id}/contexts": _NO_CONTEXTS,
+    "GET /api/profile/{profile_id}/room/{room_id}/contexts": _NO_CONTEXTS,
+    "GET /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}": _NO_CONTEXTS,
+    "DELETE /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}": _NO_CONTEXTS,
+    "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/restart": _NO_CONTEXTS,
+    "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/interrupt": _NO_CONTEXTS,
+    "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/run": _NO_CONTEXTS,
     "GET /readyz": "readiness for load balancers; Roomkit.health says whether the service can create instances",
 }

@@ -40,8 +40,11 @@ TITLED = {
     "ToolSet": roomkit.ToolSet,
     "Usage": roomkit.Usage,
 }
-#: Not answers the SDK returns: the Error body becomes RoomkitError; a ticket only opens a terminal.
-UNTITLED_OK = {"Error", "TerminalTicket", "PortUrlRequest"}
+#: Not answers the SDK returns: the Error body becomes RoomkitError; a ticket only opens a terminal;
+#: code contexts have no methods in this SDK yet (operations.py leaves their routes out).
+UNTITLED_OK = {"Error", "TerminalTicket", "PortUrlRequest"} | {
+    "ChartData", "Context", "ContextCreate", "ContextInterrupted", "ContextList", "ContextRunRequest", "ContextRunResult", "DisplayResult", "ExecutionError",
+}
 #: Answers without a title, by the operation and status that give them.
 BY_ROUTE = {
     ("get", "/api/instances", "200"): roomkit.InstancePage,

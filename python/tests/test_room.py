@@ -309,7 +309,7 @@ class Files(unittest.TestCase):
 
 
 class Tools(unittest.TestCase):
-    NAMES = ["run_command", "command_output", "kill_command", "revert_command", "read_file", "write_file", "list_files", "delete_file"]
+    NAMES = ["run_command", "run_code", "command_output", "kill_command", "revert_command", "read_file", "write_file", "list_files", "delete_file"]
 
     def test_gives_the_schema_in_each_format(self) -> None:
         _rk, room, instance = shared()

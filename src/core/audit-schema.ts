@@ -23,6 +23,12 @@ export const AUDIT_ACTIONS = [
   'command.revert',
   /** Input written to a running command, or its stdin closed (never the input itself). */
   'command.stdin',
+  /** A code context made, deleted, restarted, given code to run, interrupted (never the code itself). */
+  'context.create',
+  'context.delete',
+  'context.restart',
+  'context.run',
+  'context.interrupt',
   'file.write',
   'file.delete',
   /** A terminal opened (GET …/terminal upgraded to a WebSocket); what it carried is never recorded. */

@@ -7,7 +7,7 @@ import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
 import type { ApiKeyRow, OrganizationRow } from '../store/schema.ts';
 import { generateApiKey, hashApiKey, type KeyEnv, keyPrefix, parseApiKey, sameHash } from './apikeys.ts';
-import { DEFAULT_PROFILE_NAME, type Profiles } from './profiles.ts';
+import { CODE_INTERPRETER_PROFILE_NAME, codeInterpreterProfile, DEFAULT_PROFILE_NAME, type Profiles } from './profiles.ts';
 import { nowIso } from '../lib/time.ts';
 import { noteFacts, noteOperation } from './operations.ts';
 
@@ -36,7 +36,7 @@ export class Organizations {
     this.profiles = deps.profiles;
   }
 
-  /** The organization with this name, created (with its `default` profile) if missing. */
+  /** The organization with this name, created (with its `default` and `code-interpreter` profiles) if missing. */
   async ensure(name: string): Promise<{ organization: Organization; created: boolean }> {
     const existing = await this.findByName(name);
     if (existing) return { organization: toOrganization(existing), created: false };
@@ -44,7 +44,10 @@ export class Organizations {
     try {
       await this.db.transaction().execute(async (trx) => {
         await trx.insertInto('organizations').values(row).execute();
-        await this.profiles.withDb(trx).create(row.id, { name: DEFAULT_PROFILE_NAME });
+        const first = await this.profiles.withDb(trx).create(row.id, { name: DEFAULT_PROFILE_NAME });
+        // Listed after `default` (profiles come by creation time), which callers take as the organization's first profile.
+        while (nowIso() <= first.created_at) await new Promise((resolve) => setTimeout(resolve, 1));
+        await this.profiles.withDb(trx).create(row.id, codeInterpreterProfile());
       });
     } catch (err) {
       // Created by a concurrent caller (another process on the same data directory).
@@ -53,6 +56,32 @@ export class Organizations {
       return { organization: toOrganization(winner), created: false };
     }
     return { organization: toOrganization(row), created: true };
+  }
+
+  /**
+   * Gives the `code-interpreter` profile to organizations made before every organization
+   * got one: those that never had a profile of that name (one deleted, or renamed from
+   * it, is not made again). Called at start; answers how many it made.
+   */
+  async addCodeInterpreterProfiles(): Promise<number> {
+    const rows = await this.db
+      .selectFrom('organizations')
+      .select('id')
+      .where(({ not, exists, selectFrom }) =>
+        not(exists(selectFrom('profiles').select('profiles.id').whereRef('profiles.organization_id', '=', 'organizations.id').where('profiles.name', '=', CODE_INTERPRETER_PROFILE_NAME))),
+      )
+      .execute();
+    let made = 0;
+    for (const row of rows) {
+      try {
+        await this.profiles.create(row.id, codeInterpreterProfile());
+        made += 1;
+      } catch (err) {
+        // Made meanwhile by another process on the same store.
+        if (!(err instanceof AppError && err.code === 'profile_name_taken')) throw err;
+      }
+    }
+    return made;
   }
 
   /** An organization by its name or id (for the operator), or an organization_not_found error. */

@@ -24,6 +24,13 @@ import { nowIso } from '../lib/time.ts';
 import { noteFacts, noteOperation } from './operations.ts';
 
 export const DEFAULT_PROFILE_NAME = 'default';
+/** The profile every organization also gets, for code contexts: Python with matplotlib, pandas and Pillow. */
+export const CODE_INTERPRETER_PROFILE_NAME = 'code-interpreter';
+
+/** What the `code-interpreter` profile is made with (the rest are the defaults). */
+export function codeInterpreterProfile(): ProfileCreate {
+  return { name: CODE_INTERPRETER_PROFILE_NAME, packages: ['python3-matplotlib', 'python3-pandas', 'python3-pil'] };
+}
 
 /** Told of every profile created, changed or deleted (the warm pool follows them). */
 export type ProfileListener = (organizationId: string, profileId: string) => void;

@@ -84,6 +84,7 @@ export async function installOpenApi(app: App, services: Services, version: stri
         { name: 'instances', description: 'A room\'s instance' },
         { name: 'commands', description: 'Shell commands in a room\'s instance' },
         { name: 'files', description: 'Files of a room\'s instance' },
+        { name: 'contexts', description: 'Code contexts: interpreters in a room\'s instance that keep their state between runs' },
         { name: 'terminals', description: 'Interactive terminals in a room\'s instance, over WebSocket' },
         { name: 'ports', description: 'Programs listening on ports of a room\'s instance, reached from outside (HTTP and WebSocket)' },
         { name: 'agents', description: 'Tools for AI agents: tool schemas, tool calls, MCP' },

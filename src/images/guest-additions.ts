@@ -3,7 +3,8 @@
 // that makes `ls` and `stat` work (guest/statx-compat.c), a `sudo` that reaches root
 // through a service roomkit starts in each instance (guest/sudo.py, rootd.py), and
 // roomkit's agent (guest/agent, in Go), the instance's first process, the one way the
-// host reaches into an instance (commands, files, terminals). Native parts are compiled on
+// host reaches into an instance (commands, files, terminals), and the interpreters that
+// code contexts run (guest/code-context.py, guest/code-context.cjs). Native parts are compiled on
 // the host once per source version and cached beside the images (host/native.ts).
 import { lstatSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -20,9 +21,15 @@ const STATX_LIB = `${GUEST_LIB_DIR}/libstatx-compat.so`;
 export const GUEST_AGENT = `${GUEST_LIB_DIR}/agent`;
 /** The root service, started as root when an instance boots (if the image has python3). */
 export const ROOT_SERVICE = `${GUEST_LIB_DIR}/rootd`;
+/** The interpreter of a Python code context (guest/code-context.py), started per context by python3. */
+export const CODE_CONTEXT_DRIVER = `${GUEST_LIB_DIR}/code-context.py`;
+/** The interpreter of a JavaScript code context (guest/code-context.cjs), started per context by node. */
+export const CODE_CONTEXT_JS_DRIVER = `${GUEST_LIB_DIR}/code-context.cjs`;
 const SCRIPTS: { source: string; target: string }[] = [
   { source: join(GUEST_DIR, 'rootd.py'), target: ROOT_SERVICE },
   { source: join(GUEST_DIR, 'sudo.py'), target: '/usr/local/bin/sudo' },
+  { source: join(GUEST_DIR, 'code-context.py'), target: CODE_CONTEXT_DRIVER },
+  { source: join(GUEST_DIR, 'code-context.cjs'), target: CODE_CONTEXT_JS_DRIVER },
 ];
 
 /** Changes whenever an addition's source changes, so images built with an older one are rebuilt. */

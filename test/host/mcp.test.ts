@@ -105,7 +105,7 @@ describe('/mcp over Streamable HTTP', () => {
     assert.deepEqual(tools as unknown, expected);
     assert.deepEqual(
       tools.map((tool) => tool.name),
-      ['create_instance', 'get_instance', 'delete_instance', 'run_command', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'],
+      ['create_instance', 'get_instance', 'delete_instance', 'run_command', 'run_code', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'],
     );
     for (const tool of tools) {
       assert.deepEqual(ToolSchema.parse(tool), tool, `${tool.name}: every key is MCP's`);

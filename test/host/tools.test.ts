@@ -19,7 +19,7 @@ let instanceId: string;
 
 const ROOM = 'agent';
 const TIMEOUT_S = 30;
-const ROOM_TOOLS = ['run_command', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'];
+const ROOM_TOOLS = ['run_command', 'run_code', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'];
 /** A 1x1 PNG. */
 const PNG = Buffer.from(
   '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a3a4e05a0000000049454e44ae426082',
@@ -95,13 +95,14 @@ describe('GET .../tools', () => {
       // The endpoint is a route this server has, for this very room.
       const { method, path, query = [], body: fields = [] } = tool.endpoint;
       assert.ok(path.startsWith(roomPath()), path);
-      const pattern = path.replace(roomPath(), '/api/profile/:profile_id/room/:room_id').replace('{path}', '*').replace('{command_id}', ':command_id');
+      const pattern = path.replace(roomPath(), '/api/profile/:profile_id/room/:room_id').replace('{path}', '*').replace('{command_id}', ':command_id').replace('{context_id}', ':context_id');
       assert.ok(routes.has(`${method} ${pattern}`), `${tool.name}: ${method} ${pattern} is not a route`);
       for (const arg of [...query, ...fields]) assert.ok(tool.input_schema.properties[arg], `${tool.name}: ${arg} is an argument`);
     }
     const readOnly = Object.fromEntries(body.tools.map((tool: any) => [tool.name, tool.annotations.readOnlyHint]));
     assert.deepEqual(readOnly, {
       run_command: false,
+      run_code: false,
       command_output: true,
       kill_command: false,
       revert_command: false,
@@ -388,7 +389,7 @@ describe('POST .../tools/call', () => {
     const unknown = await callRaw({ name: 'create_instance', arguments: {} });
     assert.equal(unknown.statusCode, 400);
     assert.equal(unknown.json().error, 'unknown_tool');
-    assert.match(unknown.json().message, /run_command, command_output, kill_command, revert_command, read_file, write_file, list_files, delete_file/);
+    assert.match(unknown.json().message, /run_command, run_code, command_output, kill_command, revert_command, read_file, write_file, list_files, delete_file/);
 
     const bad = await callRaw({ name: 'run_command', arguments: { command: 7, timeout_s: TIMEOUT_S + 1, shell: 'bash' } });
     assert.equal(bad.statusCode, 400);

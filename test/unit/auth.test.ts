@@ -49,7 +49,7 @@ before(async () => {
 });
 after(() => t.close());
 
-function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string; command_id: string; port: string; snapshot_id: string }): string {
+function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string; command_id: string; port: string; snapshot_id: string; context_id: string }): string {
   return url.replace(/\*$/, 'notes.txt').replace(/:(\w+)/g, (_, name: string) => {
     const value = (ids as Record<string, string>)[name];
     if (value === undefined) throw new Error(`the route walk does not know how to fill :${name} in ${url}; add it`);
@@ -67,9 +67,13 @@ const BODIES: Record<string, unknown> = {
   'POST /api/profile/:profile_id/room/:room_id/fork': { rooms: ['fork-1'] },
   'PUT /api/profile/:profile_id/room/:room_id/file/*': { content: 'x' },
   'POST /api/profile/:profile_id/room/:room_id/tools/call': { name: 'list_files', arguments: {} },
+  'POST /api/profile/:profile_id/room/:room_id/contexts': {},
+  'POST /api/profile/:profile_id/room/:room_id/contexts/:context_id/run': { code: '1' },
 };
 
-const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId, command_id: aCommandId, port: '8000', snapshot_id: aSnapshotId });
+// The runtime double runs no interpreter: A's context id is one no context has, behind A's room.
+const aContextId = randomUUID();
+const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId, command_id: aCommandId, port: '8000', snapshot_id: aSnapshotId, context_id: aContextId });
 const MISSING_IDS = () => ({
   profile_id: randomUUID(),
   room_id: 'no-such-room',
@@ -77,6 +81,7 @@ const MISSING_IDS = () => ({
   command_id: randomUUID(),
   port: '8000',
   snapshot_id: randomUUID(),
+  context_id: randomUUID(),
 });
 
 describe('authentication', () => {

@@ -98,7 +98,7 @@ describe('roomkit serve', () => {
     const res = await fetch(`${server.url}/api/profiles`, { headers: { authorization: `Bearer ${key}` } });
     assert.equal(res.status, 200);
     const body = (await res.json()) as { profiles: { name: string }[] };
-    assert.deepEqual(body.profiles.map((p) => p.name), ['default']);
+    assert.deepEqual(body.profiles.map((p) => p.name), ['default', 'code-interpreter']);
   });
 
   it('accepts a key that `keys create` makes while it runs on the same data directory', async () => {
@@ -108,8 +108,7 @@ describe('roomkit serve', () => {
     const profiles = await fetch(`${server.url}/api/profiles`, { headers: { authorization: `Bearer ${api_key}` } });
     assert.equal(profiles.status, 200);
     const body = (await profiles.json()) as { profiles: { name: string; profile_id: string }[] };
-    assert.equal(body.profiles.length, 1);
-    assert.equal(body.profiles[0]!.name, 'default');
+    assert.deepEqual(body.profiles.map((p) => p.name), ['default', 'code-interpreter']);
     const row = await fetch(`${server.url}/api/profiles/${body.profiles[0]!.profile_id}`, {
       headers: { authorization: `Bearer ${api_key}` },
     });

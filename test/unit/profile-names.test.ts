@@ -48,7 +48,7 @@ describe('a profile name in a path', () => {
     assert.equal(unknown.json().error, 'profile_not_found');
     assert.match(unknown.json().message, /no-such-profile/);
     // It says which profiles the organization has (its own only).
-    assert.match(unknown.json().message, /its profiles are "default"/);
+    assert.match(unknown.json().message, /its profiles are "code-interpreter", "default"/);
     assert.ok(unknown.json().details.profiles.includes('default'), unknown.body);
     const malformed = await t.app.inject({ method: 'GET', url: '/api/profile/-bad%20name/room/r', headers: org.headers });
     assert.equal(malformed.statusCode, 400);

@@ -119,8 +119,10 @@ describe('reading profiles', () => {
     const { profiles } = res.json();
     // Profiles made in the same millisecond may come in either order.
     const byName = new Map(profiles.map((p: { name: string }) => [p.name, p]));
-    assert.deepEqual([...byName.keys()].sort(), ['default', 'list-a', 'list-b']);
-    assert.equal(profiles.length, 3);
+    assert.deepEqual([...byName.keys()].sort(), ['code-interpreter', 'default', 'list-a', 'list-b']);
+    assert.equal(profiles.length, 4);
+    assert.deepEqual((byName.get('code-interpreter') as { packages: string[] }).packages, ['python3-matplotlib', 'python3-pandas', 'python3-pil']);
+    assert.equal(profiles[0].name, 'default', 'default first, as the organization started');
     assert.equal((byName.get('default') as { profile_id: string }).profile_id, other.defaultProfileId);
     assert.deepEqual(byName.get('list-a'), a);
     assert.deepEqual(byName.get('list-b'), b);
@@ -416,5 +418,25 @@ describe('deleting a profile', () => {
 
     assert.equal((await deleteProfile(p.profile_id)).statusCode, 204);
     assert.equal((await getProfile(p.profile_id)).statusCode, 404);
+  });
+});
+
+describe('the code-interpreter profile', () => {
+  const names = async (who: TestOrg) => ((await listProfiles(who)).json().profiles as { name: string }[]).map((p) => p.name).sort();
+
+  it('is given at start to an organization made before every organization got one, and not again once deleted', async () => {
+    const older = await t.newOrg();
+    const deleter = await t.newOrg();
+    // An organization from before: no profile of that name was ever made.
+    await t.services.db.deleteFrom('profiles').where('organization_id', '=', older.organizationId).where('name', '=', 'code-interpreter').execute();
+    assert.deepEqual(await names(older), ['default']);
+    const mine = ((await listProfiles(deleter)).json().profiles as { name: string; profile_id: string }[]).find((p) => p.name === 'code-interpreter')!;
+    const deleted = await t.app.inject({ method: 'DELETE', url: `/api/profiles/${mine.profile_id}`, headers: deleter.headers });
+    assert.equal(deleted.statusCode, 204, deleted.body);
+
+    assert.equal(await t.services.organizations.addCodeInterpreterProfiles(), 1);
+    assert.deepEqual(await names(older), ['code-interpreter', 'default']);
+    assert.deepEqual(await names(deleter), ['default'], 'a deleted one is not made again');
+    assert.equal(await t.services.organizations.addCodeInterpreterProfiles(), 0);
   });
 });

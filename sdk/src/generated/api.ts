@@ -38,6 +38,7 @@ export type KnownErrorCode =
   | 'command_not_found'
   | 'terminal_not_found'
   | 'snapshot_not_found'
+  | 'context_not_found'
   | 'instance_lost'
   | 'instance_on_another_node'
   | 'method_not_allowed'
@@ -66,6 +67,7 @@ export type KnownErrorCode =
   | 'too_many_commands'
   | 'too_many_file_reads'
   | 'too_many_terminals'
+  | 'too_many_contexts'
   | 'commands_rate_exceeded'
   | 'rate_limited'
   | 'auth_throttled'
@@ -116,7 +118,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -156,6 +158,16 @@ export interface AuditPage {
   /** Newest first */
   events: AuditEvent[];
   next_cursor: string | null;
+}
+
+export interface ChartData {
+  /** `line`, `bar`, `scatter`, `superchart` (a figure of several plots: `elements` are their charts) or `unknown` */
+  type: string;
+  title: string | null;
+  x_label?: string | null;
+  y_label?: string | null;
+  /** line and scatter: `{label, points: [[x, y], …]}` per series; bar: `{label, group, value}` per bar; superchart: a chart per plot */
+  elements: unknown[];
 }
 
 export interface CommandRecord {
@@ -262,6 +274,66 @@ export interface CommandStatus {
   result: CommandResult | null;
 }
 
+export interface Context {
+  context_id: string;
+  /** The interpreter it runs: `python` or `javascript` */
+  language: string;
+  /** Its working directory (absolute) */
+  cwd: string;
+  created_at: string;
+}
+
+export interface ContextCreate {
+  /** The interpreter: `python` (the default), `javascript` */
+  language?: string;
+  /** Working directory of the interpreter, absolute or relative to the home (default: the home); it must exist */
+  cwd?: string;
+  /** Environment variables of the interpreter, over the profile's and the instance's */
+  env?: Record<string, string>;
+}
+
+export interface ContextInterrupted {
+  context_id: string;
+  /** A run was running and was sent the interrupt; false when none was */
+  interrupted: boolean;
+}
+
+export interface ContextList {
+  /** The instance's contexts, oldest first */
+  contexts: Context[];
+}
+
+export interface ContextRunRequest {
+  /** The code to run, like a notebook cell: its last expression's value is the main result; at most 1048576 bytes */
+  code: string;
+  /** Environment variables for this run only (os.environ has them while it runs) */
+  env?: Record<string, string>;
+  /** Time limit, seconds; default and maximum: the profile's command_timeout_s. At the limit the code is interrupted */
+  timeout_s?: number;
+  /** Answer with Server-Sent Events as the code runs (as `Accept: text/event-stream` does) */
+  stream?: boolean;
+}
+
+export interface ContextRunResult {
+  /** The run's number in its context (from 1; a restart starts again) */
+  execution_count: number;
+  stdout: string;
+  stderr: string;
+  /** In the order they were shown */
+  results: DisplayResult[];
+  /** The exception the code ended with; null when it ran through */
+  error: ExecutionError | null;
+  /** Its time limit interrupted it */
+  timed_out: boolean;
+  /** It was interrupted (its time limit, POST …/interrupt, or the client going away) */
+  interrupted: boolean;
+  /** The interpreter did not stop when interrupted, or ended during the run, and was started again: the context's state is lost */
+  restarted: boolean;
+  /** The image files the run wrote (under ~/.roomkit/outputs), with their public_url where files are linked */
+  files_changed: FileChange[];
+  duration_ms: number;
+}
+
 export interface CreatedApiKey {
   key_id: string;
   name: string | null;
@@ -273,6 +345,26 @@ export interface CreatedApiKey {
   last_used_at: string | null;
   /** The key itself. Shown only in this response: store it now. */
   api_key: string;
+}
+
+export interface DisplayResult {
+  /** The value of the cell's last expression (else a display() call or a figure) */
+  is_main_result: boolean;
+  /** Its repr() */
+  text?: string;
+  html?: string;
+  markdown?: string;
+  svg?: string;
+  /** Base64 */
+  png?: string;
+  /** Base64 */
+  jpeg?: string;
+  latex?: string;
+  json?: unknown;
+  javascript?: string;
+  chart?: ChartData;
+  /** Where the run wrote its image in the instance (png or jpeg results): also in the run's files_changed */
+  path?: string;
 }
 
 export interface ErrorBody {
@@ -291,6 +383,15 @@ export interface ErrorBody {
   details?: Record<string, unknown>;
   /** The request's id, as in the X-Request-Id header and the server log: quote it when reporting a problem */
   request_id?: string;
+}
+
+export interface ExecutionError {
+  /** The exception's class, e.g. `ZeroDivisionError`; `KeyboardInterrupt` for an interrupted run */
+  name: string;
+  /** Its message */
+  value: string;
+  /** The traceback as Python prints it, frames of the run's code only */
+  traceback: string;
 }
 
 export interface FileChange {
@@ -1293,6 +1394,149 @@ export interface Paths {
       };
     };
   };
+  '/api/profile/{profile_id}/room/{room_id}/contexts': {
+    /** List code contexts */
+    get: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: ContextList;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+    /** Make a code context */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: ContextCreate;
+      responses: {
+        201: Context;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        429: ErrorBody;
+        500: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/contexts/{context_id}': {
+    /** Get a code context */
+    get: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** Context id, from POST …/contexts or the list */
+        context_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Context;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+    /** Delete a code context */
+    delete: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** Context id, from POST …/contexts or the list */
+        context_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        204: undefined;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/restart': {
+    /** Restart a code context */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** Context id, from POST …/contexts or the list */
+        context_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Context;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        500: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/interrupt': {
+    /** Interrupt a code context's run */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** Context id, from POST …/contexts or the list */
+        context_id: string;
+      };
+      query: Record<string, never>;
+      body: Record<string, never>;
+      responses: {
+        200: ContextInterrupted;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/run': {
+    /** Run code in a code context */
+    post: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+        /** Context id, from POST …/contexts or the list */
+        context_id: string;
+      };
+      query: Record<string, never>;
+      body: ContextRunRequest;
+      responses: {
+        200: ContextRunResult;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
+        500: ErrorBody;
+        503: ErrorBody;
+      };
+    };
+  };
   '/api/profile/{profile_id}/room/{room_id}/file/{path}': {
     /** Read a file */
     get: {
@@ -1620,7 +1864,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;

@@ -3,6 +3,7 @@
 // throw errors whose `code` is one of the API's, so the executor words every outcome
 // the same way whichever backend ran it.
 import type { CommandResult, CommandStatus } from '../../core/command-schema.ts';
+import type { ContextRunResult } from '../../core/context-schema.ts';
 import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../../core/file-schema.ts';
 import type { Instance } from '../../core/instance-schema.ts';
 import type { RevertResult } from '../../core/revert-schema.ts';
@@ -40,6 +41,8 @@ export interface ToolBackend {
   startCommand(ref: RoomRef, input: { command: string; cwd?: string; timeout_s?: number }): Promise<CommandStatus>;
   commandStatus(ref: RoomRef, commandId: string, offset: number): Promise<CommandStatus>;
   killCommand(ref: RoomRef, commandId: string, signal: CommandSignal): Promise<CommandStatus>;
+  /** Runs code in the room's oldest code context, made on first use: every call of a room's tool shares one interpreter. */
+  runCode(ref: RoomRef, input: { code: string; timeout_s?: number }): Promise<ContextRunResult>;
   revertCommand(ref: RoomRef, commandId: string, force: boolean): Promise<RevertResult>;
   readFile(ref: RoomRef, path: string): Promise<FileContent>;
   writeFile(ref: RoomRef, path: string, data: Buffer): Promise<FileWritten>;

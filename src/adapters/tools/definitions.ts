@@ -10,7 +10,7 @@ import { COMMAND_SIGNALS } from '../../runtimes/types.ts';
 import type { AuditAction } from '../../core/audit-schema.ts';
 
 /** Tools that act on a room's instance. */
-export const ROOM_TOOLS = ['run_command', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'] as const;
+export const ROOM_TOOLS = ['run_command', 'run_code', 'command_output', 'kill_command', 'revert_command', 'read_file', 'write_file', 'list_files', 'delete_file'] as const;
 /** Tools that create, show and delete a room's instance (MCP only: there the model picks rooms). */
 export const INSTANCE_TOOLS = ['create_instance', 'get_instance', 'delete_instance'] as const;
 export type ToolName = (typeof ROOM_TOOLS)[number] | (typeof INSTANCE_TOOLS)[number];
@@ -22,6 +22,7 @@ export type ToolName = (typeof ROOM_TOOLS)[number] | (typeof INSTANCE_TOOLS)[num
  */
 export const TOOL_ACTIONS: Readonly<Record<ToolName, AuditAction | null>> = {
   run_command: 'command.run',
+  run_code: 'context.run',
   kill_command: 'command.kill',
   revert_command: 'command.revert',
   write_file: 'file.write',
@@ -183,6 +184,32 @@ export function toolDefinitions(scope: ToolScope, limits: ToolLimits): ToolDefin
       ),
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: m ? m.egress === 'internet' : true },
       endpoint: { method: 'POST', path: `${base}/command`, body: ['command', 'cwd', 'timeout_s', 'background'] },
+    },
+    {
+      name: 'run_code',
+      title: 'Run Python code',
+      description: [
+        `Runs Python code in a live interpreter on ${where} that keeps its state between calls: variables, imports, functions and loaded data stay for the next run_code call. Use it for data analysis, calculations and charts built up step by step; use run_command for shell commands, installing packages and running programs (there each call is a new shell).`,
+        '- The code runs like a notebook cell: the value of its last expression is returned, with what it prints; `display(obj)` shows an object on the way.',
+        '- matplotlib figures come back as images you can see (PNG), with their data, and as files under ~/.roomkit/outputs with a URL to show the user; pandas DataFrames come back as tables. These need the packages on the machine (`python3-matplotlib`, `python3-pandas` with run_command `sudo apt-get install -y …`).',
+        '- An exception comes back with its traceback, and the interpreter keeps everything defined before it.',
+        `- Time limit: ${timeout}. At the limit the code is interrupted (KeyboardInterrupt) and the state is kept; code that ignores the interrupt ends the interpreter, and its state is lost.`,
+        `- Runs as ${user}, in ${home}.`,
+      ].join('\n'),
+      input_schema: object(
+        {
+          code: { type: 'string', minLength: 1, maxLength: 1048576, description: 'Python code, e.g. "import pandas as pd\\ndf = pd.read_csv(\'data.csv\')\\ndf.describe()".' },
+          timeout_s: {
+            type: 'integer',
+            minimum: 1,
+            ...(m ? { maximum: m.commandTimeoutS } : {}),
+            description: `Time limit in seconds (default and most: ${m ? `${m.commandTimeoutS}` : "the profile's command_timeout_s"}).`,
+          },
+        },
+        ['code'],
+      ),
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: m ? m.egress === 'internet' : true },
+      endpoint: { method: 'POST', path: `${base}/contexts/{context_id}/run`, body: ['code', 'timeout_s'] },
     },
     {
       name: 'command_output',

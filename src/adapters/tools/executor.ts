@@ -10,7 +10,7 @@ import { isUuid } from '../../lib/ids.ts';
 import type { CommandSignal } from '../../runtimes/types.ts';
 import type { RoomRef, ToolBackend } from './backend.ts';
 import { DEFAULT_PROFILE, TOOL_ACTIONS, type ToolDefinition, type ToolName, type ToolLimits, type ToolScope } from './definitions.ts';
-import { commandText, fileResult, instanceText, linked, listingText, statusText, type ToolResult } from './results.ts';
+import { codeResult, commandText, fileResult, instanceText, linked, listingText, statusText, type ToolResult } from './results.ts';
 
 export interface CallOptions {
   /** Origin the public_url paths are served from, so the model gets whole URLs. */
@@ -38,6 +38,7 @@ export const ARGUMENT_ERRORS: ReadonlySet<string> = new Set([
   'command_not_found',
   'command_not_running',
   'file_changed',
+  'context_not_found',
 ]);
 
 /** The API error an exception carries, if it is one (from the services or over HTTP). */
@@ -182,6 +183,10 @@ export async function executeCall(
         }
         const result = await backend.runCommand(ref, input);
         return { content: [{ type: 'text', text: commandText(result, url) }], isError: result.result.exit_code !== 0, structured: result };
+      }
+      case 'run_code': {
+        const result = await backend.runCode(ref, { code: String(args.code), ...(typeof args.timeout_s === 'number' ? { timeout_s: args.timeout_s } : {}) });
+        return codeResult(result, url);
       }
       case 'command_output': {
         const status = await backend.commandStatus(ref, String(args.command_id), typeof args.offset === 'number' ? args.offset : 0);

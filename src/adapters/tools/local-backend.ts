@@ -3,6 +3,8 @@
 // organization cannot see is not found, as over HTTP.
 import type { Config } from '../../config.ts';
 import type { Commands } from '../../core/commands.ts';
+import type { Contexts } from '../../core/contexts.ts';
+import { roomRef } from '../../core/instance-address.ts';
 import type { Reverts } from '../../core/reverts.ts';
 import { type Files, MAX_LIST_ENTRIES } from '../../core/files.ts';
 import type { Instances } from '../../core/instances.ts';
@@ -38,6 +40,7 @@ export interface ToolDeps {
   profiles: Profiles;
   instances: Instances;
   commands: Commands;
+  contexts: Contexts;
   reverts: Reverts;
   files: Files;
   config: Config;
@@ -114,6 +117,14 @@ export class LocalToolBackend implements ToolBackend {
   async killCommand(ref: RoomRef, commandId: string, signal: CommandSignal) {
     const profile = await this.profile(ref.profile);
     return this.deps.commands.kill(this.organizationId, profile.profile_id, ref.room, commandId, signal);
+  }
+
+  async runCode(ref: RoomRef, input: { code: string; timeout_s?: number }) {
+    const profile = await this.profile(ref.profile);
+    const address = roomRef(this.organizationId, profile.profile_id, ref.room);
+    const [oldest] = await this.deps.contexts.listAt(address);
+    const context = oldest ?? (await this.deps.contexts.createAt(address, {}));
+    return this.deps.contexts.runAt(address, context.context_id, input);
   }
 
   async readFile(ref: RoomRef, path: string) {

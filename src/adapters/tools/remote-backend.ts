@@ -2,6 +2,8 @@
 // runs tools with, on the machine of a desktop agent client, against a roomkit server
 // elsewhere. Failures arrive as the SDK's RoomkitError, whose `code` is the API's.
 import { Roomkit, type RoomkitOptions } from '../../../sdk/src/index.ts';
+import { errorFrom } from '../../../sdk/src/http.ts';
+import type { ContextRunResult } from '../../core/context-schema.ts';
 import type { CommandResult, CommandStatus } from '../../core/command-schema.ts';
 import type { RevertResult } from '../../core/revert-schema.ts';
 import type { DirectoryListing, FileContent, FileDeleted, FileWritten } from '../../core/file-schema.ts';
@@ -10,9 +12,27 @@ import type { InstanceInfo, ProfileFacts, RoomRef, ToolBackend } from './backend
 
 export class RemoteToolBackend implements ToolBackend {
   readonly client: Roomkit;
+  readonly #apiKey: string | undefined;
 
   constructor(options: RoomkitOptions) {
     this.client = new Roomkit(options);
+    // As the SDK's client takes it.
+    this.#apiKey = options.apiKey ?? (process.env.ROOMKIT_API_KEY || undefined);
+  }
+
+  /**
+   * A JSON call the SDK has no method for (code contexts), with the SDK's errors: run once,
+   * never repeated (a run is not safe to repeat).
+   */
+  async #call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<any> {
+    const url = `${this.client.baseUrl}${path}`;
+    const response = await fetch(url, {
+      method,
+      headers: { ...(this.#apiKey ? { authorization: `Bearer ${this.#apiKey}` } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    if (!response.ok) throw await errorFrom(response, method, url);
+    return response.json();
   }
 
   private room(ref: RoomRef) {
@@ -69,6 +89,13 @@ export class RemoteToolBackend implements ToolBackend {
 
   async revertCommand(ref: RoomRef, commandId: string, force: boolean): Promise<RevertResult> {
     return this.room(ref).command(commandId).revert({ force });
+  }
+
+  async runCode(ref: RoomRef, input: { code: string; timeout_s?: number }): Promise<ContextRunResult> {
+    const contexts = `/api/profile/${encodeURIComponent(await this.room(ref).profileId())}/room/${encodeURIComponent(ref.room)}/contexts`;
+    const [oldest] = ((await this.#call('GET', contexts)) as { contexts: { context_id: string }[] }).contexts;
+    const contextId = oldest?.context_id ?? ((await this.#call('POST', contexts, {})) as { context_id: string }).context_id;
+    return (await this.#call('POST', `${contexts}/${contextId}/run`, input)) as ContextRunResult;
   }
 
   async readFile(ref: RoomRef, path: string): Promise<FileContent> {

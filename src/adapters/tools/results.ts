@@ -3,6 +3,7 @@
 // a model: what happened, what changed, and how to go on (read more, check a background
 // command, use another tool).
 import type { CommandResult, CommandStatus } from '../../core/command-schema.ts';
+import type { ContextRunResult } from '../../core/context-schema.ts';
 import type { DirectoryListing, FileContent } from '../../core/file-schema.ts';
 import { formatBytes } from '../../lib/format-size.ts';
 import type { InstanceInfo } from './backend.ts';
@@ -49,6 +50,35 @@ export function commandText(result: CommandResult, url: (relative: string) => st
     if (r.files_changed_truncated) lines.push(`... and ${r.files_changed_total - r.files_changed.length} more, not listed`);
   }
   return lines.join('\n');
+}
+
+/**
+ * A run of code for a model: what it printed, each result as text (a table as its text
+ * form, a chart with its kind and title), the exception, the files it wrote; each image
+ * also as an image the model can see (up to MAX_INLINE_IMAGE_BYTES).
+ */
+export function codeResult(result: ContextRunResult, url: (relative: string) => string): ToolResult {
+  const lines: string[] = [];
+  if (result.restarted) lines.push('(The interpreter was started again: variables from earlier calls are gone.)');
+  if (result.stdout !== '') lines.push('Output:', result.stdout.replace(/\n$/, ''));
+  if (result.stderr !== '') lines.push('Stderr:', result.stderr.replace(/\n$/, ''));
+  const images: ToolContent[] = [];
+  for (const shown of result.results) {
+    const what = shown.chart ? `a ${shown.chart.type} chart${shown.chart.title ? ` "${shown.chart.title}"` : ''}` : undefined;
+    const image = shown.png !== undefined ? { data: shown.png, mimeType: 'image/png' } : shown.jpeg !== undefined ? { data: shown.jpeg, mimeType: 'image/jpeg' } : undefined;
+    if (image && Buffer.byteLength(image.data, 'base64') <= MAX_INLINE_IMAGE_BYTES) images.push({ type: 'image', ...image });
+    const label = shown.is_main_result ? 'Result' : 'Displayed';
+    lines.push(`${label}${what ? ` (${what}${image ? ', image attached' : ''})` : image ? ' (image attached)' : ''}:`, shown.text ?? '(no text form)');
+  }
+  if (result.error) {
+    lines.push(
+      result.timed_out ? 'Error (the time limit interrupted the code):' : result.interrupted ? 'Error (the code was interrupted):' : 'Error:',
+      (result.error.traceback || `${result.error.name}: ${result.error.value}`).replace(/\n$/, ''),
+    );
+  }
+  if (lines.length === 0) lines.push('Ran; it printed nothing and its last line has no value.');
+  for (const change of result.files_changed) lines.push(`${change.status} ${change.path}${change.public_url ? ` ${url(change.public_url)}` : ''}`);
+  return { content: [{ type: 'text', text: lines.join('\n') }, ...images], isError: result.error !== null, structured: result };
 }
 
 /** A command's status for a model: its state, the output since the offset asked for, where to read on. */
