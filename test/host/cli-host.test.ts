@@ -40,7 +40,7 @@ describe('roomkit images', () => {
     await run(['keys', 'create', '--org', 'imgs', '--data-dir', dataDir]);
     const unknown = await run(['images', 'build', 'nope', '--data-dir', dataDir], { env });
     assert.equal(unknown.code, 2);
-    assert.match(unknown.stderr, /no profile "nope" in organization imgs \(profiles: default\)/);
+    assert.match(unknown.stderr, /no profile "nope" in organization imgs \(profiles: default, code-interpreter\)/);
 
     const built = await run(['images', 'build', 'default', '--json', '--data-dir', dataDir], { env });
     assert.equal(built.code, 0, built.stderr);

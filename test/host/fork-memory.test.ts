@@ -34,8 +34,13 @@ async function run(name: string, command: string): Promise<string> {
   return res.json().result.output;
 }
 
-/** The pid and value the background shell holds, once it runs, and whether it is alive (fresh: its file is written again first). */
-const HELD = 'rm -f /tmp/held.now; sleep 0.5; cat /tmp/held.pid /tmp/held.now | tr "\\n" " "; kill -0 $(cat /tmp/held.pid) && echo alive';
+/**
+ * The pid and value the background shell holds, once it runs, and whether it is alive
+ * (fresh: its file is written again first, waited for up to 3 s: a sandbox just restored
+ * may take a while to run its loop again).
+ */
+const HELD =
+  'rm -f /tmp/held.now; for i in $(seq 15); do sleep 0.2; test -s /tmp/held.now && break; done; cat /tmp/held.pid /tmp/held.now | tr "\\n" " "; kill -0 $(cat /tmp/held.pid) && echo alive';
 
 /** Whether anything still writes the background shell's file (a pid alone proves nothing: a new boot reuses low pids). */
 const WRITTEN = 'rm -f /tmp/held.now; sleep 0.6; test -e /tmp/held.now && echo alive || echo gone';

@@ -260,6 +260,7 @@ describe('after a stop of the service', () => {
         disk_bytes: 0,
         created_at: new Date().toISOString(),
         deleted_at: null,
+        node_id: t.services.nodeId,
       })
       .execute();
     const stray = randomUUID();
