@@ -168,9 +168,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
     if (isE2bUrl(route.url)) route.onRequest = [e2bAuth, limits.api, ...existing];
     else if (requiresAuth(route.url)) route.onRequest = [auth, limits.api, ...existing];
-    // A room's request goes to the node that runs its instance, before anything else here
-    // (http/node-forwarding.ts): that node authenticates and counts it.
-    if (forwarding !== undefined && ROOM_ROUTE.test(route.url)) route.onRequest = [forwarding, ...(route.onRequest as onRequestHookHandler[])];
+    // A request for a room's instance, or for an instance by id, goes to the node that
+    // runs it, before anything else here (http/node-forwarding.ts): that node
+    // authenticates and counts it.
+    if (forwarding !== undefined && (ROOM_ROUTE.test(route.url) || isE2bUrl(route.url) || route.url.startsWith('/vm/'))) {
+      route.onRequest = [forwarding, ...((route.onRequest ?? []) as onRequestHookHandler[])];
+    }
     else if (route.url.startsWith('/vm/')) route.onRequest = [limits.rawFiles, ...existing];
     else if (route.url.startsWith(`${SIGNED_PATH_ROUTE}/`) || route.url.startsWith(`${PREVIEW_HOST_ROUTE}/`)) route.onRequest = [limits.preview, ...existing];
   });

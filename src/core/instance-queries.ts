@@ -164,6 +164,16 @@ export async function nodeOfRoom(db: Db, profileId: string, roomId: string): Pro
   return row;
 }
 
+/** The node that runs the instance, with where it is reached and its state; undefined for an unknown id or an instance of no node. */
+export async function nodeOfInstance(db: Db, instanceId: string): Promise<{ nodeId: string; url: string; state: string } | undefined> {
+  return db
+    .selectFrom('instances')
+    .innerJoin('nodes', 'nodes.id', 'instances.node_id')
+    .select(['nodes.id as nodeId', 'nodes.url as url', 'nodes.state as state'])
+    .where('instances.id', '=', instanceId)
+    .executeTakeFirst();
+}
+
 /** Ids of instances that ended (stopped or failed), as a subquery. */
 export function endedIds(db: Db) {
   return db.selectFrom('instances').select('id').where('state', 'in', TERMINAL_STATES);

@@ -14,7 +14,7 @@ import { type EndReason, InstanceRecords, insertInstanceRow, type ListOptions, n
 import type { ProvisionNote, Runtime, RuntimeEvent, RuntimeSelection } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
 import { isUniqueViolation } from '../store/errors.ts';
-import { liveStates, nodeOfRoom, pausedWithRetention, readyWithLimits } from './instance-queries.ts';
+import { liveStates, nodeOfInstance, nodeOfRoom, pausedWithRetention, readyWithLimits } from './instance-queries.ts';
 import type { InstanceRecord } from './stored-json.ts';
 import { LIVE_STATES, type ProvisionStep } from './lifecycle.ts';
 import type { Profiles } from './profiles.ts';
@@ -341,11 +341,12 @@ export class Instances {
   }
 
   /**
-   * The other node whose host runs the room's current instance, when one does and it has
-   * not been declared lost; undefined when this node holds it, or nothing does.
+   * The other node whose host runs the room's current instance (or the instance of that
+   * id), when one does and it has not been declared lost; undefined when this node holds
+   * it, or nothing does.
    */
-  async ownerElsewhere(profileId: string, roomId: string): Promise<{ nodeId: string; url: string } | undefined> {
-    const owner = await nodeOfRoom(this.db, profileId, roomId);
+  async ownerElsewhere(at: { profileId: string; roomId: string } | { instanceId: string }): Promise<{ nodeId: string; url: string } | undefined> {
+    const owner = 'instanceId' in at ? await nodeOfInstance(this.db, at.instanceId) : await nodeOfRoom(this.db, at.profileId, at.roomId);
     if (!owner || owner.nodeId === this.nodeId || owner.state === 'lost') return undefined;
     return { nodeId: owner.nodeId, url: owner.url };
   }

@@ -1,5 +1,6 @@
 // Any node answers any request: one for a room whose instance another node's host runs
-// is carried to that node and its answer carried back, streamed both ways (an SSE
+// (or for such an instance by its id: the raw endpoint, E2B's sandbox routes and its
+// in-sandbox calls) is carried to that node and its answer carried back, streamed both ways (an SSE
 // stream, a download, an upload), and a WebSocket handshake (a terminal, a port) becomes
 // a byte tunnel to it. The client never needs to know which node holds its instance.
 //
@@ -12,6 +13,9 @@
 // its audit trail see the client), and is never forwarded again: the
 // receiving node answers it, with 421 instance_on_another_node if the instance moved
 // meanwhile. Without a secret nothing is forwarded, and core answers such requests 421.
+//
+// The owner gets the URL as the client sent it, before this node rewrote it for a host
+// name (an E2B sandbox's envd host, a preview host): it rewrites it the same way.
 //
 // A profile given by name is resolved with the caller's key (a second look-up of the key
 // on this node); a request with neither an id nor a key is answered here.
@@ -53,17 +57,31 @@ export function nodeForwarding(services: Services): onRequestHookHandler | undef
       }
       return; // Forwarded by another node: answered here.
     }
-    const params = request.params as { profile_id?: string; room_id?: string } | undefined;
-    if (params?.profile_id === undefined || params.room_id === undefined) return;
-    const profileId = await profileIdOf(services, request, params.profile_id);
-    if (profileId === undefined) return;
-    const owner = await services.instances.ownerElsewhere(profileId, params.room_id);
+    const at = await instanceOf(services, request);
+    if (at === undefined) return;
+    const owner = await services.instances.ownerElsewhere(at);
     if (owner === undefined) return;
     request.log.debug({ nodeId: owner.nodeId }, 'forwarding to the node that runs the instance');
     reply.hijack();
     if (typeof request.headers.upgrade === 'string') tunnel(request, owner, secret);
     else forward(request, reply, owner, secret);
   };
+}
+
+/**
+ * What the request names: a room (by profile id or name), or an instance by id (the raw
+ * endpoint's path, an E2B sandbox's path or its E2b-Sandbox-Id header); undefined for a
+ * request that names neither, answered here.
+ */
+async function instanceOf(services: Services, request: FastifyRequest): Promise<{ profileId: string; roomId: string } | { instanceId: string } | undefined> {
+  const params = (request.params ?? {}) as { profile_id?: string; room_id?: string; instance_id?: string; sandboxID?: string };
+  if (params.profile_id !== undefined && params.room_id !== undefined) {
+    const profileId = await profileIdOf(services, request, params.profile_id);
+    return profileId === undefined ? undefined : { profileId, roomId: params.room_id };
+  }
+  const header = request.headers['e2b-sandbox-id'];
+  const instanceId = params.instance_id ?? params.sandboxID ?? (typeof header === 'string' ? header : undefined);
+  return instanceId !== undefined && UUID.test(instanceId) ? { instanceId } : undefined;
 }
 
 async function profileIdOf(services: Services, request: FastifyRequest, given: string): Promise<string | undefined> {
@@ -96,7 +114,7 @@ function forward(request: FastifyRequest, reply: FastifyReply, owner: { nodeId: 
     host: target.hostname,
     port: target.port === '' ? (https ? 443 : 80) : Number(target.port),
     method: request.method,
-    path: request.raw.url,
+    path: request.originalUrl,
     headers: headersFor(request, secret, false),
     agent: https ? agents.https : agents.http,
   });
@@ -131,7 +149,7 @@ function tunnel(request: FastifyRequest, owner: { nodeId: string; url: string },
   const https = target.protocol === 'https:';
   const port = target.port === '' ? (https ? 443 : 80) : Number(target.port);
   const upstream = https ? tlsConnect({ host: target.hostname, port, servername: target.hostname }) : netConnect({ host: target.hostname, port });
-  const lines = [`${request.method} ${request.raw.url} HTTP/1.1`];
+  const lines = [`${request.method} ${request.originalUrl} HTTP/1.1`];
   for (const [name, value] of Object.entries(headersFor(request, secret, true))) {
     for (const one of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${String(one)}`);
   }

@@ -179,6 +179,24 @@ describe('requests forwarded to the node that runs the instance', { skip: TEST_S
     assert.match(events, /^event: started\n[\s\S]*\nevent: result\ndata: .*"output":"echo streamed"/, events);
   });
 
+  it('forwards requests that name the instance by id: the raw endpoint, E2B\'s sandbox routes and its in-sandbox calls', async () => {
+    const instanceId = ((await (await fetch(`${urls.a}${room('fwd')}`, { headers: org.headers })).json()) as { instance_id: string }).instance_id;
+    const raw = await fetch(`${urls.b}/vm/${instanceId}/file/home/user/nothing-here.txt`);
+    const direct = await fetch(`${urls.a}/vm/${instanceId}/file/home/user/nothing-here.txt`);
+    assert.equal(raw.status, direct.status, await raw.clone().text());
+    assert.notEqual(raw.status, 421);
+    assert.equal(raw.headers.get('x-roomkit-node'), a.services.nodeId);
+    const key = org.headers.authorization!.replace(/^Bearer /, '');
+    const sandbox = await fetch(`${urls.b}/e2b/sandboxes/${instanceId}`, { headers: { 'x-api-key': key } });
+    assert.equal(sandbox.status, 200, await sandbox.clone().text());
+    assert.equal(sandbox.headers.get('x-roomkit-node'), a.services.nodeId);
+    assert.equal(((await sandbox.json()) as { sandboxID: string }).sandboxID, instanceId);
+    // An in-sandbox call names its sandbox in a header: answered by the owner too (here,
+    // refused for its missing access token, as the owner refuses it).
+    const envd = await fetch(`${urls.b}/e2b/envd/health`, { headers: { 'e2b-sandbox-id': instanceId } });
+    assert.equal(envd.headers.get('x-roomkit-node'), a.services.nodeId, `${envd.status} ${await envd.clone().text()}`);
+  });
+
   it('carries a WebSocket handshake to the owner, which answers it', async () => {
     const direct = await handshakeTo(urls.a, `${room('fwd')}/terminal`, org.headers);
     const forwarded = await handshakeTo(urls.b, `${room('fwd')}/terminal`, org.headers);
