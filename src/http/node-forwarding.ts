@@ -37,8 +37,12 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'pro
 /** How long the owner may take to accept the connection before the request is answered node_unreachable. */
 const CONNECT_TIMEOUT_MS = 3_000;
 
-/** Connections to other nodes, kept open between requests: a forwarded command costs no new handshake. */
-const agents = { http: new HttpAgent({ keepAlive: true, maxSockets: 64 }), https: new HttpsAgent({ keepAlive: true, maxSockets: 64 }) };
+/**
+ * Connections to other nodes, kept open between requests: a forwarded command costs no
+ * new handshake. As many at once as requests need (an SSE stream holds one for as long
+ * as it runs: a cap would queue the next request behind the streams); idle ones kept up to a bound.
+ */
+const agents = { http: new HttpAgent({ keepAlive: true, maxFreeSockets: 64 }), https: new HttpsAgent({ keepAlive: true, maxFreeSockets: 64 }) };
 
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
