@@ -5,6 +5,7 @@
 // kept output: while the socket is full nothing is queued, and once it drains the
 // client gets what is kept from where it stopped (an `offset` past the previous piece's
 // end shows what was skipped).
+import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CommandSession } from '../../core/commands.ts';
 import type { OutputPiece } from '../../core/output-log.ts';
@@ -15,16 +16,14 @@ const KEEPALIVE_MS = 15_000;
 /** Most output sent in one catch-up event. */
 const CATCH_UP_BYTES = 256 * 1024;
 
-export function streamCommand(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  session: CommandSession,
-  options: { onDisconnect: () => void },
-): void {
+/**
+ * Takes the reply over and sends the head of an event stream, with what hooks set before
+ * it began (the RateLimit fields); the response to write events to.
+ */
+export function openEventStream(request: FastifyRequest, reply: FastifyReply): ServerResponse {
   reply.hijack();
   const raw = reply.raw;
   raw.writeHead(200, {
-    // What hooks set before the stream began (the RateLimit fields).
     ...Object.fromEntries(Object.entries(reply.getHeaders()).filter(([, value]) => value !== undefined)),
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-store',
@@ -32,6 +31,16 @@ export function streamCommand(
     'x-content-type-options': 'nosniff',
     'x-request-id': request.id,
   });
+  return raw;
+}
+
+export function streamCommand(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  session: CommandSession,
+  options: { onDisconnect: () => void },
+): void {
+  const raw = openEventStream(request, reply);
   let sent = 0;
   let paused = false;
   let finished = false;

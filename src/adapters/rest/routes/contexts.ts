@@ -10,6 +10,7 @@ import { callerOf } from '../../../http/auth.ts';
 import { errorResponses, RoomParams } from '../../../http/schemas.ts';
 import type { App } from '../../../http/types.ts';
 import { restMessage } from '../hint-wording.ts';
+import { openEventStream } from '../sse.ts';
 
 const ContextParams = Type.Object({
   ...RoomParams.properties,
@@ -181,16 +182,7 @@ export function contextRoutes(app: App, { contexts }: Services): void {
       if (!wantsStream) return contexts.runAt(target, request.params.context_id, input, { signal: gone.signal });
       // A context that is not there is an HTTP error, not a stream.
       await contexts.getAt(target, request.params.context_id);
-      reply.hijack();
-      const raw = reply.raw;
-      raw.writeHead(200, {
-        ...Object.fromEntries(Object.entries(reply.getHeaders()).filter(([, value]) => value !== undefined)),
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-store',
-        'x-accel-buffering': 'no',
-        'x-content-type-options': 'nosniff',
-        'x-request-id': request.id,
-      });
+      const raw = openEventStream(request, reply);
       // A run's events are few and small beside a command's output: each is written as it comes.
       const write = (event: string, data: unknown): void => {
         if (!gone.signal.aborted) raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
