@@ -38,6 +38,7 @@ export class Metrics {
   private readonly guardKills: Counter<'kind'>;
   private readonly pressurePauses: Counter;
   private readonly cpuFreezes: Counter;
+  private readonly placements: Histogram<'node'>;
   private instanceSource: (() => Promise<InstanceFigures>) | undefined;
 
   constructor() {
@@ -55,6 +56,13 @@ export class Metrics {
       help: 'Time from a request\'s arrival to its response\'s end, by method and route pattern',
       labelNames: ['method', 'route'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    });
+    this.placements = new Histogram({
+      name: 'roomkit_placement_decision_seconds',
+      help: 'Time to decide where a create sent to this node makes its instance (nodes of a shared store), by whether it was made here or sent to another node',
+      labelNames: ['node'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers,
     });
     this.httpErrors = new Counter({
@@ -184,6 +192,11 @@ export class Metrics {
   httpResponse(method: string, route: string, status: number, seconds: number): void {
     this.httpRequests.inc({ method, route, status: String(status) });
     this.httpDuration.observe({ method, route }, seconds);
+  }
+
+  /** A create placed among the nodes of a shared store: made `here` or sent `elsewhere`, and how long the decision took. */
+  placementDecided(node: 'here' | 'elsewhere', seconds: number): void {
+    this.placements.observe({ node }, seconds);
   }
 
   /** An Error body sent; quota and capacity refusals are also counted on their own. */

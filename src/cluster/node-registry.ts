@@ -47,7 +47,7 @@ export class NodeRegistry {
   private readonly now: () => number;
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
-  private url: string | undefined;
+  private joinedAt: string | undefined;
 
   constructor(options: NodeRegistryOptions) {
     this.options = options;
@@ -55,9 +55,14 @@ export class NodeRegistry {
     this.now = options.now ?? Date.now;
   }
 
+  /** Where other nodes reach this one, once it joined. */
+  get url(): string | undefined {
+    return this.joinedAt;
+  }
+
   /** Registers this node at `url` (again, after a restart or a loss) and starts its heartbeats. */
   async join(url: string): Promise<void> {
-    this.url = url;
+    this.joinedAt = url;
     const { capacity, load } = await this.options.measure();
     const at = new Date(this.now()).toISOString();
     const row = {
@@ -93,11 +98,11 @@ export class NodeRegistry {
         .where('id', '=', this.nodeId)
         .where('state', 'in', ['active', 'draining'])
         .executeTakeFirst();
-      if (Number(updated.numUpdatedRows) === 0 && this.url !== undefined) {
+      if (Number(updated.numUpdatedRows) === 0 && this.joinedAt !== undefined) {
         // Declared lost while it was silent (or its row removed): it joins again.
         this.options.log.warn({ nodeId: this.nodeId }, 'this node was declared lost while it was silent; it joins again');
         this.stopBeats();
-        await this.join(this.url);
+        await this.join(this.joinedAt);
         await this.options.rejoined?.();
       }
       await this.declareLost();
@@ -153,7 +158,7 @@ export class NodeRegistry {
   async leave(): Promise<void> {
     this.stopBeats();
     await this.beating;
-    if (this.url === undefined) return;
+    if (this.joinedAt === undefined) return;
     await this.options.db.updateTable('nodes').set({ state: 'left', heartbeat_at: nowIso() }).where('id', '=', this.nodeId).where('state', '!=', 'lost').execute();
     this.options.log.info({ nodeId: this.nodeId }, 'node left');
   }

@@ -20,30 +20,19 @@
 // A profile given by name is resolved with the caller's key (a second look-up of the key
 // on this node); a request with neither an id nor a key is answered here.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { request as httpRequest, type OutgoingHttpHeaders } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { AppError, type ErrorBody } from '../errors.ts';
+import { AppError } from '../errors.ts';
 import type { Services } from '../services.ts';
+import { agents, CONNECT_TIMEOUT_MS, HOP_BY_HOP, headersFor, NODE_SECRET_HEADER, unreachable, unreachableBody, type NodeAddress } from './node-requests.ts';
+import { placeCreate } from './node-placement.ts';
 
-/** Carries the nodes' shared secret on a forwarded request. */
-export const NODE_SECRET_HEADER = 'x-roomkit-node-secret';
-
+/** The create route, whose instance placement may start on another node (http/node-placement.ts). */
+const CREATE_ROUTE = '/api/profile/:profile_id/room/:room_id';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** Headers about one connection, not the message (RFC 9110 7.6.1): never passed on, but for a handshake's. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
-/** How long the owner may take to accept the connection before the request is answered node_unreachable. */
-const CONNECT_TIMEOUT_MS = 3_000;
-
-/**
- * Connections to other nodes, kept open between requests: a forwarded command costs no
- * new handshake. As many at once as requests need (an SSE stream holds one for as long
- * as it runs: a cap would queue the next request behind the streams); idle ones kept up to a bound.
- */
-const agents = { http: new HttpAgent({ keepAlive: true, maxFreeSockets: 64 }), https: new HttpsAgent({ keepAlive: true, maxFreeSockets: 64 }) };
-
 function digest(value: string): Buffer {
   return createHash('sha256').update(value).digest();
 }
@@ -64,7 +53,11 @@ export function nodeForwarding(services: Services): onRequestHookHandler | undef
     const at = await instanceOf(services, request);
     if (at === undefined) return;
     const owner = await services.instances.ownerElsewhere(at);
-    if (owner === undefined) return;
+    if (owner === undefined) {
+      // A create for a room with no live instance: perhaps another node should make it.
+      if ('profileId' in at && request.method === 'POST' && request.routeOptions.url === CREATE_ROUTE) await placeCreate(services, request, reply, secret, at);
+      return;
+    }
     request.log.debug({ nodeId: owner.nodeId }, 'forwarding to the node that runs the instance');
     reply.hijack();
     if (typeof request.headers.upgrade === 'string') tunnel(request, owner, secret);
@@ -97,21 +90,7 @@ async function profileIdOf(services: Services, request: FastifyRequest, given: s
   return services.profiles.idOfName(caller.organizationId, given);
 }
 
-/** The request's headers for the owner: the end-to-end ones, the secret and the client's address (after any proxies' chain). */
-function headersFor(request: FastifyRequest, secret: string, handshake: boolean): OutgoingHttpHeaders {
-  const headers: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(request.headers as IncomingHttpHeaders)) {
-    if (value === undefined) continue;
-    if (!handshake && HOP_BY_HOP.has(name)) continue;
-    headers[name] = value;
-  }
-  headers[NODE_SECRET_HEADER] = secret;
-  const chain = request.headers['x-forwarded-for'];
-  headers['x-forwarded-for'] = chain === undefined || chain === '' ? request.ip : `${String(chain)}, ${request.ip}`;
-  return headers;
-}
-
-function forward(request: FastifyRequest, reply: FastifyReply, owner: { nodeId: string; url: string }, secret: string): void {
+function forward(request: FastifyRequest, reply: FastifyReply, owner: NodeAddress, secret: string): void {
   const target = new URL(owner.url);
   const https = target.protocol === 'https:';
   const upstream = (https ? httpsRequest : httpRequest)({
@@ -147,7 +126,7 @@ function forward(request: FastifyRequest, reply: FastifyReply, owner: { nodeId: 
   request.raw.pipe(upstream);
 }
 
-function tunnel(request: FastifyRequest, owner: { nodeId: string; url: string }, secret: string): void {
+function tunnel(request: FastifyRequest, owner: NodeAddress, secret: string): void {
   const client = request.raw.socket;
   const target = new URL(owner.url);
   const https = target.protocol === 'https:';
@@ -176,16 +155,3 @@ function tunnel(request: FastifyRequest, owner: { nodeId: string; url: string },
   upstream.once('close', () => client.destroy());
 }
 
-function unreachableBody(owner: { nodeId: string; url: string }, err: Error): ErrorBody {
-  return {
-    error: 'node_unreachable',
-    message: `the instance runs on node ${owner.nodeId} (${owner.url}), which does not answer (${err.message}); retry: a node silent for ROOMKIT_NODE_LOST_AFTER_MS is declared lost and its rooms take new instances`,
-    details: { node_id: owner.nodeId, node_url: owner.url },
-  };
-}
-
-function unreachable(reply: FastifyReply, owner: { nodeId: string; url: string }, err: Error): void {
-  const text = JSON.stringify({ ...unreachableBody(owner, err), request_id: reply.request.id });
-  reply.raw.writeHead(503, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'retry-after': '2', 'x-request-id': reply.request.id });
-  reply.raw.end(text);
-}

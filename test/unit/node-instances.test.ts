@@ -165,10 +165,10 @@ describe('requests forwarded to the node that runs the instance', { skip: TEST_S
       assert.ok(a.runtime.commands.some((c) => c.command === text), "it ran in the owner's runtime");
       assert.ok(!b.runtime.commands.some((c) => c.command === text));
     }
-    // Positive control: a room of B's own is answered by B.
-    const own = await post(`${urls.b}${room('fwd-own')}`, {});
-    assert.equal(own.status, 201);
-    assert.equal(own.headers.get('x-roomkit-node'), b.services.nodeId);
+    // Positive control: a room no node runs an instance in is answered by B itself.
+    const none = await post(`${urls.b}${room('fwd-none')}/command`, { command: 'true' });
+    assert.equal(none.status, 404);
+    assert.equal(none.headers.get('x-roomkit-node'), b.services.nodeId);
   });
 
   it('streams a command\'s events through the other node', async () => {
@@ -202,6 +202,61 @@ describe('requests forwarded to the node that runs the instance', { skip: TEST_S
     const forwarded = await handshakeTo(urls.b, `${room('fwd')}/terminal`, org.headers);
     assert.equal(forwarded.status, direct.status, forwarded.raw);
     assert.match(forwarded.raw, new RegExp(`x-roomkit-node: ${a.services.nodeId}`, 'i'));
+  });
+
+  it('places a create on the node with the most memory free, then on a node that ran the profile', async () => {
+    const profileId = await a.createProfile(org, { name: `placed-${process.pid}` });
+    // What the nodes said at their last heartbeat: A has far more memory free than B.
+    const said = async (t: TestApp, inUseMb: number) =>
+      t.services.db
+        .updateTable('nodes')
+        .set({ heartbeat_at: new Date().toISOString(), capacity: JSON.stringify({ memory_mb: 8192, vcpus: 2, disk_mb: 10_000 }), load: JSON.stringify({ instances: 0, memory_in_use_mb: inUseMb }) })
+        .where('id', '=', t.services.nodeId)
+        .execute();
+    await said(a, 0);
+    await said(b, 4096);
+    const created = await post(`${urls.b}${room('placed-1', profileId)}`, {});
+    assert.equal(created.status, 201, await created.clone().text());
+    assert.equal(created.headers.get('x-roomkit-node'), a.services.nodeId, 'made by the emptier node');
+    const id = ((await created.json()) as { instance_id: string }).instance_id;
+    const row = await a.services.db.selectFrom('instances').select('node_id').where('id', '=', id).executeTakeFirstOrThrow();
+    assert.equal(row.node_id, a.services.nodeId);
+    assert.ok((await a.runtime.list()).includes(id), "in A's runtime");
+    // The same room again, through B: the create finds A's instance (forwarded, not placed anew).
+    const again = await post(`${urls.b}${room('placed-1', profileId)}`, {});
+    assert.equal(((await again.json()) as { instance_id: string }).instance_id, id);
+
+    // Now B has more free, but A ran the profile (its image is there): A still.
+    await said(a, 4096);
+    await said(b, 0);
+    const second = await post(`${urls.b}${room('placed-2', profileId)}`, {});
+    assert.equal(second.status, 201);
+    assert.equal(second.headers.get('x-roomkit-node'), a.services.nodeId);
+    // Positive control: a profile no node ran goes by memory, to B, made where it arrived.
+    const other = await a.createProfile(org, { name: `placed-other-${process.pid}` });
+    const third = await post(`${urls.a}${room('placed-3', other)}`, {});
+    assert.equal(third.status, 201);
+    assert.equal(third.headers.get('x-roomkit-node'), b.services.nodeId);
+  });
+
+  it('passes over a node that does not answer, for the next one (here, the node the create reached)', async () => {
+    const profileId = await a.createProfile(org, { name: `placed-away-${process.pid}` });
+    const closed = await import('node:net').then(({ createServer }) => new Promise<number>((resolve) => {
+      const server = createServer();
+      server.listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as AddressInfo;
+        server.close(() => resolve(port));
+      });
+    }));
+    await a.services.db.updateTable('nodes').set({ url: `http://127.0.0.1:${closed}`, heartbeat_at: new Date().toISOString(), load: JSON.stringify({ instances: 0, memory_in_use_mb: 0 }) }).where('id', '=', a.services.nodeId).execute();
+    await b.services.db.updateTable('nodes').set({ heartbeat_at: new Date().toISOString(), load: JSON.stringify({ instances: 0, memory_in_use_mb: 4096 }) }).where('id', '=', b.services.nodeId).execute();
+    try {
+      const created = await post(`${urls.b}${room('placed-away', profileId)}`, {});
+      assert.equal(created.status, 201, await created.clone().text());
+      assert.equal(created.headers.get('x-roomkit-node'), b.services.nodeId);
+    } finally {
+      await a.services.db.updateTable('nodes').set({ url: urls.a }).where('id', '=', a.services.nodeId).execute();
+    }
   });
 
   it('refuses a forwarded request without the nodes\' secret, and answers node_unreachable when the owner does not answer', async () => {
