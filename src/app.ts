@@ -29,7 +29,7 @@ import { profileRoutes } from './adapters/rest/routes/profiles.ts';
 import { snapshotRoutes } from './adapters/rest/routes/snapshots.ts';
 import { roomRoutes } from './adapters/rest/routes/rooms.ts';
 import { operatorRoutes } from './adapters/rest/routes/operator.ts';
-import { PREVIEW_HOST_ROUTE, portRoutes, portUrlRewriter, SIGNED_PATH_ROUTE } from './adapters/rest/routes/ports.ts';
+import { PREVIEW_HOST_ROUTE, portRoutes, portUrlRewriter, previewHostOf, SIGNED_PATH_ROUTE } from './adapters/rest/routes/ports.ts';
 import { MAX_TERMINAL_MESSAGE_BYTES, terminalRoutes } from './adapters/rest/routes/terminal.ts';
 import { toolRoutes } from './adapters/rest/routes/tools.ts';
 import { mcpRoutes } from './adapters/mcp/http-route.ts';
@@ -155,7 +155,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     ),
   );
   const limits = await installRateLimits(app, services.config, services.metrics);
-  const forwarding = nodeForwarding(services);
+  const forwarding = nodeForwarding(services, (request) => previewHostOf(request.headers.host, services.config.previewDomain)?.instanceId);
   const known = FindMyWay({ ignoreTrailingSlash: true, defaultRoute: () => {} });
   const routes: RouteEntry[] = [];
   app.decorate('routeTable', routes);
@@ -168,14 +168,15 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
     if (isE2bUrl(route.url)) route.onRequest = [e2bAuth, limits.api, ...existing];
     else if (requiresAuth(route.url)) route.onRequest = [auth, limits.api, ...existing];
+    const preview = route.url.startsWith(`${SIGNED_PATH_ROUTE}/`) || route.url.startsWith(`${PREVIEW_HOST_ROUTE}/`);
+    if (route.url.startsWith('/vm/')) route.onRequest = [limits.rawFiles, ...existing];
+    else if (preview) route.onRequest = [limits.preview, ...existing];
     // A request for a room's instance, or for an instance by id, goes to the node that
     // runs it, before anything else here (http/node-forwarding.ts): that node
     // authenticates and counts it.
-    if (forwarding !== undefined && (ROOM_ROUTE.test(route.url) || isE2bUrl(route.url) || route.url.startsWith('/vm/'))) {
+    if (forwarding !== undefined && (ROOM_ROUTE.test(route.url) || isE2bUrl(route.url) || route.url.startsWith('/vm/') || preview)) {
       route.onRequest = [forwarding, ...((route.onRequest ?? []) as onRequestHookHandler[])];
     }
-    else if (route.url.startsWith('/vm/')) route.onRequest = [limits.rawFiles, ...existing];
-    else if (route.url.startsWith(`${SIGNED_PATH_ROUTE}/`) || route.url.startsWith(`${PREVIEW_HOST_ROUTE}/`)) route.onRequest = [limits.preview, ...existing];
   });
   const allowedMethods = (method: string, path: string) =>
     (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const).filter((m) => m !== method && known.find(m, path) !== null);

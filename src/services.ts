@@ -112,7 +112,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const contexts = new Contexts({ instances, commands, config, log });
     const terminalTickets = new TerminalTickets();
     const consoleSessions = new ConsoleSessions({ db });
-    const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir), config });
+    const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir, storeSettings(config).dialect === 'postgres' ? config.nodeSecret : undefined), config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
     const snapshots = new Snapshots({ db, instances, profiles, quotas, runtime, log, nodeId });
     // The store is the record; make what exists on the host agree with it.

@@ -113,6 +113,15 @@ export class Ports {
     return this.tokens.verify(token);
   }
 
+  /** The instance a preview token names, expired or not; undefined when it does not open (the request is refused where it arrived). */
+  instanceOfToken(token: string): string | undefined {
+    try {
+      return this.tokens.verify(token, 0).instanceId;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Counts a connection into the instance; too_many_port_connections past the limit. */
   connect(instanceId: string): PortConnection {
     const max = this.config.maxPortConnectionsPerInstance;

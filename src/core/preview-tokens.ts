@@ -3,7 +3,9 @@
 // port, the key that asked for it and when it expires, sealed with AES-256-GCM under a
 // key derived from a secret of this service, kept in the data directory (made on first
 // use, readable by the service's user only), so tokens outlive a restart and nothing
-// about them is stored. Sealed, not only signed: whoever holds a URL learns nothing from
+// about them is stored. Nodes of a shared store derive it from their shared
+// ROOMKIT_NODE_SECRET instead, so that any node opens a token another node made (and
+// carries its request to the node that runs the instance). Sealed, not only signed: whoever holds a URL learns nothing from
 // its token (not the instance's id, which would reach the instance's raw file endpoint),
 // and cannot alter it. A token is checked on every use: its seal, its expiry, and that
 // the key that made it is still active (revoking the key revokes its URLs).
@@ -34,8 +36,10 @@ export class PreviewTokens {
   private secretBytes: Buffer | undefined;
   private sealKey: Buffer | undefined;
 
-  constructor(dataDir: string) {
+  /** `nodeSecret`: the nodes' shared secret, when the service is one node of several (else the data directory's secret). */
+  constructor(dataDir: string, nodeSecret?: string) {
     this.dataDir = dataDir;
+    if (nodeSecret !== undefined) this.secretBytes = Buffer.from(hkdfSync('sha256', nodeSecret, Buffer.alloc(0), 'roomkit nodes preview secret', SECRET_BYTES));
   }
 
   sign(grant: PreviewGrant): string {

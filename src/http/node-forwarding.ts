@@ -1,6 +1,7 @@
 // Any node answers any request: one for a room whose instance another node's host runs
 // (or for such an instance by its id: the raw endpoint, E2B's sandbox routes and its
-// in-sandbox calls) is carried to that node and its answer carried back, streamed both ways (an SSE
+// in-sandbox calls, a preview host name; or by a signed port URL's token, which any
+// node opens) is carried to that node and its answer carried back, streamed both ways (an SSE
 // stream, a download, an upload), and a WebSocket handshake (a terminal, a port) becomes
 // a byte tunnel to it. The client never needs to know which node holds its instance.
 //
@@ -38,7 +39,7 @@ function digest(value: string): Buffer {
 }
 
 /** The hook that forwards a room's request to the node that runs its instance; undefined when this service forwards nothing. */
-export function nodeForwarding(services: Services): onRequestHookHandler | undefined {
+export function nodeForwarding(services: Services, previewHost: (request: FastifyRequest) => string | undefined): onRequestHookHandler | undefined {
   const secret = services.config.nodeSecret;
   if (services.nodes === undefined || secret === undefined) return undefined;
   const expected = digest(secret);
@@ -50,7 +51,7 @@ export function nodeForwarding(services: Services): onRequestHookHandler | undef
       }
       return; // Forwarded by another node: answered here.
     }
-    const at = await instanceOf(services, request);
+    const at = await instanceOf(services, request, previewHost);
     if (at === undefined) return;
     const owner = await services.instances.ownerElsewhere(at);
     if (owner === undefined) {
@@ -70,14 +71,24 @@ export function nodeForwarding(services: Services): onRequestHookHandler | undef
  * endpoint's path, an E2B sandbox's path or its E2b-Sandbox-Id header); undefined for a
  * request that names neither, answered here.
  */
-async function instanceOf(services: Services, request: FastifyRequest): Promise<{ profileId: string; roomId: string } | { instanceId: string } | undefined> {
-  const params = (request.params ?? {}) as { profile_id?: string; room_id?: string; instance_id?: string; sandboxID?: string };
+async function instanceOf(
+  services: Services,
+  request: FastifyRequest,
+  previewHost: (request: FastifyRequest) => string | undefined,
+): Promise<{ profileId: string; roomId: string } | { instanceId: string } | undefined> {
+  const params = (request.params ?? {}) as { profile_id?: string; room_id?: string; instance_id?: string; sandboxID?: string; token?: string };
   if (params.profile_id !== undefined && params.room_id !== undefined) {
     const profileId = await profileIdOf(services, request, params.profile_id);
     return profileId === undefined ? undefined : { profileId, roomId: params.room_id };
   }
   const header = request.headers['e2b-sandbox-id'];
-  const instanceId = params.instance_id ?? params.sandboxID ?? (typeof header === 'string' ? header : undefined);
+  const instanceId =
+    params.instance_id ??
+    params.sandboxID ??
+    (typeof header === 'string' ? header : undefined) ??
+    // A signed port URL: its token opens with the nodes' shared secret on any node.
+    (params.token !== undefined ? services.ports.instanceOfToken(params.token) : undefined) ??
+    previewHost(request);
   return instanceId !== undefined && UUID.test(instanceId) ? { instanceId } : undefined;
 }
 

@@ -7,6 +7,8 @@
 // last answer is the client's. When this node ranks first, the create goes on here
 // untouched.
 //
+// Its answer says how long deciding took (`Server-Timing: placement;dur=MS`).
+//
 // The create's body is read here only when it is sent elsewhere (a create's body is a
 // small JSON object: bounded by BODY_LIMIT), and only to learn a snapshot it starts
 // from (whose files one node keeps) and to send it again on a retry.
@@ -26,7 +28,9 @@ export async function placeCreate(services: Services, request: FastifyRequest, r
   const started = performance.now();
   let ranked = await placementFor({ db: services.db, selfId: services.nodeId, profileId: room.profileId, roomId: room.roomId, lostAfterMs });
   if (ranked.length === 0 || ranked[0]!.nodeId === services.nodeId) {
-    services.metrics.placementDecided('here', (performance.now() - started) / 1000);
+    const ms = performance.now() - started;
+    services.metrics.placementDecided('here', ms / 1000);
+    reply.header('server-timing', timing(ms));
     return false;
   }
   if (Number(request.headers['content-length'] ?? 0) > BODY_LIMIT) return false;
@@ -34,7 +38,8 @@ export async function placeCreate(services: Services, request: FastifyRequest, r
   const body = await readBody(request);
   const snapshotId = snapshotOf(body);
   if (snapshotId !== undefined) ranked = await placementFor({ db: services.db, selfId: services.nodeId, profileId: room.profileId, roomId: room.roomId, lostAfterMs, snapshotId });
-  services.metrics.placementDecided('elsewhere', (performance.now() - started) / 1000);
+  const decidedMs = performance.now() - started;
+  services.metrics.placementDecided('elsewhere', decidedMs / 1000);
   const candidates = ranked.length > 0 ? ranked : [{ nodeId: services.nodeId, url: selfUrl(services) } as PlacementCandidate];
   let lastError: { node: NodeAddress; err: Error } | undefined;
   for (const [i, node] of candidates.entries()) {
@@ -48,6 +53,7 @@ export async function placeCreate(services: Services, request: FastifyRequest, r
       request.log.debug({ nodeId: node.nodeId }, 'placement: created on another node');
       const headers: Record<string, string | string[]> = {};
       for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+      headers['server-timing'] = timing(decidedMs);
       reply.raw.writeHead(answer.statusCode ?? 502, headers);
       answer.pipe(reply.raw);
       return true;
@@ -58,6 +64,11 @@ export async function placeCreate(services: Services, request: FastifyRequest, r
   }
   unreachable(reply, lastError!.node, lastError!.err);
   return true;
+}
+
+/** How long the decision took, as a Server-Timing entry (the create's answer carries it). */
+function timing(ms: number): string {
+  return `placement;dur=${ms.toFixed(2)}`;
 }
 
 function selfUrl(services: Services): string {

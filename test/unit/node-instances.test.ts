@@ -10,9 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import { get as httpGet } from 'node:http';
 import { connect as connectTcp } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { NodeRegistry } from '../../src/cluster/node-registry.ts';
+import { PreviewTokens } from '../../src/core/preview-tokens.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { dropTestStore, TEST_STORE, testStoreConfig } from '../support/test-store.ts';
 import { untilTrue } from '../support/until.ts';
@@ -136,7 +138,7 @@ describe('requests forwarded to the node that runs the instance', { skip: TEST_S
     dirs.b = mkdtempSync(join(tmpdir(), 'roomkit-fwd-b-'));
     const databaseUrl = (await testStoreConfig(dirs.a)).databaseUrl as string;
     for (const name of ['a', 'b'] as const) {
-      const t = await startTestApp({ config: { dataDir: dirs[name], databaseUrl, nodeHeartbeatMs: 60_000, nodeSecret: SECRET }, onShutdown: 'keep' });
+      const t = await startTestApp({ config: { dataDir: dirs[name], databaseUrl, nodeHeartbeatMs: 60_000, nodeSecret: SECRET, previewDomain: 'preview.test' }, onShutdown: 'keep' });
       await t.app.listen({ host: '127.0.0.1', port: 0 });
       urls[name] = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
       await t.services.nodes!.join(urls[name]);
@@ -202,6 +204,31 @@ describe('requests forwarded to the node that runs the instance', { skip: TEST_S
     const forwarded = await handshakeTo(urls.b, `${room('fwd')}/terminal`, org.headers);
     assert.equal(forwarded.status, direct.status, forwarded.raw);
     assert.match(forwarded.raw, new RegExp(`x-roomkit-node: ${a.services.nodeId}`, 'i'));
+  });
+
+  it('forwards a signed port URL and a preview host name to the node that runs the instance', async () => {
+    // The test double's instances have no ports to sign: a token is sealed as a node seals
+    // one, with the nodes' shared secret (any data directory).
+    const instanceId = ((await (await fetch(`${urls.a}${room('fwd')}`, { headers: org.headers })).json()) as { instance_id: string }).instance_id;
+    const caller = await a.services.organizations.authenticate(org.apiKey);
+    const token = new PreviewTokens(dirs.b, SECRET).sign({ instanceId, port: 8000, caller, expiresAt: Date.now() + 60_000 });
+    const viaB = await fetch(`${urls.b}/p/${token}/`);
+    assert.equal(viaB.headers.get('x-roomkit-node'), a.services.nodeId, `${viaB.status} ${await viaB.clone().text()}`);
+    // Positive control: a token no node made is answered where it arrived, refused.
+    const forged = await fetch(`${urls.b}/p/v2.${Buffer.alloc(48, 7).toString('base64url')}/`);
+    assert.equal(forged.headers.get('x-roomkit-node'), b.services.nodeId);
+    assert.equal(((await forged.json()) as { error: string }).error, 'invalid_preview_token');
+    // The host form names the instance; sent to B with that Host, A answers.
+    const host = `8000-${instanceId}.preview.test`;
+    const answeredBy = await new Promise<string | undefined>((resolve, reject) => {
+      const { port } = new URL(urls.b);
+      const req = httpGet({ host: '127.0.0.1', port: Number(port), path: '/', headers: { host } }, (res) => {
+        res.resume();
+        resolve(res.headers['x-roomkit-node'] as string | undefined);
+      });
+      req.once('error', reject);
+    });
+    assert.equal(answeredBy, a.services.nodeId);
   });
 
   it('places a create on the node with the most memory free, then on a node that ran the profile', async () => {
