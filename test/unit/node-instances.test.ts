@@ -187,6 +187,7 @@ describe('requests forwarded to the node that runs the instance', { skip: TEST_S
     const direct = await fetch(`${urls.a}/vm/${instanceId}/file/home/user/nothing-here.txt`);
     assert.equal(raw.status, direct.status, await raw.clone().text());
     assert.notEqual(raw.status, 421);
+    assert.match(raw.headers.get('ratelimit-policy') ?? '', /"instance";q=\d+/, 'the owner counts it against the raw endpoint\'s limits');
     assert.equal(raw.headers.get('x-roomkit-node'), a.services.nodeId);
     const key = org.headers.authorization!.replace(/^Bearer /, '');
     const sandbox = await fetch(`${urls.b}/e2b/sandboxes/${instanceId}`, { headers: { 'x-api-key': key } });
