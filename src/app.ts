@@ -154,7 +154,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       (await services.instances.isReady(instanceId)) ? (await services.instances.readyById(instanceId))?.row.organization_id : undefined,
     ),
   );
-  const limits = await installRateLimits(app, services.config, services.metrics);
+  const limits = await installRateLimits(app, services.config, services.metrics, services.rateLimitCounters);
   const forwarding = nodeForwarding(services, (request) => previewHostOf(request.headers.host, services.config.previewDomain)?.instanceId);
   const known = FindMyWay({ ignoreTrailingSlash: true, defaultRoute: () => {} });
   const routes: RouteEntry[] = [];

@@ -32,6 +32,7 @@ import { nodeIdOf } from './host/node-identity.ts';
 import { IdempotencyKeys } from './core/idempotency.ts';
 import { NodeRegistry } from './cluster/node-registry.ts';
 import { claimUnownedRows } from './cluster/unowned-rows.ts';
+import { RateLimitCounters } from './store/rate-limit-counters.ts';
 import { storeSettings } from './store/store-settings.ts';
 import pkg from '../package.json' with { type: 'json' };
 
@@ -72,6 +73,8 @@ export interface Services {
   idempotencyKeys: IdempotencyKeys;
   /** This node among those sharing a PostgreSQL store; undefined with SQLite (one node). */
   nodes: NodeRegistry | undefined;
+  /** Request rate-limit counters in the store: nodes of a shared store count together (undefined: each process counts in memory). */
+  rateLimitCounters: RateLimitCounters | undefined;
   close(): Promise<void>;
 }
 
@@ -129,6 +132,9 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const idempotencyKeys = new IdempotencyKeys({ db, log, ttlS: config.idempotencyKeyTtlS, owner: nodeId });
     await idempotencyKeys.forgetUnanswered();
     instances.alsoOnExpiryCheck(() => idempotencyKeys.sweep());
+    // Nodes of a shared store count request rate limits together, in the store.
+    const rateLimitCounters = clustered ? new RateLimitCounters(db) : undefined;
+    if (rateLimitCounters !== undefined) instances.alsoOnExpiryCheck(() => rateLimitCounters.sweep());
     const nodes =
       clustered
         ? new NodeRegistry({
@@ -173,6 +179,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       nodeId,
       idempotencyKeys,
       nodes,
+      rateLimitCounters,
       close() {
         closed ??= (async () => {
           await nodes?.leave().catch((err: unknown) => log.error({ err }, 'could not record that this node left'));

@@ -1,4 +1,5 @@
-// Request rate limits, counted by @fastify/rate-limit: per API key and per organization
+// Request rate limits, counted by @fastify/rate-limit (in memory, or in the store when
+// nodes share one): per API key and per organization
 // on every authenticated route, per client address and per instance on the
 // unauthenticated raw-file route, per client address on signed preview URLs. Each response names the policies that applied and
 // what is left of them in the IETF RateLimit-Policy and RateLimit fields
@@ -9,18 +10,18 @@ import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import type { Metrics } from '../metrics.ts';
+import type { RateLimitCounters } from '../store/rate-limit-counters.ts';
 import type { App } from './types.ts';
 
 /** Counters kept per limit; the least recently used go first beyond this. */
 const COUNTERS_PER_LIMIT = 10_000;
 
 /**
- * Where the counters live: this process's memory. Limits shared by several nodes need
- * a shared store: the library takes `redis` (a client) or a `store` of our own here,
- * and nothing else changes.
+ * Where the counters live: this process's memory, or, for nodes sharing a PostgreSQL
+ * store, the store (store/rate-limit-counters.ts), so that the nodes count together.
  */
-function counterStore(): Pick<RateLimitPluginOptions, 'redis' | 'store'> {
-  return {};
+function counterStore(shared: RateLimitCounters | undefined): Pick<RateLimitPluginOptions, 'store'> {
+  return shared === undefined ? {} : { store: shared.pluginStore() as unknown as RateLimitPluginOptions['store'] };
 }
 
 interface Policy {
@@ -52,15 +53,17 @@ export interface RateLimits {
 
 const CHECKED = Symbol('roomkit.rateLimitChecked');
 
-export async function installRateLimits(app: App, config: Config, metrics: Metrics): Promise<RateLimits> {
-  await app.register(rateLimit, { global: false, ...counterStore() });
+/** `shared`: counters in the store, which the nodes of a shared store count together; else each process counts in memory. */
+export async function installRateLimits(app: App, config: Config, metrics: Metrics, shared?: RateLimitCounters): Promise<RateLimits> {
+  await app.register(rateLimit, { global: false, ...counterStore(shared) });
   const windowS = config.rateLimitWindowS;
   const policy = (name: string, who: string, setting: string, max: number, key: (request: FastifyRequest) => string): Policy[] => {
     if (max === 0) return [];
     const options: RateLimitOptions = {
       max,
       timeWindow: windowS * 1000,
-      keyGenerator: key,
+      // The limit's name first: counters in the store are one table for every limit.
+      keyGenerator: (request) => `${name}:${key(request)}`,
       cache: COUNTERS_PER_LIMIT,
     };
     return [{ name, who, setting, max, check: app.createRateLimit(options) }];

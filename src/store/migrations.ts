@@ -396,6 +396,19 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('node_network_leases').renameTo('network_leases').execute();
     },
   },
+  '0025_rate_limit_counters': {
+    // Request rate-limit counters that nodes of a shared store count together
+    // (store/rate-limit-counters.ts): one row per limit and key, for the current window.
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('rate_limit_counters')
+        .addColumn('key', 'text', (c) => c.primaryKey())
+        .addColumn('count', 'integer', (c) => c.notNull())
+        .addColumn('window_ends_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('rate_limit_counters_window').on('rate_limit_counters').column('window_ends_at').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -231,6 +231,16 @@ export interface Database {
   nodes: NodesTable;
   idempotency_keys: IdempotencyKeysTable;
   console_sessions: ConsoleSessionsTable;
+  rate_limit_counters: RateLimitCountersTable;
+}
+
+/** A request rate limit's count for one key in its current window (store/rate-limit-counters.ts). */
+export interface RateLimitCountersTable {
+  /** The limit's name and the key it counts by (an API key's id, an address…). */
+  key: string;
+  count: number;
+  /** When the window ends, Unix ms (a bigint: PostgreSQL answers it as a string). */
+  window_ends_at: number | string;
 }
 
 /** A request made with an Idempotency-Key (core/idempotency.ts): one row per organization and key. */
