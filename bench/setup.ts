@@ -112,7 +112,7 @@ export interface BenchServiceProcess {
  * it (resident memory, descriptors) is the service's alone and not the load's. It runs
  * in a process group of its own: a Ctrl-C at the terminal reaches the benchmark, which
  * stops it once through close(). Uses the key of the organization `default` that a first
- * start makes.
+ * start makes (none when the store had it already: a node joining others).
  */
 export async function startBenchServiceProcess(networkPool: string, env: Record<string, string>): Promise<BenchServiceProcess> {
   const dataDir = mkdtempSync(join(tmpdir(), 'roomkit-bench-'));
@@ -168,7 +168,9 @@ export async function startBenchServiceProcess(networkPool: string, env: Record<
       child.once('exit', (code) => reject(new Error(`roomkit serve exited with ${code} before listening; its log: ${logFile}`)));
       sleep(120_000, undefined, { ref: false }).then(() => reject(new Error(`roomkit serve did not listen within 120 s; its log: ${logFile}`)));
     });
-    const key = readFileSync(join(dataDir, INITIAL_KEY_FILE), 'utf8').trim();
+    // A node joining a shared store whose organization exists already makes no key.
+    const keyFile = join(dataDir, INITIAL_KEY_FILE);
+    const key = existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : '';
     return {
       pid: child.pid!,
       dataDir,

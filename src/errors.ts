@@ -103,6 +103,8 @@ export const ERROR_STATUS = {
   shutting_down: 503,
   capacity_exhausted: 503,
   node_unreachable: 503,
+  node_not_found: 404,
+  node_not_active: 409,
   // 507
   no_space: 507,
 } as const satisfies Record<string, number>;

@@ -5,10 +5,13 @@
 // ROOMKIT_NODE_LOST_AFTER_MS and declares them lost; the store decides who does: the
 // update that moves a node to `lost` is conditional on it being silent and not lost yet,
 // so of several nodes that look at once, exactly one changes the row and hears it back.
-// A lost node that comes back finds itself `lost` and registers again; what it ran was
+// An operator may drain a node (no creates placed on it; it keeps that state across a
+// restart) and make it active again. A lost node that comes back finds itself `lost` and registers again; what it ran was
 // recorded `lost` meanwhile (core/lost-nodes.ts), and it removes what its host still
 // holds of those instances instead of adopting them.
+import { sql } from 'kysely';
 import type { Logger } from 'pino';
+import { AppError } from '../errors.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Db } from '../store/db.ts';
 import type { NodeRow } from '../store/schema.ts';
@@ -79,7 +82,8 @@ export class NodeRegistry {
     await this.options.db
       .insertInto('nodes')
       .values({ id: this.nodeId, ...row })
-      .onConflict((oc) => oc.column('id').doUpdateSet(row))
+      // A node drained before it stopped stays draining when it starts again.
+      .onConflict((oc) => oc.column('id').doUpdateSet({ ...row, state: sql<NodeState>`case when nodes.state = 'draining' then 'draining' else 'active' end` }))
       .execute();
     this.options.log.info({ nodeId: this.nodeId, url }, 'node joined');
     this.timer = setInterval(() => {
@@ -125,6 +129,22 @@ export class NodeRegistry {
       .execute();
     for (const { id } of lost) this.options.log.warn({ nodeId: id, declaredBy: this.nodeId, silentForMs: this.options.lostAfterMs }, 'node declared lost');
     return lost.map((r) => r.id);
+  }
+
+  /**
+   * Drains a node (`draining`: no create is placed on it any more, its instances run on)
+   * or makes a drained one take creates again (`active`). node_not_found for an unknown
+   * id, node_not_active for one that is lost or left.
+   */
+  async setState(nodeId: string, state: 'draining' | 'active'): Promise<NodeInfo> {
+    const updated = await this.options.db.updateTable('nodes').set({ state }).where('id', '=', nodeId).where('state', 'in', ['active', 'draining']).returningAll().executeTakeFirst();
+    if (updated !== undefined) {
+      this.options.log.info({ nodeId, state, by: this.nodeId }, state === 'draining' ? 'node drained' : 'node active again');
+      return this.info(updated);
+    }
+    const row = await this.options.db.selectFrom('nodes').select('state').where('id', '=', nodeId).executeTakeFirst();
+    if (row === undefined) throw new AppError('node_not_found', `no node ${nodeId} in this store; roomkit nodes lists them`);
+    throw new AppError('node_not_active', `node ${nodeId} is ${row.state}: only an active or draining node can be ${state === 'draining' ? 'drained' : 'made active'}; it becomes active when it starts again`, { state: row.state });
   }
 
   /** Every node the store knows, newest heartbeat first. */

@@ -11,6 +11,8 @@ import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { nodeIdOf } from '../../src/host/node-identity.ts';
 import { NodeRegistry } from '../../src/cluster/node-registry.ts';
+import { rankNodes } from '../../src/core/placement.ts';
+import type { AppError } from '../../src/errors.ts';
 import { type Db, openStore } from '../../src/store/db.ts';
 import type { AddressInfo } from 'node:net';
 import { startTestApp } from '../support/app.ts';
@@ -103,6 +105,27 @@ describe('the node registry', () => {
     await a.leave();
   });
 
+  it('drains a node and makes it active again; a drained node stays drained when it starts again, and gets no creates placed', async () => {
+    const c = node('node-c');
+    const d = node('node-d');
+    await c.join('http://10.0.0.3:8080');
+    await d.join('http://10.0.0.4:8080');
+    const ranked = async () => (await rankNodes({ db, selfId: 'node-d', profileId: undefined, lostAfterMs: 10_000, now: clock })).map((n) => n.nodeId);
+    assert.ok((await ranked()).includes('node-c'), 'positive control: an active node is a candidate');
+    assert.equal((await d.setState('node-c', 'draining')).state, 'draining');
+    assert.ok(!(await ranked()).includes('node-c'), 'a draining node gets no creates');
+    await beatNow(c);
+    await c.join('http://10.0.0.3:8080'); // as after a restart
+    const row = await db.selectFrom('nodes').select('state').where('id', '=', 'node-c').executeTakeFirstOrThrow();
+    assert.equal(row.state, 'draining');
+    assert.equal((await d.setState('node-c', 'active')).state, 'active');
+    assert.ok((await ranked()).includes('node-c'));
+    await assert.rejects(d.setState('no-such-node', 'draining'), (err: AppError) => err.code === 'node_not_found');
+    await c.leave();
+    await assert.rejects(d.setState('node-c', 'draining'), (err: AppError) => err.code === 'node_not_active' && /left/.test(err.message));
+    await d.leave();
+  });
+
   it('keeps a node\'s id in its data directory across restarts', () => {
     const dir = mkdtempSync(join(tmpdir(), 'roomkit-node-id-'));
     try {
@@ -145,6 +168,23 @@ describe('GET /operator/nodes', () => {
       } else {
         assert.equal(shown.code, 1);
         assert.match(shown.stderr, /^roomkit: error: feature_unavailable: this server keeps its store in SQLite/);
+      }
+      // `roomkit nodes drain` and `activate`, through POST /operator/nodes/{id}/drain|activate.
+      if (TEST_STORE === 'postgres') {
+        const id = t.services.nodes!.nodeId;
+        const drained = await run(['nodes', 'drain', id], { env });
+        assert.equal(drained.code, 0, drained.stderr);
+        assert.match(drained.stderr, new RegExp(`node ${id} is draining: no create is placed on it`));
+        assert.equal((await t.app.inject({ method: 'GET', url: '/operator/nodes', headers })).json().nodes[0].state, 'draining');
+        const active = await run(['nodes', 'activate', id], { env });
+        assert.equal(active.code, 0, active.stderr);
+        assert.equal((await t.app.inject({ method: 'GET', url: '/operator/nodes', headers })).json().nodes[0].state, 'active');
+        const unknown = await run(['nodes', 'drain', 'no-such-node'], { env });
+        assert.equal(unknown.code, 1);
+        assert.match(unknown.stderr, /node_not_found: no node no-such-node in this store/);
+      } else {
+        const refused = await t.app.inject({ method: 'POST', url: '/operator/nodes/any/drain', headers });
+        assert.equal(refused.statusCode, 409, refused.body);
       }
       const noToken = await run(['nodes'], { env: { ...env, ROOMKIT_OPERATOR_TOKEN: '' } });
       assert.equal(noToken.code, 2);

@@ -87,6 +87,8 @@ export type KnownErrorCode =
   | 'shutting_down'
   | 'capacity_exhausted'
   | 'node_unreachable'
+  | 'node_not_found'
+  | 'node_not_active'
   | 'no_space';
 
 export interface ApiKey {

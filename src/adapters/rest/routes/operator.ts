@@ -11,7 +11,7 @@ import { PROFILE_DEFAULTS } from '../../../core/profile-schema.ts';
 import { errorResponses } from '../../../http/schemas.ts';
 import type { App } from '../../../http/types.ts';
 import { usageWithMemory } from './usage.ts';
-import { NodeList } from '../../../cluster/node-schema.ts';
+import { NodeInfo, NodeList } from '../../../cluster/node-schema.ts';
 
 const OrgParams = Type.Object({
   org: Type.String({ minLength: 1, maxLength: 64, description: "The organization's name or id" }),
@@ -117,6 +117,32 @@ export function operatorRoutes(app: App, services: Services): void {
       return { nodes: await nodes.list(), this_node: nodes.nodeId };
     },
   );
+
+  for (const [action, state, summary] of [
+    ['drain', 'draining', 'Drain a node: no create is placed on it any more; its instances run on until they end'],
+    ['activate', 'active', 'Make a drained node take creates again'],
+  ] as const) {
+    app.post(
+      `/operator/nodes/:node_id/${action}`,
+      {
+        onRequest: authenticate,
+        schema: {
+          operationId: `${action}Node`,
+          summary,
+          description:
+            'Any node of the store answers, for any node. A drained node keeps that state when it starts again. Its live instances show in `load.instances` of GET /operator/nodes; `roomkit nodes drain NODE --wait` waits for them to end.',
+          tags: ['operator'],
+          params: Type.Object({ node_id: Type.String({ minLength: 1, maxLength: 128 }) }),
+          response: { 200: NodeInfo, ...errorResponses(401, 404, 409) },
+        },
+      },
+      async (request) => {
+        const nodes = services.nodes;
+        if (!nodes) throw new AppError('feature_unavailable', 'this server keeps its store in SQLite, so it is the only node; nodes share a PostgreSQL store (ROOMKIT_DATABASE_URL)');
+        return nodes.setState(request.params.node_id, state);
+      },
+    );
+  }
 
   app.get(
     '/operator/capacity',
