@@ -1,12 +1,13 @@
 // Placement: which node of a shared store a new instance should start on. Every live
 // node is ranked from what the store knows: first the nodes holding a warm instance of
-// the profile (a create there takes it at once), then those that ran the profile
-// before (its image is likely built there: a first create elsewhere builds it), then
-// by memory free, as the node said at its last heartbeat less an estimate for every
-// instance placed on it since (so that a burst of creates between two heartbeats
-// spreads instead of piling onto the node that looked emptiest). Free memory is
-// compared in steps of FREE_STEP_MB, and within a step the node that answers is
-// preferred: it costs no hop.
+// the profile (a create there takes it at once), then by memory free, as the node said
+// at its last heartbeat less an estimate for every instance placed on it since (so
+// that a burst of creates between two heartbeats spreads instead of piling onto the
+// node that looked emptiest), compared in steps of FREE_STEP_MB; among nodes alike in
+// that, one that ran the profile before (its image is likely built there: a first
+// create elsewhere builds it, tens of seconds). Nodes alike in all three are taken in
+// random order, so that creates decided at the same moment on several nodes, which
+// all see the same figures, spread over them rather than all pick one.
 //
 // The ranking is advice read without locks; what commits is the chosen node's own
 // admission, which runs one at a time on that node and answers 503 capacity_exhausted
@@ -17,7 +18,7 @@
 import type { Db } from '../store/db.ts';
 import { LIVE_STATES } from './lifecycle.ts';
 
-/** Nodes whose free memory differs by less than this rank alike (and the answering node goes first among them). */
+/** Free memory is compared in steps of this: nodes within one step rank alike. */
 export const FREE_STEP_MB = 256;
 /** What an instance placed since a node's last heartbeat is taken to use until the node measures it. */
 export const PLACED_ESTIMATE_MB = 128;
@@ -37,18 +38,18 @@ export interface PlacementCandidate {
 
 export interface PlacementInput {
   db: Db;
-  /** The node that decides (it answers the create). */
-  selfId: string;
   /** The profile the instance is made from; undefined when not known yet (ranked by load alone). */
   profileId: string | undefined;
   /** Nodes silent for longer are not candidates (ROOMKIT_NODE_LOST_AFTER_MS). */
   lostAfterMs: number;
   now?: number;
+  /** Draws the order of nodes alike (0 ≤ x < 1); Math.random unless a test gives one. */
+  random?: () => number;
 }
 
 /** The live nodes, best first. Empty when the store knows no live node (the caller creates here). */
 export async function rankNodes(input: PlacementInput): Promise<PlacementCandidate[]> {
-  const { db, selfId, profileId } = input;
+  const { db, profileId } = input;
   const cutoff = new Date((input.now ?? Date.now()) - input.lostAfterMs).toISOString();
   const nodes = await db.selectFrom('nodes').select(['id', 'url', 'capacity', 'load', 'heartbeat_at']).where('state', '=', 'active').where('heartbeat_at', '>=', cutoff).execute();
   if (nodes.length === 0) return [];
@@ -79,7 +80,7 @@ export async function rankNodes(input: PlacementInput): Promise<PlacementCandida
       ? []
       : await db.selectFrom('instances').select('node_id as nodeId').distinct().where('node_id', 'in', ids).where('profile_id', '=', profileId).execute();
   const count = (rows: { nodeId: string | null; n?: number }[], id: string) => Number(rows.find((r) => r.nodeId === id)?.n ?? 0);
-  const candidates = nodes.map((node): PlacementCandidate & { self: boolean } => {
+  const candidates = nodes.map((node): PlacementCandidate => {
     const capacity = JSON.parse(node.capacity) as { memory_mb?: number };
     const load = JSON.parse(node.load) as { instances?: number; memory_in_use_mb?: number };
     const placed = count(placedSince, node.id);
@@ -90,19 +91,18 @@ export async function rankNodes(input: PlacementInput): Promise<PlacementCandida
       ranProfile: ran.some((r) => r.nodeId === node.id),
       freeMb: (capacity.memory_mb ?? 0) - (load.memory_in_use_mb ?? 0) - placed * PLACED_ESTIMATE_MB,
       instances: (load.instances ?? 0) + placed,
-      self: node.id === selfId,
     };
   });
-  candidates.sort(
-    (x, y) =>
-      Number(y.warm > 0) - Number(x.warm > 0) ||
-      Number(y.ranProfile) - Number(x.ranProfile) ||
-      Math.floor(y.freeMb / FREE_STEP_MB) - Math.floor(x.freeMb / FREE_STEP_MB) ||
-      Number(y.self) - Number(x.self) ||
-      x.instances - y.instances ||
-      x.nodeId.localeCompare(y.nodeId),
-  );
-  return candidates.map(({ self: _self, ...candidate }) => candidate);
+  // What ranks a node: a tier (warm, then free memory's step, then the profile ran
+  // there), and within a tier a random draw.
+  const tier = (c: PlacementCandidate) => [Number(c.warm > 0), Math.floor(c.freeMb / FREE_STEP_MB), Number(c.ranProfile)];
+  const draws = new Map(candidates.map((c) => [c.nodeId, (input.random ?? Math.random)()]));
+  candidates.sort((x, y) => {
+    const [tx, ty] = [tier(x), tier(y)];
+    for (let i = 0; i < tx.length; i++) if (tx[i] !== ty[i]) return ty[i]! - tx[i]!;
+    return draws.get(x.nodeId)! - draws.get(y.nodeId)!;
+  });
+  return candidates;
 }
 
 /**

@@ -26,7 +26,7 @@ const BODY_LIMIT = 1024 * 1024;
 export async function placeCreate(services: Services, request: FastifyRequest, reply: FastifyReply, secret: string, room: { profileId: string; roomId: string }): Promise<boolean> {
   const lostAfterMs = services.config.nodeLostAfterMs;
   const started = performance.now();
-  let ranked = await placementFor({ db: services.db, selfId: services.nodeId, profileId: room.profileId, roomId: room.roomId, lostAfterMs });
+  let ranked = await placementFor({ db: services.db, profileId: room.profileId, roomId: room.roomId, lostAfterMs });
   if (ranked.length === 0 || ranked[0]!.nodeId === services.nodeId) {
     const ms = performance.now() - started;
     services.metrics.placementDecided('here', ms / 1000);
@@ -37,7 +37,7 @@ export async function placeCreate(services: Services, request: FastifyRequest, r
   reply.hijack();
   const body = await readBody(request);
   const snapshotId = snapshotOf(body);
-  if (snapshotId !== undefined) ranked = await placementFor({ db: services.db, selfId: services.nodeId, profileId: room.profileId, roomId: room.roomId, lostAfterMs, snapshotId });
+  if (snapshotId !== undefined) ranked = await placementFor({ db: services.db, profileId: room.profileId, roomId: room.roomId, lostAfterMs, snapshotId });
   const decidedMs = performance.now() - started;
   services.metrics.placementDecided('elsewhere', decidedMs / 1000);
   const candidates = ranked.length > 0 ? ranked : [{ nodeId: services.nodeId, url: selfUrl(services) } as PlacementCandidate];

@@ -232,7 +232,7 @@ describe('requests forwarded to the node that runs the instance', { skip: TEST_S
     assert.equal(answeredBy, a.services.nodeId);
   });
 
-  it('places a create on the node with the most memory free, then on a node that ran the profile', async () => {
+  it('places a create on the node with the most memory free, and among nodes alike in that, on one that ran the profile', async () => {
     const profileId = await a.createProfile(org, { name: `placed-${process.pid}` });
     // What the nodes said at their last heartbeat: A has far more memory free than B.
     const said = async (t: TestApp, inUseMb: number) =>
@@ -254,17 +254,19 @@ describe('requests forwarded to the node that runs the instance', { skip: TEST_S
     const again = await post(`${urls.b}${room('placed-1', profileId)}`, {});
     assert.equal(((await again.json()) as { instance_id: string }).instance_id, id);
 
-    // Now B has more free, but A ran the profile (its image is there): A still.
-    await said(a, 4096);
-    await said(b, 0);
+    // Alike in memory (one 256 MiB step), A ran the profile (its image is there): A.
+    await said(a, 10);
+    await said(b, 100);
     const second = await post(`${urls.b}${room('placed-2', profileId)}`, {});
     assert.equal(second.status, 201);
     assert.equal(second.headers.get('x-roomkit-node'), a.services.nodeId);
-    // Positive control: a profile no node ran goes by memory, to B, made where it arrived.
-    const other = await a.createProfile(org, { name: `placed-other-${process.pid}` });
-    const third = await post(`${urls.a}${room('placed-3', other)}`, {});
+    // B has far more free: memory comes before where the profile ran. B, made where it arrived.
+    await said(a, 4096);
+    await said(b, 0);
+    const third = await post(`${urls.a}${room('placed-3', profileId)}`, {});
     assert.equal(third.status, 201);
     assert.equal(third.headers.get('x-roomkit-node'), b.services.nodeId);
+    assert.match(third.headers.get('server-timing') ?? '', /^placement;dur=\d+\.\d\d$/, 'the decision\'s time is told');
   });
 
   it('passes over a node that does not answer, for the next one (here, the node the create reached)', async () => {

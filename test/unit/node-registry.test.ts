@@ -110,8 +110,15 @@ describe('the node registry', () => {
     const d = node('node-d');
     await c.join('http://10.0.0.3:8080');
     await d.join('http://10.0.0.4:8080');
-    const ranked = async () => (await rankNodes({ db, selfId: 'node-d', profileId: undefined, lostAfterMs: 10_000, now: clock })).map((n) => n.nodeId);
+    const ranked = async () => (await rankNodes({ db, profileId: undefined, lostAfterMs: 10_000, now: clock })).map((n) => n.nodeId);
     assert.ok((await ranked()).includes('node-c'), 'positive control: an active node is a candidate');
+    // Alike in everything, nodes come in the order of their draws: reversed draws, reversed order.
+    const order = async (draws: number[]) =>
+      (await rankNodes({ db, profileId: undefined, lostAfterMs: 10_000, now: clock, random: () => draws.shift() ?? 0.5 })).map((n) => n.nodeId).filter((id) => id === 'node-c' || id === 'node-d');
+    const one = await order([0.9, 0.1]);
+    const other = await order([0.1, 0.9]);
+    assert.equal(one.length, 2);
+    assert.deepEqual(other, [...one].reverse());
     assert.equal((await d.setState('node-c', 'draining')).state, 'draining');
     assert.ok(!(await ranked()).includes('node-c'), 'a draining node gets no creates');
     await beatNow(c);
