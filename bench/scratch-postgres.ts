@@ -2,7 +2,10 @@
 // Debian's server on a scratch data directory and a free loopback port, run as the
 // `postgres` user when this runs as root (the server refuses root), without fsync
 // (durability is not what is measured), removed by stop(). As scripts/test makes its own.
-import { chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+// Also the store of test/host/nodes.test.ts, whose nodes reach it from network
+// namespaces of their own: `host` is the address it listens on (127.0.0.1 by default)
+// and `clients` the addresses it lets in besides the local ones.
+import { appendFileSync, chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +25,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startScratchPostgres(): Promise<ScratchPostgres> {
+export async function startScratchPostgres(options: { host?: string; clients?: string } = {}): Promise<ScratchPostgres> {
+  const host = options.host ?? '127.0.0.1';
   const versions = readdirSync('/usr/lib/postgresql').sort((a, b) => Number(a) - Number(b));
   const bin = `/usr/lib/postgresql/${versions.at(-1)}/bin`;
   const dir = mkdtempSync(join(tmpdir(), 'roomkit-bench-postgres-'));
@@ -35,14 +39,15 @@ export async function startScratchPostgres(): Promise<ScratchPostgres> {
   const data = join(dir, 'data');
   const init = await asUser(`${bin}/initdb`, ['-D', data, '-U', 'roomkit', '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-sync']);
   if (init.code !== 0) throw new Error(`initdb failed: ${init.stderr}`);
+  if (options.clients !== undefined) appendFileSync(join(data, 'pg_hba.conf'), `host all all ${options.clients} trust\n`);
   const port = await freePort();
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
-  const started = await asUser(`${bin}/pg_ctl`, ['-D', data, '-l', join(dir, 'server.log'), '-w', '-t', '60', '-o', options, 'start']);
+  const serverOptions = `-p ${port} -k ${dir} -c listen_addresses=${host} -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
+  const started = await asUser(`${bin}/pg_ctl`, ['-D', data, '-l', join(dir, 'server.log'), '-w', '-t', '60', '-o', serverOptions, 'start']);
   if (started.code !== 0) throw new Error(`the PostgreSQL server did not start: ${started.stderr}`);
-  const created = await run(`${bin}/psql`, ['-h', '127.0.0.1', '-p', String(port), '-U', 'roomkit', '-d', 'postgres', '-c', 'CREATE DATABASE roomkit'], { timeoutMs: 60_000 });
+  const created = await run(`${bin}/psql`, ['-h', host, '-p', String(port), '-U', 'roomkit', '-d', 'postgres', '-c', 'CREATE DATABASE roomkit'], { timeoutMs: 60_000 });
   if (created.code !== 0) throw new Error(`could not make the database: ${created.stderr}`);
   return {
-    url: `postgres://roomkit@127.0.0.1:${port}/roomkit`,
+    url: `postgres://roomkit@${host}:${port}/roomkit`,
     async stop() {
       await asUser(`${bin}/pg_ctl`, ['-D', data, '-m', 'immediate', 'stop']);
       rmSync(dir, { recursive: true, force: true });

@@ -51,44 +51,47 @@ export interface PlacementInput {
 export async function rankNodes(input: PlacementInput): Promise<PlacementCandidate[]> {
   const { db, profileId } = input;
   const cutoff = new Date((input.now ?? Date.now()) - input.lostAfterMs).toISOString();
-  const nodes = await db.selectFrom('nodes').select(['id', 'url', 'capacity', 'load', 'heartbeat_at']).where('state', '=', 'active').where('heartbeat_at', '>=', cutoff).execute();
-  if (nodes.length === 0) return [];
-  const ids = nodes.map((n) => n.id);
-  const placedSince = await db
-    .selectFrom('instances')
-    .innerJoin('nodes', 'nodes.id', 'instances.node_id')
-    .select(['instances.node_id as nodeId', ({ fn }) => fn.countAll<number>().as('n')])
-    .where('instances.node_id', 'in', ids)
-    .where('instances.state', 'in', LIVE_STATES)
-    .whereRef('instances.created_at', '>', 'nodes.heartbeat_at')
-    .groupBy('instances.node_id')
+  // One statement: each live node with what was placed on it since its heartbeat, its
+  // warm instances of the profile and whether it ran the profile.
+  const profile = profileId ?? '';
+  const nodes = await db
+    .selectFrom('nodes')
+    .select((eb) => [
+      'nodes.id',
+      'nodes.url',
+      'nodes.capacity',
+      'nodes.load',
+      eb
+        .selectFrom('instances')
+        .select(eb.fn.countAll<number>().as('n'))
+        .whereRef('instances.node_id', '=', 'nodes.id')
+        .where('instances.state', 'in', LIVE_STATES)
+        .whereRef('instances.created_at', '>', 'nodes.heartbeat_at')
+        .as('placed'),
+      eb
+        .selectFrom('instances')
+        .select(eb.fn.countAll<number>().as('n'))
+        .whereRef('instances.node_id', '=', 'nodes.id')
+        .where('instances.profile_id', '=', profile)
+        .where('instances.warm_pool_key', 'is not', null)
+        .where('instances.state', '=', 'ready')
+        .as('warm'),
+      // One row is enough to know (a node's history of a profile may be long).
+      eb.selectFrom('instances').select('instances.id').whereRef('instances.node_id', '=', 'nodes.id').where('instances.profile_id', '=', profile).limit(1).as('ran'),
+    ])
+    .where('nodes.state', '=', 'active')
+    .where('nodes.heartbeat_at', '>=', cutoff)
     .execute();
-  const warm =
-    profileId === undefined
-      ? []
-      : await db
-          .selectFrom('instances')
-          .select(['node_id as nodeId', ({ fn }) => fn.countAll<number>().as('n')])
-          .where('node_id', 'in', ids)
-          .where('profile_id', '=', profileId)
-          .where('warm_pool_key', 'is not', null)
-          .where('state', '=', 'ready')
-          .groupBy('node_id')
-          .execute();
-  const ran =
-    profileId === undefined
-      ? []
-      : await db.selectFrom('instances').select('node_id as nodeId').distinct().where('node_id', 'in', ids).where('profile_id', '=', profileId).execute();
-  const count = (rows: { nodeId: string | null; n?: number }[], id: string) => Number(rows.find((r) => r.nodeId === id)?.n ?? 0);
+  if (nodes.length === 0) return [];
   const candidates = nodes.map((node): PlacementCandidate => {
     const capacity = JSON.parse(node.capacity) as { memory_mb?: number };
     const load = JSON.parse(node.load) as { instances?: number; memory_in_use_mb?: number };
-    const placed = count(placedSince, node.id);
+    const placed = Number(node.placed ?? 0);
     return {
       nodeId: node.id,
       url: node.url,
-      warm: count(warm, node.id),
-      ranProfile: ran.some((r) => r.nodeId === node.id),
+      warm: Number(node.warm ?? 0),
+      ranProfile: node.ran !== null && node.ran !== undefined,
       freeMb: (capacity.memory_mb ?? 0) - (load.memory_in_use_mb ?? 0) - placed * PLACED_ESTIMATE_MB,
       instances: (load.instances ?? 0) + placed,
     };

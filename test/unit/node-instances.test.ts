@@ -142,13 +142,15 @@ describe('requests forwarded to the node that runs the instance', { skip: TEST_S
       await t.app.listen({ host: '127.0.0.1', port: 0 });
       urls[name] = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
       await t.services.nodes!.join(urls[name]);
-      if (name === 'a') a = t;
-      else b = t;
+      if (name === 'a') {
+        a = t;
+        // Made while A is the only node, so A runs it whatever placement would draw.
+        org = await a.newOrg();
+        profileName = 'default';
+        const created = await a.app.inject({ method: 'POST', url: room('fwd'), headers: org.headers, payload: {} });
+        assert.equal(created.statusCode, 201, created.body);
+      } else b = t;
     }
-    org = await a.newOrg();
-    profileName = 'default';
-    const created = await a.app.inject({ method: 'POST', url: room('fwd'), headers: org.headers, payload: {} });
-    assert.equal(created.statusCode, 201, created.body);
   });
   after(async () => {
     await a.close();
