@@ -246,6 +246,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       for (const client of app.websocketServer.clients) client.close(1001, 'shutting_down');
     },
   });
+  // A WebSocket's 101 answer says which node answered too (it bypasses onSend).
+  if (nodeId !== undefined) app.websocketServer.on('headers', (headers: string[]) => headers.push(`X-Roomkit-Node: ${nodeId}`));
 
   // The raw endpoint is the REST API's: it says how core links a file (public_url).
   services.fileLinks.use(rawFileUrl);
