@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type BenchServiceProcess, startBenchServiceProcess } from './setup.ts';
 import { startScratchPostgres } from './scratch-postgres.ts';
-import { summary } from './stats.ts';
+import { percentile, summary } from './stats.ts';
 
 const CREATES = 20;
 const FAILOVERS = Number(process.env.ROOMKIT_BENCH_FAILOVERS ?? 5);
@@ -99,8 +99,9 @@ try {
 
   console.log(`roomkit placement benchmark: 3 nodes (processes) on one PostgreSQL store, ${CREATES} creates at once\n`);
   console.log(`floor   create of the profile on one node alone (warm image)            ${summary(floors)}`);
-  console.log(`roomkit placement decision (Server-Timing), ${decisions.length} creates          ${summary(decisions)}`);
+  console.log(`roomkit placement decision (Server-Timing), ${decisions.length} creates          ${summary(decisions)}   p99 ${percentile(decisions, 99).toFixed(0)} ms`);
   console.log(`        ${CREATES} creates at once: all ready in ${(wall / 1000).toFixed(1)} s; per node: ${[...byNode.entries()].map(([n, c]) => `${n.slice(0, 8)} ${c}`).join(', ')}`);
+  console.log('        (a node that ran the profile is preferred among nodes alike in memory: its image is there; here all share one image cache)');
   console.log(`        one room created 5 times at once through 3 nodes: ${racedIds.size} instance(s); rooms with two live instances: ${doubled} (target 0)`);
   for (let i = 0; i < CREATES; i++) await api(first.base, 'DELETE', `/api/profile/${placed}/room/r-${i}`);
   await api(first.base, 'DELETE', `/api/profile/${placed}/room/raced`);
