@@ -3,6 +3,7 @@ instance, run commands in it, move files in and out and hand its tools to a mode
 Standard library only."""
 from .client import DEFAULT_BASE_URL, Instances, Keys, Profiles, Roomkit, Snapshots
 from .commands import CommandHandle, CommandStream
+from .contexts import CodeContext, Contexts
 from .errors import RoomkitError
 from .models import (
     ApiKey,
@@ -15,8 +16,13 @@ from .models import (
     CommandResult,
     CommandStarted,
     CommandStatus,
+    Context,
+    ContextInterrupted,
+    ContextRunResult,
     CreatedApiKey,
     DirectoryEntry,
+    DisplayResult,
+    ExecutionError,
     DirectoryListing,
     FileChange,
     FileContent,
@@ -63,9 +69,16 @@ __all__ = [
     "CommandStarted",
     "CommandStatus",
     "CommandStream",
+    "CodeContext",
+    "Context",
+    "ContextInterrupted",
+    "ContextRunResult",
+    "Contexts",
     "CreatedApiKey",
     "DirectoryEntry",
     "DirectoryListing",
+    "DisplayResult",
+    "ExecutionError",
     "FileChange",
     "FileContent",
     "FileDeleted",

@@ -605,3 +605,76 @@ class AuditEvent(Model):
 class AuditPage(Model):
     events: List[AuditEvent]
     next_cursor: Optional[str]
+
+
+# Code contexts
+
+@dataclass
+class Context(Model):
+    context_id: str
+    #: ``python`` or ``javascript``.
+    language: str
+    #: Its working directory (absolute).
+    cwd: str
+    created_at: str
+
+
+@dataclass
+class ContextInterrupted(Model):
+    context_id: str
+    #: False when no run was running.
+    interrupted: bool
+
+
+@dataclass
+class DisplayResult(Model):
+    """One thing a run showed: its last expression's value (``is_main_result``), a
+    ``display()`` call or a figure, in every form it has (``png`` and ``jpeg`` base64)."""
+    is_main_result: bool
+    text: Optional[str] = None
+    html: Optional[str] = None
+    markdown: Optional[str] = None
+    svg: Optional[str] = None
+    png: Optional[str] = None
+    jpeg: Optional[str] = None
+    latex: Optional[str] = None
+    json: Any = None
+    javascript: Optional[str] = None
+    #: A matplotlib figure's data: ``type``, ``title``, ``x_label``, ``y_label``, ``elements`` (their shape follows the type).
+    chart: Optional[Dict[str, Any]] = None
+    #: Where the run wrote its image in the instance (also in the run's ``files_changed``).
+    path: Optional[str] = None
+
+    def image(self) -> Optional[bytes]:
+        """The PNG or JPEG bytes, if it is an image."""
+        data = self.png if self.png is not None else self.jpeg
+        return None if data is None else base64.b64decode(data)
+
+
+@dataclass
+class ExecutionError(Model):
+    #: The exception's class, e.g. ``ZeroDivisionError``; ``KeyboardInterrupt`` for an interrupted run.
+    name: str
+    value: str
+    traceback: str
+
+
+@dataclass
+class ContextRunResult(Model):
+    execution_count: int
+    stdout: str
+    stderr: str
+    results: List[DisplayResult]
+    #: The exception the code ended with; None when it ran through.
+    error: Optional[ExecutionError]
+    timed_out: bool
+    interrupted: bool
+    #: The interpreter was started again during the run: the context's state is lost.
+    restarted: bool
+    files_changed: List[FileChange]
+    duration_ms: int
+
+    @property
+    def text(self) -> Optional[str]:
+        """The text of the main result (the last expression's value), if any."""
+        return next((r.text for r in self.results if r.is_main_result), None)

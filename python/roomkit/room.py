@@ -5,6 +5,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 from .commands import CommandHandle, CommandStream, stdin_fields
+from .contexts import Contexts
 from ._transport import new_idempotency_key
 from .errors import RoomkitError
 from .models import (
@@ -41,6 +42,8 @@ class Room:
         self.tools = Tools(self)
         #: Programs on ports of the room's instance: ``request(port, path)`` and ``url(port)``.
         self.ports = Ports(self)
+        #: Code contexts of the room's instance: ``create()``, ``list()``, ``get(id)``.
+        self.contexts = Contexts(self)
 
     def __repr__(self) -> str:
         return f"Room(profile={self.profile!r}, room_id={self.room_id!r})"

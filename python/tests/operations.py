@@ -7,7 +7,7 @@ nowhere, a room without an instance), so an API error is an expected answer; wha
 test checks is that the method sent that very operation."""
 from typing import Callable, Dict, NamedTuple
 
-from roomkit import Roomkit
+from roomkit import CodeContext, Context, Roomkit
 
 NOWHERE = "00000000-0000-4000-8000-000000000000"
 
@@ -20,6 +20,11 @@ class Row(NamedTuple):
 def _room(rk: Roomkit):  # type: ignore[no-untyped-def]
     # The shared profile by name, in a room that never has an instance.
     return rk.room("py-sdk", "no-instance-here")
+
+
+def _nowhere_context(rk: Roomkit) -> CodeContext:
+    # A context that exists nowhere, in the room without an instance.
+    return CodeContext(_room(rk), Context(context_id=NOWHERE, language="python", cwd="/home/user", created_at="2026-01-01T00:00:00Z"))
 
 
 OPERATIONS: Dict[str, Row] = {
@@ -60,13 +65,19 @@ OPERATIONS: Dict[str, Row] = {
     "GET /api/profile/{profile_id}/room/{room_id}/tools": Row("Tools.schema", lambda rk: _room(rk).tools.schema("openai")),
     "POST /api/profile/{profile_id}/room/{room_id}/tools/call": Row("Tools.call", lambda rk: _room(rk).tools.call("run_command", {"command": "true"})),
     "POST /api/profile/{profile_id}/room/{room_id}/ports/{port}/url": Row("Ports.url", lambda rk: _room(rk).ports.url(8000)),
+    "POST /api/profile/{profile_id}/room/{room_id}/contexts": Row("Contexts.create", lambda rk: _room(rk).contexts.create()),
+    "GET /api/profile/{profile_id}/room/{room_id}/contexts": Row("Contexts.list", lambda rk: _room(rk).contexts.list()),
+    "GET /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}": Row("Contexts.get", lambda rk: _room(rk).contexts.get(NOWHERE)),
+    "DELETE /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}": Row("CodeContext.delete", lambda rk: _nowhere_context(rk).delete()),
+    "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/restart": Row("CodeContext.restart", lambda rk: _nowhere_context(rk).restart()),
+    "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/interrupt": Row("CodeContext.interrupt", lambda rk: _nowhere_context(rk).interrupt()),
+    "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/run": Row("CodeContext.run", lambda rk: _nowhere_context(rk).run("1")),
     **{
         f"{verb} /api/profile/{{profile_id}}/room/{{room_id}}/ports/{{port}}/{{path}}": Row("Ports.request", lambda rk, verb=verb: _room(rk).ports.request(8000, "/", method=verb))
         for verb in ("GET", "POST", "PUT", "PATCH", "DELETE")
     },
 }
 
-_NO_CONTEXTS = "code contexts have no methods in this SDK yet (room.contexts is planned); the REST API serves them"
 
 #: Operations the SDK leaves out on purpose, and why.
 LEFT_OUT: Dict[str, str] = {
@@ -75,12 +86,5 @@ LEFT_OUT: Dict[str, str] = {
     "POST /mcp": "the MCP endpoint is for MCP clients, which speak its protocol themselves",
     "GET /metrics": "Prometheus text for the operator's scraper, not an API call",
     "GET /p/{token}/{path}": "a signed URL is for browsers and whoever it is given to: Ports.url makes one, and any HTTP client fetches its path_url",
-    "POST /api/profile/{profile_id}/room/{room_id}/contexts": _NO_CONTEXTS,
-    "GET /api/profile/{profile_id}/room/{room_id}/contexts": _NO_CONTEXTS,
-    "GET /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}": _NO_CONTEXTS,
-    "DELETE /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}": _NO_CONTEXTS,
-    "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/restart": _NO_CONTEXTS,
-    "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/interrupt": _NO_CONTEXTS,
-    "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/run": _NO_CONTEXTS,
     "GET /readyz": "readiness for load balancers; Roomkit.health says whether the service can create instances",
 }

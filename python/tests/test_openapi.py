@@ -24,6 +24,11 @@ TITLED = {
     "CommandRecord": roomkit.CommandRecord,
     "CommandResult": roomkit.CommandResult,
     "CommandStatus": roomkit.CommandStatus,
+    "Context": roomkit.Context,
+    "ContextInterrupted": roomkit.ContextInterrupted,
+    "ContextRunResult": roomkit.ContextRunResult,
+    "DisplayResult": roomkit.DisplayResult,
+    "ExecutionError": roomkit.ExecutionError,
     "CreatedApiKey": roomkit.CreatedApiKey,
     "FileChange": roomkit.FileChange,
     "FileContent": roomkit.FileContent,
@@ -41,10 +46,9 @@ TITLED = {
     "Usage": roomkit.Usage,
 }
 #: Not answers the SDK returns: the Error body becomes RoomkitError; a ticket only opens a terminal;
-#: code contexts have no methods in this SDK yet (operations.py leaves their routes out).
-UNTITLED_OK = {"Error", "TerminalTicket", "PortUrlRequest"} | {
-    "ChartData", "Context", "ContextCreate", "ContextInterrupted", "ContextList", "ContextRunRequest", "ContextRunResult", "DisplayResult", "ExecutionError",
-}
+#: request bodies; the list of contexts, returned as CodeContexts; chart data, kept as a dict (its
+#: elements' shape follows its type).
+UNTITLED_OK = {"Error", "TerminalTicket", "PortUrlRequest"} | {"ContextCreate", "ContextRunRequest", "ContextList", "ChartData"}
 #: Answers without a title, by the operation and status that give them.
 BY_ROUTE = {
     ("get", "/api/instances", "200"): roomkit.InstancePage,
@@ -76,7 +80,7 @@ class EveryOperation(unittest.TestCase):
 
     def test_each_method_named_exists_and_sends_its_operation(self) -> None:
         shared()  # the profile the calls name
-        classes = {name: getattr(roomkit, name) for name in ("Roomkit", "Profiles", "Instances", "Snapshots", "Keys", "Room", "CommandHandle", "Tools", "Ports")}
+        classes = {name: getattr(roomkit, name) for name in ("Roomkit", "Profiles", "Instances", "Snapshots", "Keys", "Room", "CommandHandle", "Tools", "Ports", "Contexts", "CodeContext")}
         for operation, row in OPERATIONS.items():
             with self.subTest(operation=operation):
                 cls, method = row.method.split(".")

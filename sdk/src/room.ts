@@ -2,7 +2,9 @@
 // and out, delete it. The room is addressed by (profile, room) as the API does; a
 // profile given by name is resolved on first use.
 // Over 400 lines: the Room class is the SDK's whole surface for one room (instance,
-// commands, files, terminals, ports, snapshots), and a class's methods read best together.
+// commands, files, terminals, ports, snapshots), and a class's methods read best together
+// (code contexts are a class of their own, contexts.ts).
+import { RoomContexts } from './contexts.ts';
 import { type ErrorHint, RoomkitConnectionError, RoomkitError } from './errors.ts';
 import { sdkMessage } from './hint-wording.ts';
 import type { CommandResult, CommandStatus, FileContent, FileWritten, ForkResult, Instance, Paths, PortUrl, RevertResult, Snapshot } from './generated/api.ts';
@@ -102,6 +104,8 @@ export class Room {
   readonly roomId: string;
   /** Programs listening on ports of the room's instance, reached from outside. */
   readonly ports: RoomPorts;
+  /** Code contexts of the room's instance: interpreters that keep their state between runs. */
+  readonly contexts: RoomContexts;
   readonly #ctx: RoomContext;
 
   constructor(ctx: RoomContext, profile: string, roomId: string) {
@@ -109,6 +113,7 @@ export class Room {
     this.profile = profile;
     this.roomId = roomId;
     this.ports = new RoomPorts(ctx, (options) => this.#params(options));
+    this.contexts = new RoomContexts(ctx.transport, (options) => this.#params(options));
   }
 
   /** The profile's id, resolving a name through GET /api/profiles once. */

@@ -11,6 +11,7 @@ import { registerExecCommands } from './exec.ts';
 import { registerFileCommands } from './files.ts';
 import { registerNodeCommands } from './nodes.ts';
 import { registerProfileCommands } from './profiles.ts';
+import { registerRunCodeCommand } from './run-code.ts';
 import { registerShellCommand } from './shell.ts';
 import { registerSnapshotCommands } from './snapshots.ts';
 import { CliError } from './errors.ts';
@@ -134,6 +135,7 @@ images
 
 registerClientCommands(program);
 registerExecCommands(program);
+registerRunCodeCommand(program);
 registerFileCommands(program);
 registerProfileCommands(program);
 registerNodeCommands(program);

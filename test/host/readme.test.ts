@@ -116,7 +116,8 @@ describe("the README's examples", () => {
       ROOMKIT_API_KEY: org.apiKey,
     });
     assert.equal(ran.code, 0, ran.stderr);
-    assert.equal(ran.stdout, 'hello\n\n'); // print() of the output, which ends in a newline
+    // print() of the output, which ends in a newline; then the code context's main result.
+    assert.equal(ran.stdout, 'hello\n\n[1, 2, 3]\n');
   });
 
   it('runs the TypeScript block with the SDK', async () => {
@@ -129,6 +130,7 @@ describe("the README's examples", () => {
       const ran = await runIn(PACKAGE_ROOT, process.execPath, [file], { ROOMKIT_URL: base, ROOMKIT_API_KEY: org.apiKey });
       assert.equal(ran.code, 0, ran.stderr);
       assert.match(ran.stdout, /^0 hello\n \[/m);
+      assert.match(ran.stdout, /^\[1, 2, 3\]$/m, 'the code context kept rows from one run to the next');
       assert.match(ran.stderr, /404 instance_not_found/);
     } finally {
       rmSync(file, { force: true });

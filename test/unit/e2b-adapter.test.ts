@@ -109,12 +109,12 @@ describe('the control API', () => {
     for (const id of made) await Sandbox.kill(id, opts);
   });
 
-  it("resolves the SDK's default templates to the organization's default profile", async () => {
-    for (const template of ['base', 'code-interpreter-v1']) {
+  it("resolves the SDKs' default templates to the organization's default and code-interpreter profiles", async () => {
+    for (const [template, profile] of [['base', 'default'], ['code-interpreter-v1', 'code-interpreter'], ['code-interpreter', 'code-interpreter']] as const) {
       const sandbox = await Sandbox.create(template, opts);
       const info = await sandbox.getInfo();
-      assert.equal(info.templateId, org.defaultProfileId);
-      assert.equal(info.name, 'default');
+      assert.equal(info.name, profile, template);
+      if (profile === 'default') assert.equal(info.templateId, org.defaultProfileId);
       await sandbox.kill();
     }
   });

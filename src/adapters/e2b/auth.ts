@@ -1,7 +1,8 @@
 // Who calls the E2B adapter. The control API takes a roomkit API key in X-API-KEY (the
 // header E2B's SDK sends E2B_API_KEY in); the in-sandbox calls take the sandbox's access
-// token in X-Access-Token and name the sandbox in E2b-Sandbox-Id, as the SDK sends them
-// to E2B_SANDBOX_URL; a signed file URL carries a signature made with that token. The
+// token in X-Access-Token (or E2B-Traffic-Access-Token, where the code interpreter SDK
+// sends it) and name the sandbox in E2b-Sandbox-Id, as the SDK sends them to
+// E2B_SANDBOX_URL; a signed file URL carries a signature made with that token. The
 // app attaches this hook to every route under the adapter's prefix as it is registered,
 // before the API rate limits, so none goes without it.
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -71,7 +72,8 @@ export function authenticateE2b(
   return async (request) => {
     const path = request.url.split('?')[0] ?? request.url;
     if (isEnvdUrl(path)) {
-      const token = request.headers['x-access-token'];
+      // The code interpreter SDK sends the token of its context calls as the traffic token, which a create answers equal to the access token.
+      const token = request.headers['x-access-token'] || request.headers['e2b-traffic-access-token'];
       const query = request.query as Record<string, unknown>;
       if ((token === undefined || token === '') && typeof query.signature === 'string' && path === `${ENVD_PREFIX}/files`) {
         request.caller = await signedFileCaller(request, organizations, tokens, instanceOrganization);

@@ -1,5 +1,5 @@
 // Mounts the E2B adapter: E2B's control API at /e2b and its in-sandbox protocol at
-// /e2b/envd, in a scope of their own whose failures answer E2B's conventions
+// /e2b/envd (envd's, and the code interpreter's of port 49999 beside it), in a scope of their own whose failures answer E2B's conventions
 // (errors.ts) rather than roomkit's Error body. The app attaches authentication
 // (auth.ts) and the API rate limits to each route as it registers.
 import type { Services } from '../../services.ts';
@@ -8,6 +8,7 @@ import type { AccessTokens } from './access-tokens.ts';
 import { E2B_PREFIX, ENVD_PREFIX } from './auth.ts';
 import { controlRoutes } from './control-routes.ts';
 import { envdRoutes } from './envd-routes.ts';
+import { interpreterRoutes } from './interpreter-routes.ts';
 import { E2bHttpError, sendE2bError } from './errors.ts';
 import { metricsRoute } from './metrics-route.ts';
 import { snapshotRoutes } from './snapshot-routes.ts';
@@ -29,7 +30,14 @@ export async function mountE2b(app: App, services: Services, tokens: AccessToken
     );
     register(scope);
   };
-  await app.register(scoped((scope) => envdRoutes(scope, services, { bodyLimit })), { prefix: ENVD_PREFIX });
+  await app.register(
+    scoped((scope) => {
+      envdRoutes(scope, services, { bodyLimit });
+      // A scope of its own: its JSON parser takes the empty bodies the code interpreter SDK sends.
+      void scope.register(async (interpreter) => interpreterRoutes(interpreter, services));
+    }),
+    { prefix: ENVD_PREFIX },
+  );
   await app.register(
     scoped((scope) => {
       controlRoutes(scope, services, tokens);

@@ -2,12 +2,13 @@
 // instance's id, so the same machine is found through REST, the CLI and the console; an
 // instance created through E2B lives in a room of its own named `e2b-` and twelve hex
 // digits. A template is one of the organization's profiles, by id or by name, or one
-// of its snapshots by id; the SDK's own defaults (`base`, and `code-interpreter-v1` for
-// the code interpreter) are the organization's `default` profile.
+// of its snapshots by id; the SDKs' own defaults are the profiles every organization
+// has: `base` the `default` profile, `code-interpreter-v1` (the code interpreter
+// package's) the `code-interpreter` profile.
 import { randomBytes } from 'node:crypto';
 import type { Instance } from '../../core/instance-schema.ts';
 import type { Profile } from '../../core/profile-schema.ts';
-import { DEFAULT_PROFILE_NAME, type Profiles } from '../../core/profiles.ts';
+import { CODE_INTERPRETER_PROFILE_NAME, DEFAULT_PROFILE_NAME, type Profiles } from '../../core/profiles.ts';
 import type { SnapshotSource } from '../../core/instances.ts';
 import { AppError } from '../../errors.ts';
 import type { Services } from '../../services.ts';
@@ -22,12 +23,14 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const ENVD_VERSION = '0.5.7';
 /** The port envd listens on in an E2B sandbox, which the SDK names in E2b-Sandbox-Port. */
 export const ENVD_PORT = 49983;
+/** The port E2B's code interpreter listens on in a sandbox (interpreter-routes.ts serves it). */
+export const INTERPRETER_PORT = 49999;
 /** What the SDK's create gives when it is asked for no timeout: its own default. */
 export const DEFAULT_TIMEOUT_S = 300;
 /** The client id a sandbox answers with: there is one node. */
 const CLIENT_ID = 'roomkit';
-/** The SDK's default templates, which mean the organization's default profile. */
-export const DEFAULT_TEMPLATES: readonly string[] = ['base', 'code-interpreter-v1'];
+/** The SDKs' default templates and the profile each means: `e2b`'s, and `@e2b/code-interpreter`'s. */
+export const DEFAULT_TEMPLATES: Readonly<Record<string, string>> = { base: DEFAULT_PROFILE_NAME, 'code-interpreter-v1': CODE_INTERPRETER_PROFILE_NAME };
 /** endAt of an instance without a deadline. */
 const NO_DEADLINE = '9999-12-31T23:59:59.000Z';
 
@@ -54,12 +57,12 @@ export async function templateSource(services: Pick<Services, 'profiles' | 'snap
 
 /** The profile a template names; 404 when the organization has none by that id or name. */
 export async function profileOfTemplate(profiles: Profiles, organizationId: string, template: string | undefined): Promise<Profile> {
-  const name = template === undefined || template === '' || DEFAULT_TEMPLATES.includes(template) ? DEFAULT_PROFILE_NAME : template;
+  const name = template === undefined || template === '' ? DEFAULT_PROFILE_NAME : (Object.hasOwn(DEFAULT_TEMPLATES, template) ? DEFAULT_TEMPLATES[template] : undefined) ?? template;
   const byId = await profiles.find(organizationId, name);
   if (byId) return byId;
   const id = await profiles.idOfName(organizationId, name);
   if (id) return profiles.get(organizationId, id);
-  throw new AppError('profile_not_found', `no template ${template ?? name}: a template is one of the organization's profiles, by id or name${name === DEFAULT_PROFILE_NAME ? ` (the SDK's default template is the profile named "${DEFAULT_PROFILE_NAME}")` : ''}`);
+  throw new AppError('profile_not_found', `no template ${template ?? name}: a template is one of the organization's profiles, by id or name${name !== template ? ` (the SDK's default template is the profile named "${name}")` : ''}`);
 }
 
 /** A live instance's state in E2B's terms; undefined for one that has ended (E2B no longer lists it). */
@@ -113,6 +116,8 @@ export function connectedSandbox(instance: Instance, envdAccessToken: string, ex
     clientID: CLIENT_ID,
     envdVersion: ENVD_VERSION,
     envdAccessToken,
+    // The code interpreter SDK sends its context calls with this token alone (not the access token): the same one serves both.
+    trafficAccessToken: envdAccessToken,
     domain: domain ?? null,
   };
 }
