@@ -3,13 +3,20 @@
 // signs out. The key is checked once, here; from then on the browser holds only the
 // cookie (httpOnly: no script of the page can read it) and the page the token in memory.
 // These routes are the console's own and stay out of /openapi.json; docs/api.md has them.
+// A sign-in is an authentication like any other: a rejected key counts against the
+// client's address in the API's auth throttle, which then refuses its sign-ins too; and
+// signing in and out are in the organization's audit trail.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import Type from 'typebox';
+import type { AuditAction } from '../../core/audit-schema.ts';
 import { CONSOLE_SESSION_TTL_MS, type ConsoleSession, csrfTokenMatches, csrfTokenOf } from '../../core/console-sessions.ts';
+import type { Caller } from '../../core/orgs.ts';
 import { AppError } from '../../errors.ts';
 import type { Services } from '../../services.ts';
+import type { AuthThrottle } from '../../http/auth-throttle.ts';
 import { CSRF_HEADER, sessionCookie, sessionCookieOf } from '../../http/session-cookie.ts';
 import type { App } from '../../http/types.ts';
+import { timeOrderedUuid } from '../../lib/ids.ts';
 
 export const SESSION_PATH = '/console/session';
 
@@ -25,7 +32,25 @@ function describe(session: ConsoleSession, sessionId: string) {
   };
 }
 
-export function sessionRoutes(app: App, { organizations, consoleSessions, config }: Services): void {
+export function sessionRoutes(app: App, { organizations, consoleSessions, config, audit }: Services, throttle?: AuthThrottle): void {
+  /** The audit record of a sign-in or sign-out, which the API's audit hook does not see (it is not under /api/). */
+  const record = (request: FastifyRequest, action: AuditAction, caller: Caller, startedAt: number, status: number) => {
+    audit.record({
+      eventId: timeOrderedUuid(startedAt),
+      organizationId: caller.organizationId,
+      at: new Date(startedAt).toISOString(),
+      durationMs: Date.now() - startedAt,
+      requestId: request.id,
+      keyId: caller.keyId,
+      clientAddress: request.ip,
+      via: 'api',
+      method: request.method,
+      route: SESSION_PATH,
+      action,
+      status,
+      decision: 'allowed',
+    });
+  };
   const noStore = async (_request: FastifyRequest, reply: FastifyReply) => {
     reply.header('Cache-Control', 'no-store');
   };
@@ -33,8 +58,17 @@ export function sessionRoutes(app: App, { organizations, consoleSessions, config
   // Only JSON bodies are parsed, so a form another site posts cannot sign a browser in
   // with that site's key.
   app.post(SESSION_PATH, { schema: { hide: true, body: SignIn }, onRequest: noStore }, async (request, reply) => {
-    const caller = await organizations.authenticate(request.body.api_key.trim());
+    const startedAt = Date.now();
+    throttle?.check(request);
+    let caller: Caller;
+    try {
+      caller = await organizations.authenticate(request.body.api_key.trim());
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'invalid_api_key') throttle?.failed(request);
+      throw err;
+    }
     const session = await consoleSessions.create(caller);
+    record(request, 'console.sign_in', caller, startedAt, 201);
     reply.header('Set-Cookie', sessionCookie(request, config.publicUrl, session.sessionId, Math.floor(CONSOLE_SESSION_TTL_MS / 1000)));
     return reply.code(201).send(describe(session, session.sessionId));
   });
@@ -56,7 +90,10 @@ export function sessionRoutes(app: App, { organizations, consoleSessions, config
       if (typeof token !== 'string' || !csrfTokenMatches(sessionId, token)) {
         throw new AppError('invalid_csrf_token', `signing out takes the session's CSRF token in the ${CSRF_HEADER} header`);
       }
+      const startedAt = Date.now();
+      const ended = await consoleSessions.find(sessionId);
       await consoleSessions.end(sessionId);
+      if (ended) record(request, 'console.sign_out', ended.caller, startedAt, 204);
     }
     reply.header('Set-Cookie', sessionCookie(request, config.publicUrl, '', 0));
     return reply.code(204).send();
