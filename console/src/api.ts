@@ -43,12 +43,14 @@ async function errorOf(response: Response): Promise<ApiError> {
 async function send(method: string, path: string, body?: unknown, accept = 'application/json'): Promise<Response> {
   const headers: Record<string, string> = { Accept: accept };
   if (csrfToken !== null) headers['X-Roomkit-CSRF'] = csrfToken;
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  // Bytes (an upload) go as they are; anything else as JSON.
+  const raw = body instanceof Blob;
+  if (body !== undefined) headers['Content-Type'] = raw ? 'application/octet-stream' : 'application/json';
   const response = await fetch(path, {
     method,
     headers,
     credentials: 'same-origin',
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    ...(body === undefined ? {} : { body: raw ? body : JSON.stringify(body) }),
   });
   if (response.ok) return response;
   const error = await errorOf(response);
@@ -63,6 +65,18 @@ async function send(method: string, path: string, body?: unknown, accept = 'appl
 export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const response = await send(method, path, body);
   if (response.status === 204) return undefined as T;
+  return (await response.json()) as T;
+}
+
+/** A file's bytes, read with the session (the raw endpoint's public URL needs no session, but a profile may not serve it). */
+export async function download(path: string): Promise<Blob> {
+  const response = await send('GET', `${path}${path.includes('?') ? '&' : '?'}raw=1`, undefined, 'application/octet-stream');
+  return response.blob();
+}
+
+/** Writes a file's bytes (PUT …/file/{path}); answers the FileWritten. */
+export async function upload<T>(path: string, bytes: Blob): Promise<T> {
+  const response = await send('PUT', path, bytes);
   return (await response.json()) as T;
 }
 
@@ -125,4 +139,14 @@ export async function stream(path: string, body: unknown, onEvent: (event: Strea
 /** The path of a room's resource under the REST API. */
 export function roomPath(profileId: string, roomId: string, rest = ''): string {
   return `/api/profile/${encodeURIComponent(profileId)}/room/${encodeURIComponent(roomId)}${rest}`;
+}
+
+/** The API path of a file of a room's instance: an absolute path keeps its leading slash (`…/file//home/…`). */
+export function filePath(profileId: string, roomId: string, path: string): string {
+  return roomPath(profileId, roomId, `/file/${path.split('/').map(encodeURIComponent).join('/')}`);
+}
+
+/** The console's own path of a room's instance. */
+export function consoleRoomPath(profileId: string, roomId: string): string {
+  return `/console/profile/${encodeURIComponent(profileId)}/room/${encodeURIComponent(roomId)}`;
 }
