@@ -4,14 +4,19 @@
 //
 // Paths: /console and /console/instances (the list, its filters in the query),
 // /console/profile/{profile_id}/room/{room_id} (an instance, addressed as the REST API
-// addresses it), /console/sign-in. Organization pages (/console/profiles, /snapshots,
-// /audit, /keys) and operator pages (/console/operator/...) take their places beside them.
+// addresses it), the organization's pages (/console/profiles[/new|/{id}], /snapshots,
+// /usage, /audit, /keys), /console/sign-in.
 import './console.css';
 import { currentSession, onSignedOut, type Session, signOut } from './api.ts';
+import { auditPage } from './audit-page.ts';
 import { errorBox, h } from './dom.ts';
 import { instancePage } from './instance-page.ts';
 import { instancesPage } from './instances-page.ts';
+import { keysPage } from './keys-page.ts';
+import { profilesPage } from './profiles-page.ts';
 import { signInPage } from './sign-in.ts';
+import { snapshotsPage } from './snapshots.ts';
+import { usagePage } from './usage-page.ts';
 
 export type Stop = () => void;
 export type Navigate = (path: string) => void;
@@ -19,6 +24,8 @@ export type Navigate = (path: string) => void;
 const root = document.getElementById('app') as HTMLElement;
 let session: Session | null = null;
 let stopView: Stop = () => {};
+/** The path and query drawn: a jump to a section of the page (#…) changes neither. */
+let drawn = '';
 
 function navigate(path: string, replace = false): void {
   if (replace) history.replaceState(null, '', path);
@@ -33,7 +40,9 @@ document.addEventListener('click', (event) => {
   event.preventDefault();
   navigate(link.pathname + link.search);
 });
-window.addEventListener('popstate', () => render());
+window.addEventListener('popstate', () => {
+  if (location.pathname + location.search !== drawn) render();
+});
 
 onSignedOut(() => {
   session = null;
@@ -65,7 +74,20 @@ function shell(current: Session): HTMLElement {
     'header',
     { class: 'top' },
     h('a', { href: '/console', 'data-nav': true, class: 'brand' }, 'roomkit'),
-    h('nav', { 'aria-label': 'Console' }, h('a', { href: '/console/instances', 'data-nav': true }, 'Instances')),
+    h(
+      'nav',
+      { 'aria-label': 'Console' },
+      ...(
+        [
+          ['/console/instances', 'Instances'],
+          ['/console/profiles', 'Profiles'],
+          ['/console/snapshots', 'Snapshots'],
+          ['/console/usage', 'Usage'],
+          ['/console/audit', 'Audit'],
+          ['/console/keys', 'Keys'],
+        ] as const
+      ).map(([href, label]) => h('a', { href, 'data-nav': true, 'aria-current': location.pathname.startsWith(href) ? 'page' : undefined }, label)),
+    ),
     h('span', { class: 'who', title: `key ${current.key_id}` }, `organization ${current.organization_id.slice(0, 8)} · ${current.env} key`),
     out,
     problem.el,
@@ -76,11 +98,18 @@ function route(path: string, main: HTMLElement, go: Navigate): Stop {
   const room = /^\/console\/profile\/([^/]+)\/room\/([^/]+)\/?$/.exec(path);
   if (room) return instancePage(main, decodeURIComponent(room[1] as string), decodeURIComponent(room[2] as string), go);
   if (path === '/console' || path === '/console/' || path === '/console/instances') return instancesPage(main, go);
+  const profiles = /^\/console\/profiles(?:\/([^/]+))?\/?$/.exec(path);
+  if (profiles) return profilesPage(main, profiles[1] ?? '', go);
+  if (path === '/console/snapshots') return snapshotsPage(main, go);
+  if (path === '/console/usage') return usagePage(main);
+  if (path === '/console/audit') return auditPage(main);
+  if (path === '/console/keys' && session !== null) return keysPage(main, session);
   main.append(h('h1', {}, 'Not found'), h('p', {}, 'This console page does not exist. ', h('a', { href: '/console', 'data-nav': true }, 'See the instances')));
   return () => {};
 }
 
 function render(notice?: string): void {
+  drawn = location.pathname + location.search;
   stopView();
   stopView = () => {};
   root.replaceChildren();
