@@ -4,7 +4,7 @@
 //
 // Paths: /console and /console/instances (the list, its filters in the query),
 // /console/profile/{profile_id}/room/{room_id} (an instance, addressed as the REST API
-// addresses it), the organization's pages (/console/profiles[/new|/{id}], /snapshots,
+// addresses it), the organization's pages (/console/profiles[/new|/{id}[/edit]], /snapshots,
 // /usage, /audit, /keys), /console/sign-in.
 import './console.css';
 import { currentSession, onSignedOut, type Session, signOut } from './api.ts';
@@ -98,7 +98,7 @@ function route(path: string, main: HTMLElement, go: Navigate): Stop {
   const room = /^\/console\/profile\/([^/]+)\/room\/([^/]+)\/?$/.exec(path);
   if (room) return instancePage(main, decodeURIComponent(room[1] as string), decodeURIComponent(room[2] as string), go);
   if (path === '/console' || path === '/console/' || path === '/console/instances') return instancesPage(main, go);
-  const profiles = /^\/console\/profiles(?:\/([^/]+))?\/?$/.exec(path);
+  const profiles = /^\/console\/profiles(?:\/([^/]+(?:\/edit)?))?\/?$/.exec(path);
   if (profiles) return profilesPage(main, profiles[1] ?? '', go);
   if (path === '/console/snapshots') return snapshotsPage(main, go);
   if (path === '/console/usage') return usagePage(main);

@@ -1,9 +1,11 @@
 // The organization's profiles: the list (/console/profiles), one profile's fields with
-// delete (/console/profiles/{profile_id}), and the form that creates one
-// (/console/profiles/new). The form is drawn from the create body's schema in
-// /openapi.json (every field, its description, its default, its bounds), so it offers
-// what the API takes and nothing else; what the server refuses is shown with the
-// validation messages of the Error body, each beside its field.
+// delete (/console/profiles/{profile_id}), and the forms that create one
+// (/console/profiles/new) and edit one (/console/profiles/{profile_id}/edit). A form is
+// drawn from its request body's schema in /openapi.json (every field, its description,
+// its default, its bounds), so it offers what the API takes and nothing else, and sends
+// only the fields changed (from the defaults, or from the profile's values); what the
+// server refuses is shown with the validation messages of the Error body, each beside
+// its field.
 import type { Profile } from '../../sdk/src/generated/api.ts';
 import { ApiError, call } from './api.ts';
 import { dateTime, errorBox, h } from './dom.ts';
@@ -28,29 +30,32 @@ interface Field {
   schema: FieldSchema;
   input: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement;
   message: HTMLElement;
+  /** What the field holds before it is touched (the profile's value, or the default); unset when neither. */
+  baseline?: { value: unknown };
   /** The value to send, or undefined to leave the field to its default. */
   read(): unknown;
 }
 
 const profilesLink = () => h('a', { href: '/console/profiles', 'data-nav': true }, 'Profiles');
 
-/** The JSON schema of POST /api/profiles's body, from the service's own description. */
-async function createSchema(): Promise<Record<string, FieldSchema>> {
+/** The JSON schema of a request body (POST /api/profiles, PATCH /api/profiles/{profile_id}), from the service's own description. */
+async function bodySchema(path: string, method: 'post' | 'patch'): Promise<Record<string, FieldSchema>> {
   const response = await fetch('/openapi.json', { credentials: 'same-origin' });
   if (!response.ok) throw new Error(`could not read /openapi.json (${response.status})`);
   const doc = (await response.json()) as { paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: FieldSchema }> } }>> };
-  const schema = doc.paths['/api/profiles']?.post?.requestBody?.content['application/json']?.schema;
-  if (schema?.properties === undefined) throw new Error('/openapi.json does not describe the profile create body');
+  const schema = doc.paths[path]?.[method]?.requestBody?.content['application/json']?.schema;
+  if (schema?.properties === undefined) throw new Error(`/openapi.json does not describe the body of ${method.toUpperCase()} ${path}`);
   return schema.properties;
 }
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
-/** One input for a field of the schema, with what it reads back as the body's value. */
-function field(name: string, schema: FieldSchema): Field {
+/** One input for a field of the schema, holding `current` (else the default), with what it reads back as the body's value. */
+function field(name: string, schema: FieldSchema, current?: { value: unknown }): Field {
   const id = `field-${name.replace(/\./g, '-')}`;
   const message = h('span', { class: 'field-error', id: `${id}-error`, role: 'alert' });
-  const fallback = schema.default;
+  const baseline = current ?? ('default' in schema ? { value: schema.default } : undefined);
+  const fallback = baseline?.value;
   let input: Field['input'];
   let read: () => unknown;
   if (schema.enum !== undefined) {
@@ -75,7 +80,8 @@ function field(name: string, schema: FieldSchema): Field {
     input = h('input', { id, name, value: Array.isArray(fallback) ? fallback.join(' ') : '', placeholder: 'separated by spaces' });
     read = () => input.value.split(/[\s,]+/).filter((item) => item !== '');
   } else if (schema.type === 'object' && typeof schema.additionalProperties === 'object' && schema.additionalProperties.type === 'string') {
-    input = h('textarea', { id, name, rows: '2', placeholder: 'NAME=value, one per line', spellcheck: 'false' });
+    const lines = Object.entries((fallback ?? {}) as Record<string, string>).map(([k, v]) => `${k}=${v}`);
+    input = h('textarea', { id, name, rows: '2', placeholder: 'NAME=value, one per line', spellcheck: 'false' }, lines.join('\n'));
     read = () =>
       Object.fromEntries(
         input.value
@@ -98,25 +104,26 @@ function field(name: string, schema: FieldSchema): Field {
     read = () => (input.value.trim() === '' ? undefined : input.value.trim());
   }
   input.setAttribute('aria-describedby', `${id}-help ${id}-error`);
-  return { name, schema, input, message, read };
+  return { name, schema, input, message, read, ...(baseline === undefined ? {} : { baseline }) };
 }
 
-/** Every field of the schema, an object's own fields flattened under its name (network.egress). */
-function fieldsOf(properties: Record<string, FieldSchema>, prefix = ''): Field[] {
+/** Every field of the schema, an object's own fields flattened under its name (network.egress), holding `values` where given. */
+function fieldsOf(properties: Record<string, FieldSchema>, values?: Record<string, unknown>, prefix = ''): Field[] {
   const fields: Field[] = [];
   for (const [name, schema] of Object.entries(properties)) {
-    if (schema.type === 'object' && schema.properties !== undefined) fields.push(...fieldsOf(schema.properties, `${prefix}${name}.`));
-    else fields.push(field(`${prefix}${name}`, schema));
+    const value = values === undefined || !(name in values) ? undefined : { value: values[name] };
+    if (schema.type === 'object' && schema.properties !== undefined) fields.push(...fieldsOf(schema.properties, value?.value as Record<string, unknown> | undefined, `${prefix}${name}.`));
+    else fields.push(field(`${prefix}${name}`, schema, value));
   }
   return fields;
 }
 
-/** The body: each field that differs from its default (or has none), nested back by its dotted name. */
+/** The body: each field changed from what it held (or that held nothing), nested back by its dotted name. */
 function bodyOf(fields: Field[]): Record<string, unknown> {
   const body: Record<string, unknown> = {};
   for (const f of fields) {
     const value = f.read();
-    if (value === undefined || ('default' in f.schema && same(value, f.schema.default))) continue;
+    if (value === undefined || (f.baseline !== undefined && same(value, f.baseline.value))) continue;
     const path = f.name.split('.');
     let into = body;
     for (const part of path.slice(0, -1)) into = (into[part] ??= {}) as Record<string, unknown>;
@@ -125,21 +132,25 @@ function bodyOf(fields: Field[]): Record<string, unknown> {
   return body;
 }
 
-function newProfilePage(main: HTMLElement, go: Navigate): Stop {
+/**
+ * A profile's form: its fields from the body's schema (holding the profile's values when
+ * it edits one), sent by `send`; each validation problem shown beside its field.
+ */
+function profileForm(main: HTMLElement, label: string, fields: () => Promise<Field[]>, send: (body: Record<string, unknown>) => Promise<Profile>, go: Navigate): void {
   const problem = errorBox();
-  const form = h('form', { class: 'card profile-form', 'aria-label': 'New profile', novalidate: true });
-  main.append(h('p', { class: 'crumbs' }, profilesLink(), ' / new'), h('h1', {}, 'New profile'), problem.el, form);
+  const form = h('form', { class: 'card profile-form', 'aria-label': label, novalidate: true });
+  main.append(problem.el, form);
   void (async () => {
-    let fields: Field[];
+    let all: Field[];
     try {
-      fields = fieldsOf(await createSchema());
+      all = await fields();
     } catch (err) {
       problem.show(err);
       return;
     }
-    const submit = h('button', { type: 'submit' }, 'Create profile');
+    const submit = h('button', { type: 'submit' }, label === 'New profile' ? 'Create profile' : 'Save changes');
     form.append(
-      ...fields.map((f) =>
+      ...all.map((f) =>
         h(
           'div',
           { class: 'field', 'data-field': f.name },
@@ -154,18 +165,18 @@ function newProfilePage(main: HTMLElement, go: Navigate): Stop {
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
       problem.clear();
-      for (const f of fields) f.message.textContent = '';
+      for (const f of all) f.message.textContent = '';
       submit.disabled = true;
       try {
-        const made = await call<Profile>('POST', '/api/profiles', bodyOf(fields));
-        go(`/console/profiles/${made.profile_id}`);
+        const saved = await send(bodyOf(all));
+        go(`/console/profiles/${saved.profile_id}`);
       } catch (err) {
         problem.show(err);
         // Each problem of a validation_error beside its field; the first field gets the focus.
         const errors = err instanceof ApiError ? ((err.body.details as { errors?: { field: string; message: string }[] } | undefined)?.errors ?? []) : [];
         let first: Field | undefined;
         for (const e of errors) {
-          const f = fields.find((candidate) => candidate.name === e.field) ?? fields.find((candidate) => e.field.startsWith(`${candidate.name}.`));
+          const f = all.find((candidate) => candidate.name === e.field) ?? all.find((candidate) => e.field.startsWith(`${candidate.name}.`));
           if (f === undefined) continue;
           f.message.textContent = f.message.textContent === '' ? e.message : `${f.message.textContent}; ${e.message}`;
           first ??= f;
@@ -176,6 +187,29 @@ function newProfilePage(main: HTMLElement, go: Navigate): Stop {
       }
     });
   })();
+}
+
+function newProfilePage(main: HTMLElement, go: Navigate): Stop {
+  main.append(h('p', { class: 'crumbs' }, profilesLink(), ' / new'), h('h1', {}, 'New profile'));
+  profileForm(main, 'New profile', async () => fieldsOf(await bodySchema('/api/profiles', 'post')), (body) => call<Profile>('POST', '/api/profiles', body), go);
+  return () => {};
+}
+
+function editProfilePage(main: HTMLElement, profileId: string, go: Navigate): Stop {
+  const path = `/api/profiles/${encodeURIComponent(profileId)}`;
+  const title = h('h1', {}, 'Edit profile');
+  main.append(h('p', { class: 'crumbs' }, profilesLink(), ' / ', h('a', { href: `/console/profiles/${encodeURIComponent(profileId)}`, 'data-nav': true }, profileId.slice(0, 8)), ' / edit'), title);
+  profileForm(
+    main,
+    'Edit profile',
+    async () => {
+      const [schema, profile] = await Promise.all([bodySchema('/api/profiles/{profile_id}', 'patch'), call<Profile>('GET', path)]);
+      title.textContent = `Edit profile ${profile.name}`;
+      return fieldsOf(schema, profile as unknown as Record<string, unknown>);
+    },
+    (body) => call<Profile>('PATCH', path, body),
+    go,
+  );
   return () => {};
 }
 
@@ -204,7 +238,13 @@ function profilePage(main: HTMLElement, profileId: string, go: Navigate): Stop {
   main.append(
     h('p', { class: 'crumbs' }, profilesLink(), ' / ', profileId.slice(0, 8)),
     title,
-    h('div', { class: 'actions' }, h('a', { href: `/console/instances?profile=${encodeURIComponent(profileId)}`, 'data-nav': true }, 'Its instances'), remove),
+    h(
+      'div',
+      { class: 'actions' },
+      h('a', { href: `/console/instances?profile=${encodeURIComponent(profileId)}`, 'data-nav': true }, 'Its instances'),
+      h('a', { href: `/console/profiles/${encodeURIComponent(profileId)}/edit`, 'data-nav': true, class: 'button' }, 'Edit'),
+      remove,
+    ),
     problem.el,
     h('section', { class: 'card', 'aria-label': 'Fields' }, facts),
   );
@@ -264,9 +304,10 @@ function profilesList(main: HTMLElement): Stop {
   return () => {};
 }
 
-/** Routes /console/profiles, /console/profiles/new and /console/profiles/{id}. */
+/** Routes /console/profiles, /console/profiles/new, /console/profiles/{id} and /console/profiles/{id}/edit. */
 export function profilesPage(main: HTMLElement, rest: string, go: Navigate): Stop {
   if (rest === '') return profilesList(main);
   if (rest === 'new') return newProfilePage(main, go);
+  if (rest.endsWith('/edit')) return editProfilePage(main, decodeURIComponent(rest.slice(0, -'/edit'.length)), go);
   return profilePage(main, decodeURIComponent(rest), go);
 }
