@@ -3,13 +3,10 @@
 // A refusal becomes an ApiError carrying the Error body, whose message the pages show.
 import type { ErrorBody } from '../../sdk/src/generated/api.ts';
 
-export interface Session {
-  organization_id: string;
-  key_id: string;
-  env: string;
-  csrf_token: string;
-  expires_at: string;
-}
+/** Who is signed in: a key of an organization, or the operator (no organization, no key). */
+export type Session =
+  | { kind: 'key'; organization_id: string; key_id: string; env: string; csrf_token: string; expires_at: string }
+  | { kind: 'operator'; organization_id: null; key_id: null; env: null; csrf_token: string; expires_at: string };
 
 export class ApiError extends Error {
   readonly status: number;
@@ -54,7 +51,7 @@ async function send(method: string, path: string, body?: unknown, accept = 'appl
   });
   if (response.ok) return response;
   const error = await errorOf(response);
-  if (response.status === 401 && path.startsWith('/api/')) {
+  if (response.status === 401 && (path.startsWith('/api/') || path.startsWith('/operator/'))) {
     csrfToken = null;
     signedOut();
   }
@@ -92,8 +89,9 @@ export async function currentSession(): Promise<Session | null> {
   }
 }
 
-export async function signIn(apiKey: string): Promise<Session> {
-  const session = await call<Session>('POST', '/console/session', { api_key: apiKey });
+/** Signs in with an API key, or with the operator token (`operator` true). */
+export async function signIn(secret: string, operator = false): Promise<Session> {
+  const session = await call<Session>('POST', '/console/session', operator ? { operator_token: secret } : { api_key: secret });
   csrfToken = session.csrf_token;
   return session;
 }

@@ -6,7 +6,7 @@ import { call, type Session } from './api.ts';
 import { dateTime, errorBox, h, relative } from './dom.ts';
 import type { Stop } from './main.ts';
 
-export function keysPage(main: HTMLElement, session: Session): Stop {
+export function keysPage(main: HTMLElement, session: Session & { kind: 'key' }): Stop {
   const problem = errorBox();
   const body = h('tbody');
   const made = h('section', { class: 'card secret', 'aria-label': 'New key', hidden: true });
