@@ -9,9 +9,13 @@ export function signInPage(main: HTMLElement, notice: string | undefined, signed
   const key = h('input', { id: 'api-key', name: 'api_key', type: 'password', autocomplete: 'off', required: true, spellcheck: 'false', placeholder: 'rk_live_…' });
   const button = h('button', { type: 'submit' }, 'Sign in');
   const label = h('label', { for: 'api-key' }, 'API key');
+  const keyHelp = 'A key of your organization (roomkit keys create). The console keeps a session cookie, not the key; the session lasts 12 hours, or until you sign out or the key is revoked.';
+  const operatorHelp = 'The server’s ROOMKIT_OPERATOR_TOKEN: its pages show the host, the nodes and organizations’ quotas, not an organization’s instances. The session lasts 12 hours, or until you sign out or the token changes.';
+  const help = h('p', { class: 'help' }, keyHelp);
   const operator = h('input', { id: 'as-operator', type: 'checkbox' });
   operator.addEventListener('change', () => {
     label.textContent = operator.checked ? 'Operator token' : 'API key';
+    help.textContent = operator.checked ? operatorHelp : keyHelp;
     key.placeholder = operator.checked ? 'ROOMKIT_OPERATOR_TOKEN' : 'rk_live_…';
     key.focus();
   });
@@ -40,7 +44,7 @@ export function signInPage(main: HTMLElement, notice: string | undefined, signed
     label,
     key,
     h('label', { for: 'as-operator', class: 'check' }, operator, ' Sign in as the operator (the server’s operator token)'),
-    h('p', { class: 'help' }, 'A key of your organization (roomkit keys create). The console keeps a session cookie, not the key; the session lasts 12 hours, or until you sign out or the key is revoked.'),
+    help,
     problem.el,
     button,
   );
