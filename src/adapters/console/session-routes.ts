@@ -8,10 +8,10 @@
 // signing in and out are in the organization's audit trail. The operator signs in the same
 // way with the operator token (ROOMKIT_OPERATOR_TOKEN), for a session that reaches the
 // operator API only; its sign-ins are logged (they belong to no organization's trail).
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import type { AuditAction } from '../../core/audit-schema.ts';
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { CONSOLE_SESSION_TTL_MS, type ConsoleSession, csrfTokenMatches, csrfTokenOf, isOperatorSession, type OperatorSession } from '../../core/console-sessions.ts';
 import type { Caller } from '../../core/orgs.ts';
 import { AppError } from '../../errors.ts';
