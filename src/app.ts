@@ -269,7 +269,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   metricsRoutes(app, services);
   auditRoutes(app, services);
   await mountE2b(app, services, e2bTokens);
-  mountConsole(app, services);
+  mountConsole(app, services, { authThrottle });
 
   app.get(
     '/healthz',

@@ -3,13 +3,10 @@
 // A refusal becomes an ApiError carrying the Error body, whose message the pages show.
 import type { ErrorBody } from '../../sdk/src/generated/api.ts';
 
-export interface Session {
-  organization_id: string;
-  key_id: string;
-  env: string;
-  csrf_token: string;
-  expires_at: string;
-}
+/** Who is signed in: a key of an organization, or the operator (no organization, no key). */
+export type Session =
+  | { kind: 'key'; organization_id: string; key_id: string; env: string; csrf_token: string; expires_at: string }
+  | { kind: 'operator'; organization_id: null; key_id: null; env: null; csrf_token: string; expires_at: string };
 
 export class ApiError extends Error {
   readonly status: number;
@@ -43,16 +40,18 @@ async function errorOf(response: Response): Promise<ApiError> {
 async function send(method: string, path: string, body?: unknown, accept = 'application/json'): Promise<Response> {
   const headers: Record<string, string> = { Accept: accept };
   if (csrfToken !== null) headers['X-Roomkit-CSRF'] = csrfToken;
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  // Bytes (an upload) go as they are; anything else as JSON.
+  const raw = body instanceof Blob;
+  if (body !== undefined) headers['Content-Type'] = raw ? 'application/octet-stream' : 'application/json';
   const response = await fetch(path, {
     method,
     headers,
     credentials: 'same-origin',
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    ...(body === undefined ? {} : { body: raw ? body : JSON.stringify(body) }),
   });
   if (response.ok) return response;
   const error = await errorOf(response);
-  if (response.status === 401 && path.startsWith('/api/')) {
+  if (response.status === 401 && (path.startsWith('/api/') || path.startsWith('/operator/'))) {
     csrfToken = null;
     signedOut();
   }
@@ -63,6 +62,18 @@ async function send(method: string, path: string, body?: unknown, accept = 'appl
 export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const response = await send(method, path, body);
   if (response.status === 204) return undefined as T;
+  return (await response.json()) as T;
+}
+
+/** A file's bytes, read with the session (the raw endpoint's public URL needs no session, but a profile may not serve it). */
+export async function download(path: string): Promise<Blob> {
+  const response = await send('GET', `${path}${path.includes('?') ? '&' : '?'}raw=1`, undefined, 'application/octet-stream');
+  return response.blob();
+}
+
+/** Writes a file's bytes (PUT …/file/{path}); answers the FileWritten. */
+export async function upload<T>(path: string, bytes: Blob): Promise<T> {
+  const response = await send('PUT', path, bytes);
   return (await response.json()) as T;
 }
 
@@ -78,8 +89,9 @@ export async function currentSession(): Promise<Session | null> {
   }
 }
 
-export async function signIn(apiKey: string): Promise<Session> {
-  const session = await call<Session>('POST', '/console/session', { api_key: apiKey });
+/** Signs in with an API key, or with the operator token (`operator` true). */
+export async function signIn(secret: string, operator = false): Promise<Session> {
+  const session = await call<Session>('POST', '/console/session', operator ? { operator_token: secret } : { api_key: secret });
   csrfToken = session.csrf_token;
   return session;
 }
@@ -125,4 +137,14 @@ export async function stream(path: string, body: unknown, onEvent: (event: Strea
 /** The path of a room's resource under the REST API. */
 export function roomPath(profileId: string, roomId: string, rest = ''): string {
   return `/api/profile/${encodeURIComponent(profileId)}/room/${encodeURIComponent(roomId)}${rest}`;
+}
+
+/** The API path of a file of a room's instance: an absolute path keeps its leading slash (`…/file//home/…`). */
+export function filePath(profileId: string, roomId: string, path: string): string {
+  return roomPath(profileId, roomId, `/file/${path.split('/').map(encodeURIComponent).join('/')}`);
+}
+
+/** The console's own path of a room's instance. */
+export function consoleRoomPath(profileId: string, roomId: string): string {
+  return `/console/profile/${encodeURIComponent(profileId)}/room/${encodeURIComponent(roomId)}`;
 }

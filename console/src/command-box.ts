@@ -1,6 +1,7 @@
 // The box that runs a command in a room's instance: its output as the REST API streams
 // it (Server-Sent Events), then its exit code, how long it took, why it ended, and every
-// file it created, modified or deleted, each linked to its content.
+// file it created, modified or deleted, each linked to its content. Once it ends, the
+// page is told (its history and file browser show what changed).
 import type { CommandResult, ErrorBody, FileChange } from '../../sdk/src/generated/api.ts';
 import { roomPath, stream } from './api.ts';
 import { errorBox, h } from './dom.ts';
@@ -17,7 +18,7 @@ function fileRow(file: FileChange): HTMLElement {
   );
 }
 
-export function commandBox(profileId: string, roomId: string): HTMLElement {
+export function commandBox(profileId: string, roomId: string, ended: () => void = () => {}): HTMLElement {
   const problem = errorBox();
   const input = h('textarea', { id: 'command', name: 'command', rows: '2', required: true, spellcheck: 'false', placeholder: 'e.g. echo hello > hello.txt && ls' });
   const run = h('button', { type: 'submit' }, 'Run');
@@ -59,6 +60,7 @@ export function commandBox(profileId: string, roomId: string): HTMLElement {
           problem.show(err);
         } finally {
           run.disabled = false;
+          ended();
         }
       },
     },

@@ -32,6 +32,8 @@ export function dateTime(iso: string): string {
 export function relative(iso: string, now = Date.now()): string {
   const seconds = Math.round((Date.parse(iso) - now) / 1000);
   const abs = Math.abs(seconds);
+  // Within a second or two either way (clocks differ a little): now.
+  if (abs < 2) return 'just now';
   const [value, unit] = abs < 60 ? [abs, 's'] : abs < 3600 ? [Math.round(abs / 60), 'min'] : abs < 86400 ? [Math.round(abs / 3600), 'h'] : [Math.round(abs / 86400), 'd'];
   return seconds >= 0 ? `in ${value} ${unit}` : `${value} ${unit} ago`;
 }

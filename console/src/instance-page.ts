@@ -1,13 +1,17 @@
 // An instance's view, addressed by its room as the REST API addresses it: its state and
 // timeline (when each step happened and why), resources, labels, deadline, the actions
-// its state allows (pause, resume, keep alive, delete), a box to run a command and a
-// terminal. Polled while it changes. A link from the list also names the instance, so
-// one the room had before its current one is shown as it ended.
+// its state allows (pause, resume, keep alive, delete), a box to run a command, a
+// terminal, the file browser, the command history with undo, and its snapshots and
+// fork. Polled while it changes. A link from the list also names the instance, so one
+// the room had before its current one is shown as it ended.
 import type { Instance, Profile } from '../../sdk/src/generated/api.ts';
 import { ApiError, call, roomPath } from './api.ts';
 import { commandBox } from './command-box.ts';
+import { commandHistory } from './command-history.ts';
 import { clock, dateTime, errorBox, h, messageOf, relative, stateBadge } from './dom.ts';
+import { fileBrowser } from './file-browser.ts';
 import type { Navigate, Stop } from './main.ts';
+import { snapshotsPanel } from './snapshots.ts';
 import { terminalPanel } from './terminal-panel.ts';
 
 const SETTLED = new Set(['ready', 'paused', 'stopped', 'failed']);
@@ -110,8 +114,32 @@ export function instancePage(main: HTMLElement, profileId: string, roomId: strin
   const actions = h('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' }, pause, resume, keepAlive, remove);
 
   const terminal = terminalPanel(profileId, roomId);
+  const files = fileBrowser(profileId, roomId);
+  const history = commandHistory(profileId, roomId, () => instance?.instance_id, (file) => files.open(file));
+  const snapshots = snapshotsPanel(profileId, roomId, () => instance?.instance_id, go);
+  const afterCommand = () => {
+    history.reload();
+    files.reload();
+  };
+  const jump = (id: string, label: string) => h('a', { href: `#${id}` }, label);
   // Work goes to the room's current instance, so it is hidden while an ended one is shown.
-  const work = h('div', {}, h('h2', {}, 'Run a command'), commandBox(profileId, roomId), h('h2', {}, 'Terminal'), terminal.el);
+  const work = h(
+    'div',
+    {},
+    h('nav', { class: 'jump', 'aria-label': 'Sections' }, jump('run', 'Run'), jump('terminal', 'Terminal'), jump('files', 'Files'), jump('history', 'History'), jump('snapshots', 'Snapshots')),
+    h('h2', { id: 'run' }, 'Run a command'),
+    commandBox(profileId, roomId, afterCommand),
+    h('h2', { id: 'terminal' }, 'Terminal'),
+    terminal.el,
+    h('h2', { id: 'files' }, 'Files'),
+    files.el,
+    h('h2', { id: 'history' }, 'Command history'),
+    history.el,
+    h('h2', { id: 'snapshots' }, 'Snapshots and fork'),
+    snapshots.el,
+  );
+  /** The panels that read the instance load once it is known to be ready (or paused). */
+  let panelsLoaded = false;
   const notice = h('p', { class: 'notice', role: 'status', hidden: true });
   main.append(
     h('p', { class: 'crumbs' }, h('a', { href: '/console/instances', 'data-nav': true }, 'Instances'), ' / ', roomId),
@@ -186,6 +214,13 @@ export function instancePage(main: HTMLElement, profileId: string, roomId: strin
       if (current === undefined) throw gone;
       instance = current;
       draw(instance);
+      if (!panelsLoaded && (instance.state === 'ready' || instance.state === 'paused')) {
+        panelsLoaded = true;
+        history.reload();
+        snapshots.reload();
+        // Listing files resumes a paused instance: a person asks for that with List.
+        if (instance.state === 'ready') files.reload();
+      }
       updated.textContent = `updated ${clock(new Date())}`;
     } catch (err) {
       if (stopped) return;

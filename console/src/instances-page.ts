@@ -1,13 +1,15 @@
 // The instances view: the organization's instances, polled every few seconds with the
 // time of the last answer in view, filtered by profile, room, state and labels (the
-// filters live in the URL, so a filtered list can be shared), and a form to create an
-// instance in a room.
+// filters live in the URL, so a filtered list can be shared), bulk pause, resume and
+// delete of the instances ticked, and a form to create an instance in a room.
 import type { Instance, Profile } from '../../sdk/src/generated/api.ts';
 import { call, roomPath } from './api.ts';
-import { clock, errorBox, h, relative, stateBadge } from './dom.ts';
+import { clock, errorBox, h, messageOf, relative, stateBadge } from './dom.ts';
 import type { Navigate, Stop } from './main.ts';
 
 const POLL_MS = 3000;
+/** Requests of a bulk action in flight at once. */
+const BULK_PARALLEL = 4;
 const PAGE = 100;
 const STATES = ['active', 'network_allocated', 'ftap_created', 'image_generated', 'vm_started', 'vm_booted', 'ready', 'pausing', 'paused', 'resuming', 'stopping', 'stopped', 'failed'];
 
@@ -35,6 +37,9 @@ function metadataOf(label: string): string {
     .join('&');
 }
 
+/** Whether an instance is one a bulk action can reach: the room's live instance. */
+const bulkable = (i: Instance) => !['stopping', 'stopped', 'failed'].includes(i.state);
+
 export function instancesPage(main: HTMLElement, go: Navigate): Stop {
   let filters = filtersOf(location.search);
   let profiles: Profile[] = [];
@@ -45,6 +50,65 @@ export function instancesPage(main: HTMLElement, go: Navigate): Stop {
   const body = h('tbody');
   const more = h('p', { class: 'help', hidden: true });
   const profileName = (id: string) => profiles.find((p) => p.profile_id === id)?.name ?? id.slice(0, 8);
+  /** The instances ticked, by id; kept across the list's refreshes. */
+  const selected = new Map<string, Instance>();
+  let shownNow: Instance[] = [];
+  const bulkOutcome = h('p', { class: 'outcome', role: 'status' });
+  const bulkProblem = errorBox();
+  const all = h('input', { type: 'checkbox', 'aria-label': 'Select every instance shown' });
+  all.addEventListener('change', () => {
+    for (const i of shownNow) {
+      if (all.checked && bulkable(i)) selected.set(i.instance_id, i);
+      else selected.delete(i.instance_id);
+    }
+    draw(shownNow);
+  });
+  const bulk = (label: string, verb: string, run: (i: Instance) => Promise<unknown>, danger = false) =>
+    h(
+      'button',
+      {
+        type: 'button',
+        class: danger ? 'danger' : 'secondary',
+        onclick: async (event: Event) => {
+          const chosen = [...selected.values()];
+          if (chosen.length === 0) return bulkProblem.show(new Error('Tick the instances to act on first.'));
+          if (danger && !confirm(`${label} ${chosen.length} instance${chosen.length === 1 ? '' : 's'}? Their files go with them.`)) return;
+          const button = event.currentTarget as HTMLButtonElement;
+          button.disabled = true;
+          bulkProblem.clear();
+          bulkOutcome.textContent = `${verb}…`;
+          const refused: string[] = [];
+          let done = 0;
+          const queue = [...chosen];
+          await Promise.all(
+            Array.from({ length: Math.min(BULK_PARALLEL, queue.length) }, async () => {
+              for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
+                try {
+                  await run(i);
+                  done++;
+                  selected.delete(i.instance_id);
+                } catch (err) {
+                  refused.push(`${i.room_id}: ${messageOf(err)}`);
+                }
+              }
+            }),
+          );
+          bulkOutcome.textContent = `${done} of ${chosen.length} ${verb.toLowerCase()}.`;
+          if (refused.length > 0) bulkProblem.show(new Error(refused.join('\n')));
+          button.disabled = false;
+          await refresh();
+        },
+      },
+      label,
+    );
+  const bulkBar = h(
+    'div',
+    { class: 'actions', role: 'group', 'aria-label': 'Selected instances' },
+    bulk('Pause selected', 'Paused', (i) => call('POST', roomPath(i.profile_id, i.room_id, '/pause'))),
+    bulk('Resume selected', 'Resumed', (i) => call('POST', roomPath(i.profile_id, i.room_id, '/resume'))),
+    bulk('Delete selected', 'Deleted', (i) => call('DELETE', roomPath(i.profile_id, i.room_id)), true),
+    bulkOutcome,
+  );
 
   const profileSelect = h('select', { id: 'filter-profile', name: 'profile' }, h('option', { value: '' }, 'All profiles'));
   const room = h('input', { id: 'filter-room', name: 'room', type: 'search', value: filters.room, placeholder: 'part of a room name' });
@@ -101,13 +165,15 @@ export function instancesPage(main: HTMLElement, go: Navigate): Stop {
     h('div', { class: 'title' }, h('h1', {}, 'Instances'), updated, h('button', { type: 'button', class: 'secondary', onclick: () => void refresh() }, 'Refresh')),
     filterForm,
     problem.el,
+    bulkBar,
+    bulkProblem.el,
     h(
       'div',
       { class: 'table-wrap' },
       h(
         'table',
         { class: 'instances', 'aria-label': 'Instances' },
-        h('thead', {}, h('tr', {}, ...['Room', 'Profile', 'State', 'Created', 'Deadline', 'Labels'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, all), ...['Room', 'Profile', 'State', 'Created', 'Deadline', 'Labels'].map((c) => h('th', { scope: 'col' }, c)))),
         body,
       ),
     ),
@@ -117,11 +183,20 @@ export function instancesPage(main: HTMLElement, go: Navigate): Stop {
 
   function draw(instances: Instance[]): void {
     const shown = instances.filter((i) => filters.room === '' || i.room_id.toLowerCase().includes(filters.room.toLowerCase()));
+    shownNow = shown;
+    // One that ended since it was ticked has nothing left to act on.
+    for (const [id, i] of selected) {
+      const now = shown.find((candidate) => candidate.instance_id === id);
+      if (now === undefined || !bulkable(now)) selected.delete(id);
+      else selected.set(id, now);
+    }
+    all.checked = shown.some(bulkable) && shown.filter(bulkable).every((i) => selected.has(i.instance_id));
     body.replaceChildren(
       ...shown.map((i) =>
         h(
           'tr',
           { 'data-instance-id': i.instance_id },
+          h('td', {}, tick(i)),
           h('td', {}, h('a', { href: `/console/profile/${i.profile_id}/room/${encodeURIComponent(i.room_id)}?instance=${i.instance_id}`, 'data-nav': true }, i.room_id)),
           h('td', {}, profileName(i.profile_id)),
           h('td', {}, stateBadge(i.state)),
@@ -131,7 +206,18 @@ export function instancesPage(main: HTMLElement, go: Navigate): Stop {
         ),
       ),
     );
-    if (shown.length === 0) body.append(h('tr', {}, h('td', { colspan: '6', class: 'empty' }, 'No instances match.')));
+    if (shown.length === 0) body.append(h('tr', {}, h('td', { colspan: '7', class: 'empty' }, 'No instances match.')));
+  }
+
+  function tick(i: Instance): HTMLElement | null {
+    if (!bulkable(i)) return null;
+    const box = h('input', { type: 'checkbox', checked: selected.has(i.instance_id), 'aria-label': `Select ${i.room_id}` });
+    box.addEventListener('change', () => {
+      if (box.checked) selected.set(i.instance_id, i);
+      else selected.delete(i.instance_id);
+      all.checked = shownNow.filter(bulkable).every((candidate) => selected.has(candidate.instance_id));
+    });
+    return box;
   }
 
   async function refresh(): Promise<void> {

@@ -4,14 +4,21 @@
 //
 // Paths: /console and /console/instances (the list, its filters in the query),
 // /console/profile/{profile_id}/room/{room_id} (an instance, addressed as the REST API
-// addresses it), /console/sign-in. Organization pages (/console/profiles, /snapshots,
-// /audit, /keys) and operator pages (/console/operator/...) take their places beside them.
+// addresses it), the organization's pages (/console/profiles[/new|/{id}[/edit]], /snapshots,
+// /usage, /audit, /keys), /console/sign-in; signed in as the operator, the operator's
+// pages instead (/console/operator, /console/operator/nodes, /console/operator/orgs).
 import './console.css';
 import { currentSession, onSignedOut, type Session, signOut } from './api.ts';
+import { auditPage } from './audit-page.ts';
 import { errorBox, h } from './dom.ts';
 import { instancePage } from './instance-page.ts';
 import { instancesPage } from './instances-page.ts';
+import { keysPage } from './keys-page.ts';
+import { operatorPage } from './operator-pages.ts';
+import { profilesPage } from './profiles-page.ts';
 import { signInPage } from './sign-in.ts';
+import { snapshotsPage } from './snapshots.ts';
+import { usagePage } from './usage-page.ts';
 
 export type Stop = () => void;
 export type Navigate = (path: string) => void;
@@ -19,6 +26,8 @@ export type Navigate = (path: string) => void;
 const root = document.getElementById('app') as HTMLElement;
 let session: Session | null = null;
 let stopView: Stop = () => {};
+/** The path and query drawn: a jump to a section of the page (#…) changes neither. */
+let drawn = '';
 
 function navigate(path: string, replace = false): void {
   if (replace) history.replaceState(null, '', path);
@@ -33,7 +42,9 @@ document.addEventListener('click', (event) => {
   event.preventDefault();
   navigate(link.pathname + link.search);
 });
-window.addEventListener('popstate', () => render());
+window.addEventListener('popstate', () => {
+  if (location.pathname + location.search !== drawn) render();
+});
 
 onSignedOut(() => {
   session = null;
@@ -41,6 +52,20 @@ onSignedOut(() => {
   history.replaceState(null, '', `/console/sign-in?next=${encodeURIComponent(back)}`);
   render('Your session ended (signed out, expired, or its API key was revoked): sign in again.');
 });
+
+const ORGANIZATION_NAV = [
+  ['/console/instances', 'Instances'],
+  ['/console/profiles', 'Profiles'],
+  ['/console/snapshots', 'Snapshots'],
+  ['/console/usage', 'Usage'],
+  ['/console/audit', 'Audit'],
+  ['/console/keys', 'Keys'],
+] as const;
+const OPERATOR_NAV = [
+  ['/console/operator', 'Host'],
+  ['/console/operator/nodes', 'Nodes'],
+  ['/console/operator/orgs', 'Organizations'],
+] as const;
 
 function shell(current: Session): HTMLElement {
   const problem = errorBox();
@@ -65,22 +90,44 @@ function shell(current: Session): HTMLElement {
     'header',
     { class: 'top' },
     h('a', { href: '/console', 'data-nav': true, class: 'brand' }, 'roomkit'),
-    h('nav', { 'aria-label': 'Console' }, h('a', { href: '/console/instances', 'data-nav': true }, 'Instances')),
-    h('span', { class: 'who', title: `key ${current.key_id}` }, `organization ${current.organization_id.slice(0, 8)} · ${current.env} key`),
+    h(
+      'nav',
+      { 'aria-label': 'Console' },
+      ...(current.kind === 'operator' ? OPERATOR_NAV : ORGANIZATION_NAV).map(([href, label]) =>
+        h('a', { href, 'data-nav': true, 'aria-current': location.pathname === href || (href !== '/console/operator' && location.pathname.startsWith(href)) ? 'page' : undefined }, label),
+      ),
+    ),
+    current.kind === 'operator'
+      ? h('span', { class: 'who' }, 'operator')
+      : h('span', { class: 'who', title: `key ${current.key_id}` }, `organization ${current.organization_id.slice(0, 8)} · ${current.env} key`),
     out,
     problem.el,
   );
 }
 
 function route(path: string, main: HTMLElement, go: Navigate): Stop {
+  // The operator's session reaches the operator API only: its pages are the only ones drawn.
+  if (session?.kind === 'operator') {
+    const stop = operatorPage(main, path);
+    if (stop !== undefined) return stop;
+    main.append(h('h1', {}, 'Not found'), h('p', {}, 'Signed in as the operator, the console shows the host, the nodes and organizations\' quotas. ', h('a', { href: '/console/operator', 'data-nav': true }, 'See the host')));
+    return () => {};
+  }
   const room = /^\/console\/profile\/([^/]+)\/room\/([^/]+)\/?$/.exec(path);
   if (room) return instancePage(main, decodeURIComponent(room[1] as string), decodeURIComponent(room[2] as string), go);
   if (path === '/console' || path === '/console/' || path === '/console/instances') return instancesPage(main, go);
+  const profiles = /^\/console\/profiles(?:\/([^/]+(?:\/edit)?))?\/?$/.exec(path);
+  if (profiles) return profilesPage(main, profiles[1] ?? '', go);
+  if (path === '/console/snapshots') return snapshotsPage(main, go);
+  if (path === '/console/usage') return usagePage(main);
+  if (path === '/console/audit') return auditPage(main);
+  if (path === '/console/keys' && session?.kind === 'key') return keysPage(main, session);
   main.append(h('h1', {}, 'Not found'), h('p', {}, 'This console page does not exist. ', h('a', { href: '/console', 'data-nav': true }, 'See the instances')));
   return () => {};
 }
 
 function render(notice?: string): void {
+  drawn = location.pathname + location.search;
   stopView();
   stopView = () => {};
   root.replaceChildren();

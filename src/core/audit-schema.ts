@@ -46,6 +46,9 @@ export const AUDIT_ACTIONS = [
   'profile.delete',
   'key.create',
   'key.revoke',
+  /** The web console signed in with a key (POST /console/session), or signed out; `key_id` is that key. */
+  'console.sign_in',
+  'console.sign_out',
   /** A tool call the service could not tell the effect of (an unknown tool name). */
   'tool.call',
   /** A state-changing route without an action of its own; `method` and `route` say which. */

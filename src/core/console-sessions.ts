@@ -5,6 +5,11 @@
 // use looks the key up again). Only the id's hash is stored. Each session has a CSRF token
 // derived from its id, which the console sends in a header with every request: a page of
 // another site can make the browser send the cookie, but cannot read the token.
+//
+// The operator signs in with the operator token instead, for a session of its own kind:
+// its id has its own prefix and its own table, it reaches the operator API only (never
+// an organization's), and it ends, beside the same ways, when the server's operator
+// token changes (it keeps a hash of the token it was made with).
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Db } from '../store/db.ts';
 import type { Caller } from './orgs.ts';
@@ -12,6 +17,24 @@ import type { Caller } from './orgs.ts';
 /** How long a session lasts after sign-in, whatever is done with it. */
 export const CONSOLE_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 const SESSION_PREFIX = 'rks_';
+const OPERATOR_PREFIX = 'rko_';
+
+/** Whether a session id is one of the operator's (looked up apart from key sessions). */
+export function isOperatorSession(sessionId: string): boolean {
+  return sessionId.startsWith(OPERATOR_PREFIX);
+}
+
+export interface OperatorSession {
+  expiresAt: string;
+}
+
+export interface NewOperatorSession extends OperatorSession {
+  /** Given to the browser once, in the cookie; never stored. */
+  sessionId: string;
+  csrfToken: string;
+}
+
+const tokenHashOf = (token: string) => createHash('sha256').update(`roomkit operator session\0${token}`, 'utf8').digest('hex');
 
 export interface ConsoleSession {
   caller: Caller;
@@ -62,9 +85,34 @@ export class ConsoleSessions {
     return { caller: { organizationId: row.organization_id, keyId: row.key_id, env: row.env }, expiresAt: row.expires_at };
   }
 
-  /** Ends a session (signing out); ending one that is already over does nothing. */
+  /** A new operator session, for the operator token just checked. Sessions already over are removed meanwhile. */
+  async createOperator(token: string, now = Date.now()): Promise<NewOperatorSession> {
+    await this.db.deleteFrom('operator_console_sessions').where('expires_at', '<=', new Date(now).toISOString()).execute();
+    const sessionId = OPERATOR_PREFIX + randomBytes(32).toString('base64url');
+    const expiresAt = new Date(now + CONSOLE_SESSION_TTL_MS).toISOString();
+    await this.db
+      .insertInto('operator_console_sessions')
+      .values({ id_hash: hashOf(sessionId), token_hash: tokenHashOf(token), created_at: new Date(now).toISOString(), expires_at: expiresAt })
+      .execute();
+    return { sessionId, csrfToken: csrfTokenOf(sessionId), expiresAt };
+  }
+
+  /** The operator session of this id while it lasts and was made with `token` (the server's operator token now); undefined otherwise. */
+  async findOperator(sessionId: string, token: string | undefined, now = Date.now()): Promise<OperatorSession | undefined> {
+    if (!isOperatorSession(sessionId) || token === undefined) return undefined;
+    const row = await this.db
+      .selectFrom('operator_console_sessions')
+      .select(['token_hash', 'expires_at'])
+      .where('id_hash', '=', hashOf(sessionId))
+      .executeTakeFirst();
+    if (!row || row.token_hash !== tokenHashOf(token) || Date.parse(row.expires_at) <= now) return undefined;
+    return { expiresAt: row.expires_at };
+  }
+
+  /** Ends a session (signing out), of a key or of the operator; ending one that is already over does nothing. */
   async end(sessionId: string): Promise<void> {
-    await this.db.deleteFrom('console_sessions').where('id_hash', '=', hashOf(sessionId)).execute();
+    const table = isOperatorSession(sessionId) ? 'operator_console_sessions' : 'console_sessions';
+    await this.db.deleteFrom(table).where('id_hash', '=', hashOf(sessionId)).execute();
   }
 }
 

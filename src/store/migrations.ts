@@ -396,6 +396,21 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('node_network_leases').renameTo('network_leases').execute();
     },
   },
+  '0024_operator_console_sessions': {
+    async up(db: Kysely<any>) {
+      // The web console's operator sign-ins (core/console-sessions.ts): the hash of each
+      // session's id, a hash of the operator token it was made with (a changed token
+      // ends it), and when it ends.
+      await db.schema
+        .createTable('operator_console_sessions')
+        .addColumn('id_hash', 'text', (c) => c.primaryKey())
+        .addColumn('token_hash', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('operator_console_sessions_expires_at').on('operator_console_sessions').column('expires_at').execute();
+    },
+  },
   '0025_rate_limit_counters': {
     // Request rate-limit counters that nodes of a shared store count together
     // (store/rate-limit-counters.ts): one row per limit and key, for the current window.

@@ -231,6 +231,7 @@ export interface Database {
   nodes: NodesTable;
   idempotency_keys: IdempotencyKeysTable;
   console_sessions: ConsoleSessionsTable;
+  operator_console_sessions: OperatorConsoleSessionsTable;
   rate_limit_counters: RateLimitCountersTable;
 }
 
@@ -262,6 +263,16 @@ export interface IdempotencyKeysTable {
 }
 
 /** A web console sign-in (core/console-sessions.ts); the session id itself is never stored. */
+/** A console session of the operator (core/console-sessions.ts); no key, no organization. */
+export interface OperatorConsoleSessionsTable {
+  /** SHA-256 of the session id, hex. */
+  id_hash: string;
+  /** SHA-256 of the operator token it was made with, hex: a session of another token is over. */
+  token_hash: string;
+  created_at: string;
+  expires_at: string;
+}
+
 export interface ConsoleSessionsTable {
   /** SHA-256 of the session id, hex. */
   id_hash: string;

@@ -175,15 +175,15 @@ describe('the console in a browser', () => {
     // The output shows as it is printed, before the command ends.
     await page.getByRole('textbox', { name: /^Command/ }).fill('echo first-part; sleep 3; echo second-part');
     await page.getByRole('button', { name: 'Run' }).click();
-    await page.getByLabel('Output').getByText('first-part').waitFor();
+    await page.getByLabel('Output', { exact: true }).getByText('first-part').waitFor();
     assert.equal(await page.getByText('running…').count(), 1, 'still running when its first line shows');
-    assert.doesNotMatch((await page.getByLabel('Output').textContent()) ?? '', /second-part/);
-    await page.getByText(/^exit code 0 /).waitFor();
-    assert.match((await page.getByLabel('Output').textContent()) ?? '', /first-part\nsecond-part/);
+    assert.doesNotMatch((await page.getByLabel('Output', { exact: true }).textContent()) ?? '', /second-part/);
+    await page.locator('p.outcome[data-exit-code="0"]').waitFor();
+    assert.match((await page.getByLabel('Output', { exact: true }).textContent()) ?? '', /first-part\nsecond-part/);
     await page.getByRole('textbox', { name: /^Command/ }).fill('echo hello-from-console; printf "written by the console" > note.txt; exit 3');
     await page.getByRole('textbox', { name: /^Command/ }).press('Enter');
-    await page.getByText(/^exit code 3 /).waitFor();
-    assert.match((await page.getByLabel('Output').textContent()) ?? '', /hello-from-console/);
+    await page.locator('p.outcome[data-exit-code="3"]').waitFor();
+    assert.match((await page.getByLabel('Output', { exact: true }).textContent()) ?? '', /hello-from-console/);
     const file = page.getByRole('list', { name: 'Files changed' }).getByRole('link', { name: '/home/user/note.txt' });
     await file.waitFor();
     const href = await file.getAttribute('href');
@@ -224,7 +224,7 @@ describe('the console in a browser', () => {
 
   it('deletes the instance, and from the list shows it as it ended', async () => {
     page.once('dialog', (dialog) => void dialog.accept());
-    await page.getByRole('button', { name: 'Delete' }).click();
+    await page.getByRole('button', { name: 'Delete', exact: true }).click();
     await page.waitForURL(/\/console\/instances$/);
     const row = page.getByRole('table', { name: 'Instances' }).getByRole('row').filter({ hasText: ROOM });
     await row.locator('[data-state="stopped"]').waitFor({ timeout: 120_000 });

@@ -101,6 +101,51 @@ describe('signing in', () => {
   });
 });
 
+describe('sign-in, audited and throttled', () => {
+  it('records signing in and out in the audit trail, under the key', async () => {
+    const s = await signIn(a.apiKey);
+    const out = await t.app.inject({ method: 'DELETE', url: '/console/session', headers: withSession(s) });
+    assert.equal(out.statusCode, 204, out.body);
+    for (const [action, status] of [
+      ['console.sign_in', 201],
+      ['console.sign_out', 204],
+    ] as const) {
+      const res = await t.app.inject({ method: 'GET', url: `/api/audit?action=${action}`, headers: a.headers });
+      assert.equal(res.statusCode, 200, res.body);
+      const event = res.json().events[0];
+      assert.ok(event, `no ${action} event`);
+      assert.equal(event.key_id, s.keyId);
+      assert.equal(event.route, '/console/session');
+      assert.equal(event.status, status);
+      assert.equal(event.decision, 'allowed');
+    }
+    const theirs = await t.app.inject({ method: 'GET', url: '/api/audit?action=console.sign_in', headers: b.headers });
+    assert.deepEqual(theirs.json().events, [], 'another organization sees none of them');
+  });
+
+  it('counts rejected keys against the address and then refuses its sign-ins, a valid key too, with 429', async () => {
+    const throttled = await startTestApp({ config: { authFailureBurst: 3, authFailureWindowS: 60 } });
+    try {
+      const org = await throttled.newOrg();
+      for (let i = 0; i < 3; i++) {
+        const res = await throttled.app.inject({ method: 'POST', url: '/console/session', payload: { api_key: 'rk_live_' + String(i).repeat(32) } });
+        assert.equal(res.json().error, 'invalid_api_key', res.body);
+      }
+      const refused = await throttled.app.inject({ method: 'POST', url: '/console/session', payload: { api_key: org.apiKey } });
+      assert.equal(refused.statusCode, 429, refused.body);
+      assert.equal(refused.json().error, 'auth_throttled');
+      assert.ok(Number(refused.headers['retry-after']) > 0, JSON.stringify(refused.headers));
+      assert.equal(refused.headers['set-cookie'], undefined);
+      const api = await throttled.app.inject({ method: 'GET', url: '/api/profiles', headers: org.headers });
+      assert.equal(api.json().error, 'auth_throttled', 'the same count as the API: the address is refused there too');
+      const other = await throttled.app.inject({ method: 'POST', url: '/console/session', payload: { api_key: org.apiKey }, remoteAddress: '127.0.0.2' });
+      assert.equal(other.statusCode, 201, 'another address signs in');
+    } finally {
+      await throttled.close();
+    }
+  });
+});
+
 /** The profile ids a GET /api/profiles answer lists. */
 const profileIds = (res: { json(): { profiles: { profile_id: string }[] } }) => res.json().profiles.map((p) => p.profile_id);
 /** The organization's profiles, as its own key lists them (every organization has `default` and `code-interpreter`). */

@@ -120,7 +120,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -1866,7 +1866,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;

@@ -1,10 +1,13 @@
 // The operator API under /operator/: an organization's quotas and use, what this host
 // has committed, and the nodes sharing the store. Registered only when ROOMKIT_OPERATOR_TOKEN is set, and guarded by
-// that token (not by API keys, which belong to tenants), compared in constant time.
+// that token (not by API keys, which belong to tenants), compared in constant time, or
+// by the web console's operator session (its cookie beside its CSRF token), made with it.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import Type from 'typebox';
+import { csrfTokenMatches } from '../../../core/console-sessions.ts';
 import { AppError } from '../../../errors.ts';
+import { CSRF_HEADER, sessionCookieOf } from '../../../http/session-cookie.ts';
 import type { Services } from '../../../services.ts';
 import { QuotaOverrides, Usage } from '../../../core/quota-schema.ts';
 import { PROFILE_DEFAULTS } from '../../../core/profile-schema.ts';
@@ -53,6 +56,17 @@ export function operatorRoutes(app: App, services: Services): void {
   if (token === undefined) return;
   const expected = digest(token);
   const authenticate = async (request: FastifyRequest) => {
+    const header = request.headers.authorization;
+    const session = header === undefined || header.trim() === '' ? sessionCookieOf(request) : undefined;
+    if (session !== undefined) {
+      // As for a key's session (http/auth.ts): another site can make the browser send the cookie, never the token.
+      const csrf = request.headers[CSRF_HEADER];
+      if (typeof csrf !== 'string' || !csrfTokenMatches(session, csrf)) {
+        throw new AppError('invalid_csrf_token', `a request with the console's session cookie must carry the session's CSRF token in the ${CSRF_HEADER} header (GET /console/session answers it)`);
+      }
+      if (await services.consoleSessions.findOperator(session, token)) return;
+      throw new AppError('invalid_operator_token', 'this console session is not the operator\'s, or it is over (signed out, expired, or the operator token changed): sign in with the operator token');
+    }
     const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
     if (!match?.[1] || !timingSafeEqual(digest(match[1]), expected)) {
       throw new AppError('invalid_operator_token', 'the operator API needs "Authorization: Bearer <ROOMKIT_OPERATOR_TOKEN>"');
