@@ -1,0 +1,293 @@
+// Templates over the runtime double (src/core/templates.ts, template-builder.ts and
+// their routes): builds recorded and run in the background, every step in a build
+// sandbox, layers found again by their cache keys, failures with their line and output,
+// and templates kept within their organization. test/host/templates.test.ts builds with
+// real sandboxes.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { CommandOutcome, CommandRequest, SnapshotOutcome } from '../../src/runtimes/types.ts';
+import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
+import { FakeRuntime } from '../support/fake-runtime.ts';
+import { until } from '../support/until.ts';
+
+/** The double, with snapshots of nothing (a build's layers) and a RUN of `false` failing. */
+class BuildingRuntime extends FakeRuntime {
+  override readonly capabilities = { ...new FakeRuntime().capabilities, snapshot: true };
+  readonly snapshots = new Set<string>();
+  readonly provisioned: (string | undefined)[] = [];
+
+  override async provision(request: Parameters<FakeRuntime['provision']>[0]): Promise<void> {
+    this.provisioned.push(request.fromSnapshot);
+    return super.provision(request);
+  }
+
+  override async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
+    const outcome = await super.runCommand(instanceId, request);
+    if (!request.command.includes("'false'")) return outcome;
+    request.onOutput?.(Buffer.from('it went wrong\n'), 'stderr');
+    return { ...outcome, exitCode: 1 };
+  }
+
+  async snapshot(_instanceId: string, snapshotId: string): Promise<SnapshotOutcome> {
+    this.snapshots.add(snapshotId);
+    return { memoryKept: false, diskBytes: 4096 } as SnapshotOutcome;
+  }
+
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    this.snapshots.delete(snapshotId);
+  }
+
+  async listSnapshots(): Promise<string[]> {
+    return [...this.snapshots];
+  }
+}
+
+const runtime = new BuildingRuntime();
+let t: TestApp;
+let org: TestOrg;
+let other: TestOrg;
+
+before(async () => {
+  t = await startTestApp({ fake: runtime });
+  org = await t.newOrg();
+  other = await t.newOrg();
+});
+after(() => t.close());
+
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+
+async function build(who: TestOrg, body: Record<string, unknown>) {
+  const res = await t.app.inject({ method: 'POST', url: '/api/templates', headers: who.headers, payload: body });
+  return res;
+}
+
+/** The template once its latest build has ended. */
+async function settled(who: TestOrg, name: string): Promise<any> {
+  return until(`template ${name} to settle`, async () => {
+    const res = await t.app.inject({ method: 'GET', url: `/api/templates/${name}`, headers: who.headers });
+    assert.equal(res.statusCode, 200, res.body);
+    const template = res.json();
+    return template.state === 'building' ? undefined : template;
+  });
+}
+
+async function logOf(who: TestOrg, name: string, buildId: string): Promise<string> {
+  const res = await t.app.inject({ method: 'GET', url: `/api/templates/${name}/builds/${buildId}/logs`, headers: who.headers });
+  assert.equal(res.statusCode, 200, res.body);
+  assert.match(String(res.headers['content-type']), /^text\/plain/);
+  return res.body;
+}
+
+const DOCKERFILE = [
+  'FROM debian:bookworm',
+  'ARG GREETING=hello',
+  'ENV APP_HOME=/srv/app GREETING_TOO=$GREETING',
+  'WORKDIR $APP_HOME',
+  'COPY --chown=user:user app.py lib/ ./',
+  'RUN python3 app.py > out.txt',
+  'USER user',
+  'EXPOSE 8000',
+  'CMD ["python3", "-m", "http.server"]',
+].join('\n');
+const FILES = { 'app.py': b64('print(1)\n'), 'lib/util.py': b64('X = 1\n'), 'unused.txt': b64('no') };
+
+describe('templates', () => {
+  it('builds a Dockerfile step by step in a build sandbox, and records what it made', async () => {
+    const commandsBefore = runtime.commands.length;
+    const res = await build(org, { name: 'py-app', dockerfile: DOCKERFILE, files: FILES });
+    assert.equal(res.statusCode, 202, res.body);
+    const started = res.json();
+    assert.deepEqual(Object.keys(started).sort(), ['build_id', 'name', 'state', 'template_id']);
+    assert.equal(started.name, 'py-app');
+    assert.equal(started.state, 'building');
+    const template = await settled(org, 'py-app');
+    assert.equal(template.state, 'ready', template.reason);
+    assert.equal(template.build.steps, 8);
+    assert.deepEqual(template.image, {
+      base_image: 'debian:bookworm',
+      env: { APP_HOME: '/srv/app', GREETING_TOO: 'hello' },
+      workdir: '/srv/app',
+      user: 'user',
+      start_command: ['python3', '-m', 'http.server'],
+      expose: ['8000'],
+      labels: {},
+      disk_bytes: 4096,
+    });
+    // The files went where COPY says, relative to WORKDIR, a directory's files below it.
+    const written = [...runtime.files.values()].flatMap((files) => [...files.keys()]);
+    assert.ok(written.includes('/srv/app/app.py'), written.join(' '));
+    assert.ok(written.includes('/srv/app/util.py'), written.join(' '));
+    assert.ok(!written.some((p) => p.endsWith('unused.txt')));
+    // RUN went through sudo as root in WORKDIR, with ENV and ARG in its environment.
+    const commands = runtime.commands.slice(commandsBefore);
+    const run = commands.find((c) => c.command.includes('python3'));
+    assert.ok(run, commands.map((c) => c.command).join('\n'));
+    assert.match(run.command, /^exec sudo -E -u 'root' -- sh -c .* '\/srv\/app' 'sh' '-c' 'python3 app.py > out.txt'$/);
+    assert.equal(run.env.APP_HOME, '/srv/app');
+    assert.equal(run.env.GREETING, 'hello');
+    assert.ok(commands.some((c) => c.command.includes("chown -- 'user:user'")), 'COPY --chown chowns what it wrote');
+    // WORKDIR, COPY and RUN each left a layer; the build sandbox is gone.
+    assert.equal(runtime.snapshots.size, 3);
+    assert.deepEqual(await runtime.list(), []);
+    const log = await logOf(org, 'py-app', started.build_id);
+    assert.match(log, /step 5\/8: RUN python3 app.py > out.txt/);
+    assert.match(log, /built in .* s: 8 steps, 5 cached\n$/);
+  });
+
+  it('runs no step of an unchanged Dockerfile again, and only what follows a changed one', async () => {
+    const commandsBefore = runtime.commands.length;
+    const provisionedBefore = runtime.provisioned.length;
+    const res = await build(org, { name: 'py-app', dockerfile: DOCKERFILE, files: FILES });
+    assert.equal(res.statusCode, 202, res.body);
+    const template = await settled(org, 'py-app');
+    assert.equal(template.state, 'ready');
+    assert.equal(template.build_id, res.json().build_id);
+    assert.equal(template.build.cached_steps, 8);
+    assert.equal(runtime.commands.length, commandsBefore, 'no command ran');
+    assert.equal(runtime.provisioned.length, provisionedBefore, 'no sandbox started');
+    assert.match(await logOf(org, 'py-app', res.json().build_id), /cached/);
+
+    // Another template sharing the first steps starts from the cached layer of the last one it shares.
+    const changed = { ...FILES, 'app.py': b64('print(2)\n') };
+    const second = await build(org, { name: 'py-app-2', dockerfile: DOCKERFILE, files: changed });
+    const rebuilt = await settled(org, second.json().name);
+    assert.equal(rebuilt.state, 'ready', rebuilt.reason);
+    assert.equal(rebuilt.build.cached_steps, 6, 'WORKDIR cached; COPY and RUN ran again');
+    const from = runtime.provisioned.at(-1);
+    assert.ok(from !== undefined && runtime.snapshots.has(from), 'the sandbox started from the WORKDIR layer');
+  });
+
+  it('fails a build whose RUN exits non-zero, with the line, exit code and output', async () => {
+    const res = await build(org, { name: 'broken', dockerfile: 'FROM debian:trixie\nRUN true\nRUN false\nRUN echo never\n' });
+    assert.equal(res.statusCode, 202);
+    const template = await settled(org, 'broken');
+    assert.equal(template.state, 'failed');
+    assert.match(template.reason, /^line 3: RUN false: exited with code 1; its output ended with: it went wrong$/);
+    assert.equal(template.image, null);
+    const log = await logOf(org, 'broken', res.json().build_id);
+    assert.match(log, /it went wrong\n {2}exit code 1\n/);
+    assert.doesNotMatch(log, /echo never/);
+    assert.deepEqual(await runtime.list(), [], 'the build sandbox is removed');
+  });
+
+  it('fails a Dockerfile it does not build at once, naming the line', async () => {
+    const res = await build(org, { name: 'unsupported', dockerfile: 'FROM debian:bookworm\nRUN true\nHEALTHCHECK NONE\n' });
+    assert.equal(res.statusCode, 202);
+    assert.equal(res.json().state, 'failed');
+    const template = await settled(org, 'unsupported');
+    assert.match(template.reason, /^line 3: HEALTHCHECK is not supported here/);
+    assert.match(await logOf(org, 'unsupported', res.json().build_id), /line 3: HEALTHCHECK/);
+  });
+
+  it('builds FROM another template of the organization, on its image', async () => {
+    const res = await build(org, { name: 'child', dockerfile: 'FROM template:py-app\nENV MORE=1\n' });
+    const child = await settled(org, 'child');
+    assert.equal(child.state, 'ready', child.reason);
+    assert.deepEqual(child.image.env, { APP_HOME: '/srv/app', GREETING_TOO: 'hello', MORE: '1' });
+    assert.equal(child.image.workdir, '/srv/app');
+    assert.equal(res.json().state, 'building');
+    const orphan = await build(org, { name: 'orphan', dockerfile: 'FROM template:nope\n' });
+    assert.match((await settled(org, orphan.json().name)).reason, /^line 1: no template "nope" in this organization$/);
+  });
+
+  it('refuses files outside the context or not in base64, and a COPY of a file not given', async () => {
+    for (const files of [{ '../etc/passwd': b64('x') }, { '/abs': b64('x') }, { 'a.txt': 'not base64!' }]) {
+      const res = await build(org, { name: 'bad-files', dockerfile: 'FROM debian:bookworm\n', files });
+      assert.equal(res.statusCode, 400, res.body);
+      assert.equal(res.json().error, 'validation_error');
+    }
+    await build(org, { name: 'missing', dockerfile: 'FROM debian:bookworm\nCOPY nothere.txt /x\n' });
+    assert.match((await settled(org, 'missing')).reason, /^line 2: COPY nothere.txt: no file of the template's files matches it$/);
+  });
+
+  it('keeps templates within their organization', async () => {
+    const list = await t.app.inject({ method: 'GET', url: '/api/templates', headers: other.headers });
+    assert.deepEqual(list.json(), { templates: [] });
+    const mine = (await t.app.inject({ method: 'GET', url: '/api/templates/py-app', headers: org.headers })).json();
+    for (const [method, url] of [
+      ['GET', '/api/templates/py-app'],
+      ['GET', `/api/templates/${mine.template_id}`],
+      ['GET', `/api/templates/py-app/builds/${mine.build_id}/logs`],
+      ['DELETE', '/api/templates/py-app'],
+    ] as const) {
+      const res = await t.app.inject({ method, url, headers: other.headers });
+      assert.equal(res.statusCode, 404, `${method} ${url}`);
+      assert.equal(res.json().error, 'template_not_found');
+    }
+    const child = await build(other, { name: 'theirs', dockerfile: 'FROM template:py-app\n' });
+    assert.match((await settled(other, child.json().name)).reason, /no template "py-app" in this organization/);
+    // Its own template of the same name is its own.
+    const same = await build(other, { name: 'py-app', dockerfile: 'FROM debian:bookworm\nENV MINE=1\n' });
+    assert.notEqual(same.json().template_id, mine.template_id);
+  });
+
+  it('deletes a template: gone from the list, its name free again', async () => {
+    await build(org, { name: 'short-lived', dockerfile: 'FROM debian:bookworm\nENV A=1\n' });
+    await settled(org, 'short-lived');
+    const res = await t.app.inject({ method: 'DELETE', url: '/api/templates/short-lived', headers: org.headers });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(res.json().name, 'short-lived');
+    const gone = await t.app.inject({ method: 'GET', url: '/api/templates/short-lived', headers: org.headers });
+    assert.equal(gone.statusCode, 404);
+    const names = (await t.app.inject({ method: 'GET', url: '/api/templates', headers: org.headers })).json().templates.map((x: { name: string }) => x.name);
+    assert.ok(!names.includes('short-lived'));
+    const again = await build(org, { name: 'short-lived', dockerfile: 'FROM debian:bookworm\n' });
+    assert.equal(again.statusCode, 202);
+    assert.notEqual(again.json().template_id, res.json().template_id);
+  });
+
+  it('gives a profile of template:NAME instances on its image: its files, ENV and WORKDIR', async () => {
+    const template = await settled(org, 'py-app');
+    const profileId = await t.createProfile(org, { name: 'from-template', image: 'template:py-app', env: { OWN: '1' } });
+    const created = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r1`, headers: org.headers, payload: { wait: true } });
+    assert.equal(created.statusCode, 201, created.body);
+    assert.equal(created.json().state, 'ready');
+    const layer = runtime.provisioned.at(-1);
+    assert.ok(layer !== undefined && runtime.snapshots.has(layer), 'it started from the template\'s last layer');
+    const res = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r1/command`, headers: org.headers, payload: { command: 'pwd' } });
+    assert.equal(res.statusCode, 200, res.body);
+    const command = runtime.commands.at(-1);
+    assert.equal(command?.cwd, '/srv/app');
+    assert.equal(command?.env.APP_HOME, '/srv/app');
+    assert.equal(command?.env.OWN, '1');
+    const withCwd = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r1/command`, headers: org.headers, payload: { command: 'pwd', cwd: '/tmp' } });
+    assert.equal(withCwd.statusCode, 200);
+    assert.equal(runtime.commands.at(-1)?.cwd, '/tmp', 'a command\'s own directory wins');
+
+    // A rebuild gives new instances the new image; the running one keeps its build.
+    const rebuilt = await build(org, { name: 'py-app', dockerfile: `${DOCKERFILE}\nRUN echo more`, files: FILES });
+    assert.equal((await settled(org, 'py-app')).state, 'ready');
+    assert.notEqual(rebuilt.json().build_id, template.build_id);
+    const row = await t.services.db.selectFrom('instances').select('spec').where('id', '=', created.json().instance_id).executeTakeFirstOrThrow();
+    assert.equal(JSON.parse(row.spec ?? '{}').template.build_id, template.build_id);
+    const second = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r2`, headers: org.headers, payload: { wait: true } });
+    assert.equal(second.statusCode, 201, second.body);
+    assert.notEqual(runtime.provisioned.at(-1), layer, 'the new instance starts from the new last layer');
+  });
+
+  it('refuses a profile of a template that is not the organization\'s, has no image, or with packages or a warm pool', async () => {
+    const cases: [TestOrg, Record<string, unknown>, RegExp][] = [
+      [org, { image: 'template:nope' }, /image "template:nope": no template "nope" in this organization/],
+      [org, { image: 'template:broken' }, /image "template:broken": template "broken" has no image: its build failed \(line 3/],
+      [other, { image: 'template:child' }, /no template "child" in this organization/],
+      [org, { image: 'template:py-app', packages: ['jq'] }, /packages cannot be installed into a template/],
+      [org, { image: 'template:py-app', warm_pool: 1 }, /keeps no warm pool/],
+    ];
+    for (const [who, fields, message] of cases) {
+      const res = await t.app.inject({ method: 'POST', url: '/api/profiles', headers: who.headers, payload: { name: 'refused', ...fields } });
+      assert.equal(res.statusCode, 400, res.body);
+      assert.equal(res.json().error, 'validation_error');
+      assert.match(res.json().message, message);
+    }
+  });
+
+  it('refuses an instance of a template deleted since its profile was saved', async () => {
+    await build(org, { name: 'going', dockerfile: 'FROM debian:bookworm\nENV A=1\n' });
+    await settled(org, 'going');
+    const profileId = await t.createProfile(org, { name: 'of-going', image: 'template:going' });
+    await t.app.inject({ method: 'DELETE', url: '/api/templates/going', headers: org.headers });
+    const res = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r1`, headers: org.headers });
+    assert.equal(res.statusCode, 404, res.body);
+    assert.equal(res.json().error, 'template_not_found');
+  });
+});
