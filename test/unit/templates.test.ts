@@ -170,6 +170,33 @@ describe('templates', () => {
     assert.deepEqual(await runtime.list(), [], 'the build sandbox is removed');
   });
 
+  it('streams a running build\'s log as Server-Sent Events, and refuses a second build of the name meanwhile', async () => {
+    runtime.options.commandDelayMs = 300;
+    try {
+      const res = await build(org, { name: 'slow', dockerfile: 'FROM debian:bookworm\nRUN echo one\nRUN echo two\n' });
+      assert.equal(res.statusCode, 202);
+      const busy = await build(org, { name: 'slow', dockerfile: 'FROM debian:bookworm\n' });
+      assert.equal(busy.statusCode, 409, busy.body);
+      assert.equal(busy.json().error, 'template_busy');
+      assert.equal(busy.json().details.build_id, res.json().build_id);
+      const stream = await t.app.inject({
+        method: 'GET',
+        url: `/api/templates/slow/builds/${res.json().build_id}/logs`,
+        headers: { ...org.headers, accept: 'text/event-stream' },
+      });
+      assert.equal(stream.statusCode, 200);
+      assert.match(String(stream.headers['content-type']), /^text\/event-stream/);
+      const events = stream.body.split('\n\n').filter((e) => e.startsWith('event: '));
+      const text = events.filter((e) => e.startsWith('event: log')).map((e) => JSON.parse(e.split('data: ')[1] ?? '').text).join('');
+      assert.match(text, /step 1\/2: RUN echo one[\s\S]*step 2\/2: RUN echo two[\s\S]*built in/);
+      const end = events.at(-1) ?? '';
+      assert.match(end, /^event: end\n/);
+      assert.equal(JSON.parse(end.split('data: ')[1] ?? '').state, 'ready');
+    } finally {
+      delete runtime.options.commandDelayMs;
+    }
+  });
+
   it('fails a Dockerfile it does not build at once, naming the line', async () => {
     const res = await build(org, { name: 'unsupported', dockerfile: 'FROM debian:bookworm\nRUN true\nHEALTHCHECK NONE\n' });
     assert.equal(res.statusCode, 202);
