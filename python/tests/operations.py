@@ -67,6 +67,7 @@ OPERATIONS: Dict[str, Row] = {
 }
 
 _NO_CONTEXTS = "code contexts have no methods in this SDK yet (room.contexts is planned); the REST API serves them"
+_NO_TEMPLATES = "templates have no methods in this SDK yet; the REST API builds and serves them"
 
 #: Operations the SDK leaves out on purpose, and why.
 LEFT_OUT: Dict[str, str] = {
@@ -82,5 +83,10 @@ LEFT_OUT: Dict[str, str] = {
     "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/restart": _NO_CONTEXTS,
     "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/interrupt": _NO_CONTEXTS,
     "POST /api/profile/{profile_id}/room/{room_id}/contexts/{context_id}/run": _NO_CONTEXTS,
+    "POST /api/templates": _NO_TEMPLATES,
+    "GET /api/templates": _NO_TEMPLATES,
+    "GET /api/templates/{name_or_id}": _NO_TEMPLATES,
+    "GET /api/templates/{name_or_id}/builds/{build_id}/logs": _NO_TEMPLATES,
+    "DELETE /api/templates/{name_or_id}": _NO_TEMPLATES,
     "GET /readyz": "readiness for load balancers; Roomkit.health says whether the service can create instances",
 }
