@@ -13,6 +13,7 @@ import { registerNodeCommands } from './nodes.ts';
 import { registerProfileCommands } from './profiles.ts';
 import { registerShellCommand } from './shell.ts';
 import { registerSnapshotCommands } from './snapshots.ts';
+import { registerTemplateCommands } from './templates.ts';
 import { CliError } from './errors.ts';
 import { imagesBuild, imagesList, imagesPrune } from './images.ts';
 import { keysCreate } from './keys.ts';
@@ -138,6 +139,7 @@ registerFileCommands(program);
 registerProfileCommands(program);
 registerNodeCommands(program);
 registerSnapshotCommands(program);
+registerTemplateCommands(program);
 registerShellCommand(program);
 
 try {

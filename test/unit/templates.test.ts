@@ -5,42 +5,9 @@
 // real sandboxes.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { CommandOutcome, CommandRequest, SnapshotOutcome } from '../../src/runtimes/types.ts';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
-import { FakeRuntime } from '../support/fake-runtime.ts';
+import { BuildingRuntime } from '../support/building-runtime.ts';
 import { until } from '../support/until.ts';
-
-/** The double, with snapshots of nothing (a build's layers) and a RUN of `false` failing. */
-class BuildingRuntime extends FakeRuntime {
-  override readonly capabilities = { ...new FakeRuntime().capabilities, snapshot: true };
-  readonly snapshots = new Set<string>();
-  readonly provisioned: (string | undefined)[] = [];
-
-  override async provision(request: Parameters<FakeRuntime['provision']>[0]): Promise<void> {
-    this.provisioned.push(request.fromSnapshot);
-    return super.provision(request);
-  }
-
-  override async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
-    const outcome = await super.runCommand(instanceId, request);
-    if (!request.command.includes("'false'")) return outcome;
-    request.onOutput?.(Buffer.from('it went wrong\n'), 'stderr');
-    return { ...outcome, exitCode: 1 };
-  }
-
-  async snapshot(_instanceId: string, snapshotId: string): Promise<SnapshotOutcome> {
-    this.snapshots.add(snapshotId);
-    return { memoryKept: false, diskBytes: 4096 } as SnapshotOutcome;
-  }
-
-  async deleteSnapshot(snapshotId: string): Promise<void> {
-    this.snapshots.delete(snapshotId);
-  }
-
-  async listSnapshots(): Promise<string[]> {
-    return [...this.snapshots];
-  }
-}
 
 const runtime = new BuildingRuntime();
 let t: TestApp;
