@@ -244,8 +244,12 @@ export class TemplateBuilder {
     const left = deadline - Date.now();
     if (left <= 0) throw new TemplateBuildFailure(`the build took longer than its limit of ${BUILD_TIME_LIMIT_MS / 60_000} minutes (line ${line})`);
     let tail = '';
+    const commandId = randomUUID();
+    // A build stopped (its template deleted, the service stopping) ends the step's processes too.
+    const stop = () => void this.deps.runtime().killCommand(instanceId, commandId).catch(() => {});
+    request.signal.addEventListener('abort', stop, { once: true });
     const outcome = await this.deps.runtime().runCommand(instanceId, {
-      commandId: randomUUID(),
+      commandId,
       command,
       home: BUILD_HOME,
       cwd: '/',
@@ -258,7 +262,8 @@ export class TemplateBuilder {
         tail = (tail + text).slice(-REASON_OUTPUT_BYTES);
         request.log(text);
       },
-    });
+    }).finally(() => request.signal.removeEventListener('abort', stop));
+    request.signal.throwIfAborted();
     if (outcome.timedOut) throw new TemplateBuildFailure(`line ${line}: ${text}: the build took longer than its limit of ${BUILD_TIME_LIMIT_MS / 60_000} minutes`);
     if (outcome.exitCode !== 0) {
       request.log(`  exit code ${outcome.exitCode}\n`);

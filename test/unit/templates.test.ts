@@ -164,6 +164,25 @@ describe('templates', () => {
     }
   });
 
+  it('stops a build whose template is deleted, ending the step under way and its sandbox', async () => {
+    runtime.options.commandDelayMs = 400;
+    try {
+      const res = await build(org, { name: 'stopped', dockerfile: 'FROM debian:bookworm\nRUN sleep 100\nRUN echo never\n' });
+      await until('the RUN to start', () => (runtime.commands.at(-1)?.command.includes('sleep 100') ? true : undefined));
+      const killedBefore = runtime.killed.length;
+      const deleted = await t.app.inject({ method: 'DELETE', url: '/api/templates/stopped', headers: org.headers });
+      assert.equal(deleted.statusCode, 200, deleted.body);
+      assert.equal(runtime.killed.length, killedBefore + 1, 'the step\'s processes were killed');
+      assert.ok(!runtime.commands.some((c) => c.command.includes('echo never')));
+      assert.deepEqual(await runtime.list(), []);
+      const row = await t.services.db.selectFrom('template_builds').selectAll().where('id', '=', res.json().build_id).executeTakeFirstOrThrow();
+      assert.equal(row.state, 'failed');
+      assert.equal(row.reason, 'the template was deleted');
+    } finally {
+      delete runtime.options.commandDelayMs;
+    }
+  });
+
   it('fails a Dockerfile it does not build at once, naming the line', async () => {
     const res = await build(org, { name: 'unsupported', dockerfile: 'FROM debian:bookworm\nRUN true\nHEALTHCHECK NONE\n' });
     assert.equal(res.statusCode, 202);
