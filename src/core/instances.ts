@@ -31,12 +31,12 @@ import { CpuPressure } from './cpu-pressure.ts';
 import { MemoryPressure } from './memory-pressure.ts';
 import type { Config } from '../config.ts';
 import type { CreateOptions } from './instance-options-schema.ts';
-import { applyOptions, assertSameOptions, checkCreateOptions, deadlinePassed, type InstanceOptions, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
+import { applyOptions, assertSameOptions, checkCreateOptions, envOf, deadlinePassed, type InstanceOptions, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
 import { noteFacts, noteOperation, refineOperation } from './operations.ts';
 import { addressFacts, type InstanceAddress, type InstanceRef, instanceIdNotFound, isInstanceRef, type RoomRef, roomRef } from './instance-address.ts';
 import { isUuid } from '../lib/ids.ts';
 import { templateNameOf } from './dockerfile-parser.ts';
-import { templateInstanceSpec, templateLayerOf } from './template-instances.ts';
+import { startTemplateCommand, templateInstanceSpec, templateLayerOf } from './template-instances.ts';
 import type { Templates } from './templates.ts';
 
 /**
@@ -870,6 +870,8 @@ export class Instances {
         log,
         onStep: async (step: ProvisionStep, note?: ProvisionNote) => {
           signal.throwIfAborted();
+          // A template's start command runs before the instance is ready.
+          if (step === 'ready') await startTemplateCommand(runtime, row.id, spec, { ...spec.env, ...envOf(row) }, log);
           await progressWritten;
           await this.records.transition(row.id, step, note);
           const now = performance.now();

@@ -2,8 +2,13 @@
 // the profile's, on the machine the template's files need (its base image, the build's
 // VM user and disk size), with the template's ENV under the profile's env, and what the
 // runtime starts them from (the template's last layer, as from a snapshot). The spec an
-// instance keeps also names the template build it came from and its WORKDIR, so a
-// rebuild of the template changes nothing for instances already made.
+// instance keeps also names the template build it came from, its WORKDIR and its start
+// command (CMD and ENTRYPOINT), so a rebuild of the template changes nothing for
+// instances already made; the start command is started in each new instance before it
+// is `ready`.
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Runtime } from '../runtimes/types.ts';
 import { BUILD_MACHINE } from './template-builder.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import type { TemplateSource } from './templates.ts';
@@ -17,6 +22,8 @@ export interface TemplateSpecFields {
     layer_id: string | null;
     /** WORKDIR: where its commands start when they name no directory. */
     workdir: string | null;
+    /** CMD and ENTRYPOINT: the program started in each new instance before it is ready. */
+    start_command?: string[] | null;
   };
 }
 
@@ -33,7 +40,7 @@ export function templateInstanceSpec(profile: ProfileSpec, name: string, source:
     keep_undo: false,
     // The profile's own env wins over the template's ENV, as a command's wins over both.
     env: { ...image.env, ...profile.env },
-    template: { name, build_id: source.buildId, layer_id: image.layer_id, workdir: image.workdir },
+    template: { name, build_id: source.buildId, layer_id: image.layer_id, workdir: image.workdir, start_command: image.start_command },
   };
 }
 
@@ -45,4 +52,42 @@ export function templateLayerOf(spec: ProfileSpec): string | undefined {
 /** The directory commands of an instance of this spec start in when they name none (its template's WORKDIR). */
 export function templateWorkdirOf(spec: ProfileSpec): string | undefined {
   return (spec as ProfileSpec & TemplateSpecFields).template?.workdir ?? undefined;
+}
+
+/** Output of a start command kept for the log when it ends by itself. */
+const START_OUTPUT_BYTES = 4096;
+
+/**
+ * Starts the template's start command in a new instance, as its VM user in WORKDIR with
+ * the instance's environment, and resolves once its first process runs (rejects when it
+ * cannot start). It runs on with no time limit; when it ends by itself, its exit code and
+ * the end of its output go to the log. Nothing to do for a spec without one.
+ */
+export async function startTemplateCommand(runtime: Runtime, instanceId: string, spec: ProfileSpec, env: Record<string, string>, log: Logger): Promise<void> {
+  const argv = (spec as ProfileSpec & TemplateSpecFields).template?.start_command;
+  if (!argv || argv.length === 0) return;
+  const workdir = templateWorkdirOf(spec);
+  await new Promise<void>((resolve, reject) => {
+    runtime
+      .runCommand(instanceId, {
+        commandId: randomUUID(),
+        command: argv.join(' '),
+        argv,
+        home: spec.home,
+        ...(workdir === undefined ? {} : { cwd: workdir }),
+        env,
+        timeoutMs: 0,
+        maxOutputBytes: START_OUTPUT_BYTES,
+        trackChanges: false,
+        onStarted: () => resolve(),
+      })
+      .then(
+        (outcome) => {
+          log.info({ exitCode: outcome.exitCode, output: outcome.output.slice(-START_OUTPUT_BYTES) }, 'the template\'s start command ended');
+          // Ended before it ever ran (the runtime did not say it started): not a start.
+          reject(new Error(`the template's start command (${argv.join(' ')}) could not start: ${outcome.output.trim().slice(-500) || `exit code ${outcome.exitCode}`}`));
+        },
+        (err: unknown) => reject(new Error(`the template's start command (${argv.join(' ')}) could not start: ${(err as Error).message}`)),
+      );
+  });
 }

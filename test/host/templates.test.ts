@@ -1,6 +1,7 @@
 // Templates built from Dockerfiles with real sandboxes: a multi-step Dockerfile with
 // COPY, ENV, WORKDIR and USER gives instances that have the files, variables, directory
-// and users it set up (its RUN steps ran inside a sandbox, as root and as USER); a
+// and users it set up (its RUN steps ran inside a sandbox, as root and as USER) and its
+// start command running; a
 // rebuild of the same Dockerfile runs no step; a failing RUN fails the build with its
 // output and exit code; another organization can neither see nor use the template.
 import assert from 'node:assert/strict';
@@ -96,7 +97,7 @@ describe('a template built from a Dockerfile', () => {
     assert.deepEqual(await t.gvisor().list(), []);
   });
 
-  it('gives instances of a template:NAME profile its files, variables, directory and users', async () => {
+  it('gives instances of a template:NAME profile its files, variables, directory, users and running start command', async () => {
     profileId = await t.createProfile(org, { name: 'of-app', image: 'template:app', memory_mb: 512, network: { egress: 'none' } });
     const created = await api('POST', `/api/profile/${profileId}/room/r1`, { wait: true });
     assert.equal(created.statusCode, 201, created.body);
@@ -108,6 +109,9 @@ describe('a template built from a Dockerfile', () => {
     // The first RUN ran as root in WORKDIR, the one after USER as user.
     assert.equal(await run(profileId, 'r1', 'cat built.txt built-by.txt; stat -c %U built.txt'), 'built in /srv/app\nroot\nroot\n');
     assert.equal(await run(profileId, 'r1', 'cat /home/user/user-step.txt; whoami'), 'user\nhello from /srv/app\nuser\n');
+    // CMD was started before the instance was ready, in WORKDIR: its server answers with the copied files.
+    const served = await run(profileId, 'r1', 'for i in $(seq 100); do curl -sf http://127.0.0.1:8000/numbers.txt && break; sleep 0.1; done; ps -o user=,args= -C python3');
+    assert.match(served, /^1\n2\n3\nuser +python3 -m http.server\n$/);
   });
 
   it('is rebuilt from the cache without running a step', async () => {

@@ -249,7 +249,7 @@ describe('templates', () => {
     assert.notEqual(again.json().template_id, res.json().template_id);
   });
 
-  it('gives a profile of template:NAME instances on its image: its files, ENV and WORKDIR', async () => {
+  it('gives a profile of template:NAME instances on its image: its files, ENV, WORKDIR and start command', async () => {
     const template = await settled(org, 'py-app');
     const profileId = await t.createProfile(org, { name: 'from-template', image: 'template:py-app', env: { OWN: '1' } });
     const created = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r1`, headers: org.headers, payload: { wait: true } });
@@ -257,6 +257,12 @@ describe('templates', () => {
     assert.equal(created.json().state, 'ready');
     const layer = runtime.provisioned.at(-1);
     assert.ok(layer !== undefined && runtime.snapshots.has(layer), 'it started from the template\'s last layer');
+    // CMD started before the instance was ready: as a program, in WORKDIR, with the environment.
+    const start = runtime.commands.at(-1);
+    assert.deepEqual(start?.argv, ['python3', '-m', 'http.server']);
+    assert.equal(start?.cwd, '/srv/app');
+    assert.equal(start?.env.APP_HOME, '/srv/app');
+    assert.equal(start?.timeoutMs, 0);
     const res = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r1/command`, headers: org.headers, payload: { command: 'pwd' } });
     assert.equal(res.statusCode, 200, res.body);
     const command = runtime.commands.at(-1);
