@@ -232,7 +232,9 @@ export class Templates {
   private start(organizationId: string, templateId: string, buildId: string, parsed: ParsedDockerfile, files: Map<string, Buffer>): void {
     const controller = new AbortController();
     const running: RunningBuild = { log: '', followers: new Set(), ended: Promise.resolve(), controller, flushedLength: 0 };
-    const write = (text: string) => {
+    const write = (output: string) => {
+      // PostgreSQL's text cannot hold a NUL, which a command may print.
+      const text = output.replaceAll('\u0000', '\uFFFD');
       running.log = (running.log + text).slice(-LOG_MAX_CHARS);
       for (const follower of running.followers) follower(text);
     };
@@ -253,7 +255,8 @@ export class Templates {
         finish = { state: 'ready', result: JSON.stringify(outcome.result), steps: outcome.steps, cached_steps: outcome.cachedSteps };
       } catch (err) {
         const stopped = controller.signal.aborted ? controller.signal.reason : undefined;
-        const reason = (stopped ?? err) instanceof TemplateBuildFailure ? ((stopped ?? err) as Error).message : `the build failed: ${(err as Error).message}`;
+        const failure = (stopped ?? err) instanceof TemplateBuildFailure ? ((stopped ?? err) as Error).message : `the build failed: ${(err as Error).message}`;
+        const reason = failure.replaceAll('\u0000', '\uFFFD');
         if (!(err instanceof TemplateBuildFailure) && stopped === undefined) log.error({ err }, 'template build failed');
         write(`failed: ${reason}\n`);
         finish = { state: 'failed', reason };

@@ -1,5 +1,6 @@
 // The runtime double for template builds: snapshots of nothing (a build's layers, kept
-// as ids), what each sandbox was started from, and a RUN of `false` failing with output.
+// as ids), what each sandbox was started from, a RUN of `false` failing with output, and
+// one naming nul-output printing a NUL.
 import type { CommandOutcome, CommandRequest, SnapshotOutcome } from '../../src/runtimes/types.ts';
 import { FakeRuntime } from './fake-runtime.ts';
 
@@ -16,6 +17,7 @@ export class BuildingRuntime extends FakeRuntime {
 
   override async runCommand(instanceId: string, request: CommandRequest): Promise<CommandOutcome> {
     const outcome = await super.runCommand(instanceId, request);
+    if (request.command.includes('nul-output')) request.onOutput?.(Buffer.from('x\u0000y\n'), 'stdout');
     if (!request.command.includes("'false'")) return outcome;
     request.onOutput?.(Buffer.from('it went wrong\n'), 'stderr');
     return { ...outcome, exitCode: 1 };

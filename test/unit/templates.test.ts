@@ -183,6 +183,12 @@ describe('templates', () => {
     }
   });
 
+  it('keeps a log whose output has a NUL (as U+FFFD, which either store holds)', async () => {
+    const res = await build(org, { name: 'nul', dockerfile: 'FROM debian:bookworm\nRUN echo nul-output\n' });
+    assert.equal((await settled(org, 'nul')).state, 'ready');
+    assert.match(await logOf(org, 'nul', res.json().build_id), /x\uFFFDy\n/);
+  });
+
   it('fails a Dockerfile it does not build at once, naming the line', async () => {
     const res = await build(org, { name: 'unsupported', dockerfile: 'FROM debian:bookworm\nRUN true\nHEALTHCHECK NONE\n' });
     assert.equal(res.statusCode, 202);
