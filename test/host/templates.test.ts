@@ -110,7 +110,7 @@ describe('a template built from a Dockerfile', () => {
     assert.equal(await run(profileId, 'r1', 'cat built.txt built-by.txt; stat -c %U built.txt'), 'built in /srv/app\nroot\nroot\n');
     assert.equal(await run(profileId, 'r1', 'cat /home/user/user-step.txt; whoami'), 'user\nhello from /srv/app\nuser\n');
     // CMD was started before the instance was ready, in WORKDIR: its server answers with the copied files.
-    const served = await run(profileId, 'r1', 'for i in $(seq 100); do curl -sf http://127.0.0.1:8000/numbers.txt && break; sleep 0.1; done; ps -o user=,args= -C python3');
+    const served = await run(profileId, 'r1', 'for i in $(seq 100); do curl -sf http://127.0.0.1:8000/numbers.txt && break; sleep 0.1; done; ps -o user=,args= -C python3 | grep http.server');
     assert.match(served, /^1\n2\n3\nuser +python3 -m http.server\n$/);
   });
 
