@@ -8,6 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { BuildingRuntime } from '../support/building-runtime.ts';
 import { until } from '../support/until.ts';
+import { forgetTemplateLayers, unusedTemplateLayers } from '../../src/core/template-layers.ts';
+import { BUILD_TIME_LIMIT_MS } from '../../src/core/template-builder.ts';
 
 const runtime = new BuildingRuntime();
 let t: TestApp;
@@ -314,5 +316,20 @@ describe('templates', () => {
     const res = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r1`, headers: org.headers });
     assert.equal(res.statusCode, 404, res.body);
     assert.equal(res.json().error, 'template_not_found');
+  });
+
+  it('names for pruning the layers no template\'s image starts from, once no build can be using them', async () => {
+    const { nodeId, db } = t.services;
+    assert.deepEqual(await unusedTemplateLayers(db, nodeId), [], 'layers younger than a build\'s time limit stay');
+    const later = Date.now() + 2 * BUILD_TIME_LIMIT_MS;
+    const unused = new Set(await unusedTemplateLayers(db, nodeId, later));
+    const all = await db.selectFrom('template_layers').select('layer_id').execute();
+    const images = await db.selectFrom('templates').innerJoin('template_builds', 'template_builds.id', 'templates.ready_build_id').select('result').where('templates.deleted_at', 'is', null).execute();
+    const used = images.map((r) => JSON.parse(r.result ?? '{}').layer_id).filter((id): id is string => typeof id === 'string');
+    assert.ok(used.length > 0);
+    for (const id of used) assert.ok(!unused.has(id), `the image layer ${id} is kept`);
+    assert.equal(unused.size, all.length - new Set(used).size, 'every other layer goes');
+    await forgetTemplateLayers(db, [...unused]);
+    assert.equal((await db.selectFrom('template_layers').select('layer_id').execute()).length, new Set(used).size);
   });
 });
