@@ -41,10 +41,10 @@ TITLED = {
     "Usage": roomkit.Usage,
 }
 #: Not answers the SDK returns: the Error body becomes RoomkitError; a ticket only opens a terminal;
-#: code contexts have no methods in this SDK yet (operations.py leaves their routes out).
+#: code contexts and templates have no methods in this SDK yet (operations.py leaves their routes out).
 UNTITLED_OK = {"Error", "TerminalTicket", "PortUrlRequest"} | {
     "ChartData", "Context", "ContextCreate", "ContextInterrupted", "ContextList", "ContextRunRequest", "ContextRunResult", "DisplayResult", "ExecutionError",
-}
+} | {"Template", "TemplateBuild", "TemplateBuildStarted", "TemplateImage"}
 #: Answers without a title, by the operation and status that give them.
 BY_ROUTE = {
     ("get", "/api/instances", "200"): roomkit.InstancePage,
