@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { posix } from 'node:path';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
+import { isUuid } from '../lib/ids.ts';
 import { nowIso } from '../lib/time.ts';
 import type { Runtime, RuntimeSelection, SnapshotRuntime } from '../runtimes/types.ts';
 import type { Db } from '../store/db.ts';
@@ -73,6 +74,8 @@ export class Templates {
   /** Records a build of the Dockerfile under `name` and starts it; a build under way for the name is a conflict. */
   async create(organizationId: string, body: CreateTemplateBody): Promise<TemplateBuildStarted> {
     noteOperation('template.build');
+    // A path names a template by its name or its id: a name of an id's form would be ambiguous.
+    if (isUuid(body.name)) throw invalid('name', 'a template\'s name cannot have the form of a template_id (a UUID)');
     const files = decodeFiles(body.files ?? {});
     if (body.dockerfile.includes('\u0000')) throw new AppError('validation_error', 'dockerfile contains a NUL character');
     let parsed: ParsedDockerfile | undefined;

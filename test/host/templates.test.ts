@@ -1,10 +1,11 @@
 // Templates built from Dockerfiles with real sandboxes: a multi-step Dockerfile with
 // COPY, ENV, WORKDIR and USER gives instances that have the files, variables, directory
 // and users it set up (its RUN steps ran inside a sandbox, as root and as USER) and its
-// start command running; a
-// rebuild of the same Dockerfile runs no step; a failing RUN fails the build with its
-// output and exit code; another organization can neither see nor use the template.
+// start command running; a rebuild of the same Dockerfile runs no step; a failing RUN
+// fails the build with its output and exit code; a RUN cannot reach the host; another
+// organization can neither see nor use the template.
 import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 import { until } from '../support/until.ts';
@@ -141,6 +142,20 @@ describe('a template built from a Dockerfile', () => {
     assert.match(log, /exit code 2\n/);
     assert.doesNotMatch(log, /^never$/m);
     assert.deepEqual(await t.gvisor().list().then((ids) => ids.length), 1, 'only the instance of the test is left');
+  });
+
+  it('refuses a RUN that reaches for the host, as in any instance', async () => {
+    // The service listens on every address of the host, its sandboxes' gateway among them.
+    await t.app.listen({ host: '0.0.0.0', port: 0 });
+    const port = (t.app.server.address() as AddressInfo).port;
+    assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+    const reach = `gw=$(ip route | awk '/default/ {print $3}'); if curl -s -o /dev/null --max-time 3 http://$gw:${port}/healthz; then exit 1; fi; echo host-refused-at-$gw`;
+    const res = await api('POST', '/api/templates', { name: 'reach', dockerfile: `FROM debian:bookworm\nRUN ${reach}\n` });
+    assert.equal(res.statusCode, 202, res.body);
+    const reached = await settled('reach');
+    const log = await logOf('reach', res.json().build_id);
+    assert.equal(reached.state, 'ready', `${reached.reason}\n${log}`);
+    assert.match(log, /^host-refused-at-\d+\.\d+\.\d+\.\d+$/m);
   });
 
   it('can be neither seen nor used by another organization', async () => {

@@ -211,7 +211,10 @@ describe('templates', () => {
     assert.match((await settled(org, orphan.json().name)).reason, /^line 1: no template "nope" in this organization$/);
   });
 
-  it('refuses files outside the context or not in base64, and a COPY of a file not given', async () => {
+  it('refuses a name of an id\'s form, files outside the context or not in base64, and a COPY of a file not given', async () => {
+    const uuidName = await build(org, { name: '4f0b2c1e-8a7d-4c3b-9e6f-1a2b3c4d5e6f', dockerfile: 'FROM debian:bookworm\n' });
+    assert.equal(uuidName.statusCode, 400, uuidName.body);
+    assert.match(uuidName.json().message, /cannot have the form of a template_id/);
     for (const files of [{ '../etc/passwd': b64('x') }, { '/abs': b64('x') }, { 'a.txt': 'not base64!' }]) {
       const res = await build(org, { name: 'bad-files', dockerfile: 'FROM debian:bookworm\n', files });
       assert.equal(res.statusCode, 400, res.body);
