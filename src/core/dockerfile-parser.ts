@@ -2,7 +2,7 @@
 // dockerfile-ast does the reading (continuations, quoting, JSON forms, flags); this file
 // decides what roomkit supports of it: one stage from `debian:<suite>` or another
 // template, RUN, COPY and ADD from the request's files, ENV, ARG, WORKDIR, USER, LABEL,
-// EXPOSE, CMD and ENTRYPOINT. Anything else is refused with its line number, so an
+// EXPOSE, CMD, ENTRYPOINT and HEALTHCHECK (the start command's ready check). Anything else is refused with its line number, so an
 // author learns at once what this server will not build rather than getting an image
 // that differs from the one Docker would make.
 import { type Instruction, DockerfileParser } from 'dockerfile-ast';
@@ -31,6 +31,8 @@ export type DockerfileStep = StepBase &
     | { kind: 'label'; labels: [string, string][] }
     | { kind: 'expose'; ports: string[] }
     | { kind: 'cmd' | 'entrypoint'; command: CommandForm }
+    /** HEALTHCHECK CMD: what must succeed in a new instance before it is ready (null: HEALTHCHECK NONE). */
+    | { kind: 'healthcheck'; command: CommandForm | null }
   );
 
 export interface ParsedDockerfile {
@@ -50,7 +52,7 @@ export class DockerfileError extends Error {
   }
 }
 
-export const SUPPORTED_INSTRUCTIONS = ['FROM', 'RUN', 'COPY', 'ADD', 'ENV', 'ARG', 'WORKDIR', 'USER', 'LABEL', 'EXPOSE', 'CMD', 'ENTRYPOINT'] as const;
+export const SUPPORTED_INSTRUCTIONS = ['FROM', 'RUN', 'COPY', 'ADD', 'ENV', 'ARG', 'WORKDIR', 'USER', 'LABEL', 'EXPOSE', 'CMD', 'ENTRYPOINT', 'HEALTHCHECK'] as const;
 const DEBIAN_BASES = ['debian:bookworm', 'debian:trixie'];
 const TEMPLATE_PREFIX = 'template:';
 /** A template's name: what `template:NAME` and the API's paths carry. */
@@ -162,6 +164,17 @@ function stepOf(instruction: Instruction): DockerfileStep {
     }
     case 'LABEL':
       return { ...base, kind: 'label', labels: propertiesOf(instruction, base.line, 'LABEL') };
+    case 'HEALTHCHECK': {
+      // Its timing flags are Docker's for a container's whole life; here the check only
+      // says when a new instance's start command is ready, on roomkit's own schedule.
+      refuseFlags(instruction, ['interval', 'timeout', 'start-period', 'start-interval', 'retries']);
+      const content = instruction.getArgumentsContent()?.trim() ?? '';
+      if (/^NONE$/i.test(content)) return { ...base, kind: 'healthcheck', command: null };
+      const match = /^CMD\s+([\s\S]+)$/i.exec(content);
+      if (!match?.[1]) throw new DockerfileError(base.line, 'HEALTHCHECK takes CMD and a command, or NONE');
+      const argv = jsonArray(match[1]);
+      return { ...base, kind: 'healthcheck', command: argv && argv.length > 0 ? { argv } : { shell: match[1].trim() } };
+    }
     case 'EXPOSE': {
       const ports = args();
       for (const port of ports) {

@@ -76,6 +76,7 @@ interface BuildState {
   user: string | null;
   cmd: CommandForm | null;
   entrypoint: CommandForm | null;
+  readyCheck: CommandForm | null;
   expose: string[];
   labels: Map<string, string>;
 }
@@ -99,6 +100,7 @@ export class TemplateBuilder {
       user: parent?.user ?? null,
       cmd: parent?.start_command ? { argv: parent.start_command } : null,
       entrypoint: null,
+      readyCheck: parent?.ready_check ? { argv: parent.ready_check } : null,
       expose: [...(parent?.expose ?? [])],
       labels: new Map(Object.entries(parent?.labels ?? {})),
     };
@@ -150,6 +152,7 @@ export class TemplateBuilder {
         workdir: state.workdir,
         user: state.user,
         start_command: startCommandOf(state),
+        ready_check: state.readyCheck === null ? null : argvOf(state.readyCheck),
         expose: state.expose,
         labels: Object.fromEntries(state.labels),
         disk_bytes: diskBytes,
@@ -368,13 +371,20 @@ function applyMetadata(step: DockerfileStep, state: BuildState): void {
       // Docker drops a CMD set before an ENTRYPOINT.
       state.cmd = null;
       break;
+    case 'healthcheck':
+      state.readyCheck = step.command;
+      break;
     default:
       break;
   }
 }
 
+function argvOf(form: CommandForm): string[] {
+  return 'shell' in form ? ['sh', '-c', form.shell] : form.argv;
+}
+
 function startCommandOf(state: BuildState): string[] | null {
-  const argv = (form: CommandForm | null) => (form === null ? [] : 'shell' in form ? ['sh', '-c', form.shell] : form.argv);
+  const argv = (form: CommandForm | null) => (form === null ? [] : argvOf(form));
   // A shell-form ENTRYPOINT ignores CMD, as Docker's does.
   const command = state.entrypoint && 'shell' in state.entrypoint ? argv(state.entrypoint) : [...argv(state.entrypoint), ...argv(state.cmd)];
   return command.length > 0 ? command : null;

@@ -3,9 +3,9 @@
 // VM user and disk size), with the template's ENV under the profile's env, and what the
 // runtime starts them from (the template's last layer, as from a snapshot). The spec an
 // instance keeps also names the template build it came from, its WORKDIR and its start
-// command (CMD and ENTRYPOINT), so a rebuild of the template changes nothing for
-// instances already made; the start command is started in each new instance before it
-// is `ready`.
+// command (CMD and ENTRYPOINT) with its ready check (HEALTHCHECK CMD), so a rebuild of
+// the template changes nothing for instances already made; the start command is started
+// in each new instance, and its ready check passed, before the instance is `ready`.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Runtime } from '../runtimes/types.ts';
@@ -24,6 +24,8 @@ export interface TemplateSpecFields {
     workdir: string | null;
     /** CMD and ENTRYPOINT: the program started in each new instance before it is ready. */
     start_command?: string[] | null;
+    /** HEALTHCHECK CMD: run after the start command until it succeeds, before the instance is ready. */
+    ready_check?: string[] | null;
   };
 }
 
@@ -40,7 +42,7 @@ export function templateInstanceSpec(profile: ProfileSpec, name: string, source:
     keep_undo: false,
     // The profile's own env wins over the template's ENV, as a command's wins over both.
     env: { ...image.env, ...profile.env },
-    template: { name, build_id: source.buildId, layer_id: image.layer_id, workdir: image.workdir, start_command: image.start_command },
+    template: { name, build_id: source.buildId, layer_id: image.layer_id, workdir: image.workdir, start_command: image.start_command, ready_check: image.ready_check },
   };
 }
 
@@ -90,4 +92,36 @@ export async function startTemplateCommand(runtime: Runtime, instanceId: string,
         (err: unknown) => reject(new Error(`the template's start command (${argv.join(' ')}) could not start: ${(err as Error).message}`)),
       );
   });
+  const check = (spec as ProfileSpec & TemplateSpecFields).template?.ready_check;
+  if (check && check.length > 0) await waitUntilReady(runtime, instanceId, spec, env, check);
+}
+
+/** How long a start command has to pass its ready check, and how often the check runs. */
+export const READY_CHECK_LIMIT_MS = 60_000;
+const READY_CHECK_EVERY_MS = 200;
+const READY_CHECK_TIMEOUT_MS = 10_000;
+
+/** Runs the ready check until it exits 0; fails with its last output once the limit has passed. */
+async function waitUntilReady(runtime: Runtime, instanceId: string, spec: ProfileSpec, env: Record<string, string>, argv: string[]): Promise<void> {
+  const workdir = templateWorkdirOf(spec);
+  const deadline = Date.now() + READY_CHECK_LIMIT_MS;
+  for (;;) {
+    const outcome = await runtime.runCommand(instanceId, {
+      commandId: randomUUID(),
+      command: argv.join(' '),
+      argv,
+      home: spec.home,
+      ...(workdir === undefined ? {} : { cwd: workdir }),
+      env,
+      timeoutMs: Math.max(1000, Math.min(READY_CHECK_TIMEOUT_MS, deadline - Date.now())),
+      maxOutputBytes: START_OUTPUT_BYTES,
+      trackChanges: false,
+    });
+    if (outcome.exitCode === 0) return;
+    if (Date.now() >= deadline) {
+      const said = outcome.output.trim().slice(-500);
+      throw new Error(`the template's start command was not ready within ${READY_CHECK_LIMIT_MS / 1000} s: its ready check (${argv.join(' ')}) exited with code ${outcome.exitCode}${said ? `: ${said}` : ''}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, READY_CHECK_EVERY_MS));
+  }
 }

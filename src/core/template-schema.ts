@@ -56,6 +56,9 @@ export const TemplateImage = Type.Object(
     start_command: Type.Union([Type.Array(Type.String()), Type.Null()], {
       description: 'ENTRYPOINT and CMD together, as a program and its arguments (a shell form as `sh -c`); null when neither was set',
     }),
+    ready_check: Type.Union([Type.Array(Type.String()), Type.Null()], {
+      description: 'HEALTHCHECK CMD, as a program and its arguments: run in a new instance after the start command until it succeeds, before the instance is ready; null when none was set',
+    }),
     expose: Type.Array(Type.String(), { description: 'EXPOSE, as written (recorded only)' }),
     labels: Type.Record(Type.String(), Type.String(), { description: 'LABEL' }),
     disk_bytes: Type.Integer({ description: 'Bytes of host disk its last layer holds (the image below is shared)' }),
@@ -117,6 +120,7 @@ export const Template = Type.Object(
           workdir: '/srv/app',
           user: 'user',
           start_command: null,
+          ready_check: null,
           expose: ['8000'],
           labels: {},
           disk_bytes: 48_234_496,

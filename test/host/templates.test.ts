@@ -55,6 +55,7 @@ const DOCKERFILE = [
   'USER user',
   'RUN id -un > /home/user/user-step.txt && echo "$GREETING_TOO from $APP_HOME" >> /home/user/user-step.txt',
   'CMD ["python3", "-m", "http.server"]',
+  'HEALTHCHECK CMD curl -sf http://127.0.0.1:8000/ > /dev/null',
 ].join('\n');
 const FILES = {
   'app.py': b64('import os\nprint("built in", os.getcwd())\n'),
@@ -87,13 +88,14 @@ describe('a template built from a Dockerfile', () => {
     built = await settled('app');
     const log = await logOf('app', built.build_id);
     assert.equal(built.state, 'ready', `${built.reason}\n${log}`);
-    assert.equal(built.build.steps, 8);
+    assert.equal(built.build.steps, 9);
     assert.deepEqual(built.image.env, { APP_HOME: '/srv/app', GREETING_TOO: 'hello' });
     assert.equal(built.image.workdir, '/srv/app');
     assert.equal(built.image.user, 'user');
     assert.deepEqual(built.image.start_command, ['python3', '-m', 'http.server']);
+    assert.deepEqual(built.image.ready_check, ['sh', '-c', 'curl -sf http://127.0.0.1:8000/ > /dev/null']);
     assert.ok(built.image.disk_bytes > 0);
-    assert.match(log, /step 5\/8: RUN python3 app.py/);
+    assert.match(log, /step 5\/9: RUN python3 app.py/);
     // Nothing of a build sandbox is left: the only instances are the organization's own.
     assert.deepEqual(await t.gvisor().list(), []);
   });
@@ -110,8 +112,9 @@ describe('a template built from a Dockerfile', () => {
     // The first RUN ran as root in WORKDIR, the one after USER as user.
     assert.equal(await run(profileId, 'r1', 'cat built.txt built-by.txt; stat -c %U built.txt'), 'built in /srv/app\nroot\nroot\n');
     assert.equal(await run(profileId, 'r1', 'cat /home/user/user-step.txt; whoami'), 'user\nhello from /srv/app\nuser\n');
-    // CMD was started before the instance was ready, in WORKDIR: its server answers with the copied files.
-    const served = await run(profileId, 'r1', 'for i in $(seq 100); do curl -sf http://127.0.0.1:8000/numbers.txt && break; sleep 0.1; done; ps -o user=,args= -C python3 | grep http.server');
+    // CMD was started, and its HEALTHCHECK passed, before the instance was ready: its
+    // server, in WORKDIR, answers at once with the copied files.
+    const served = await run(profileId, 'r1', 'curl -sf http://127.0.0.1:8000/numbers.txt; ps -o user=,args= -C python3 | grep http.server');
     assert.match(served, /^1\n2\n3\nuser +python3 -m http.server\n$/);
   });
 
@@ -126,7 +129,7 @@ describe('a template built from a Dockerfile', () => {
     assert.equal(rebuilt.build.cached_steps, rebuilt.build.steps);
     const log = await logOf('app', rebuilt.build_id);
     assert.doesNotMatch(log, /starting a build sandbox/);
-    assert.match(log, /8 steps, 8 cached/);
+    assert.match(log, /9 steps, 9 cached/);
     assert.ok(elapsed < 5000, `a cached rebuild took ${elapsed} ms`);
   });
 

@@ -71,7 +71,8 @@ describe('the Dockerfile parser of templates', () => {
 
   it('refuses what it cannot build, naming the line', () => {
     const cases: [string, number, RegExp][] = [
-      ['FROM debian:bookworm\nRUN true\nHEALTHCHECK NONE\n', 3, /HEALTHCHECK is not supported here; supported: FROM, RUN/],
+      ['FROM debian:bookworm\nRUN true\nSTOPSIGNAL SIGTERM\n', 3, /STOPSIGNAL is not supported here; supported: FROM, RUN/],
+      ['FROM debian:bookworm\nHEALTHCHECK curl -f http://x/\n', 2, /HEALTHCHECK takes CMD and a command, or NONE/],
       ['FROM debian:bookworm\n\nSHELL ["/bin/bash", "-c"]\n', 3, /SHELL is not supported/],
       ['FROM python:3.12\n', 1, /FROM python:3.12 is not supported/],
       ['ARG BASE=debian:bookworm\nFROM $BASE\n', 1, /first instruction must be FROM/],
@@ -91,6 +92,14 @@ describe('the Dockerfile parser of templates', () => {
       assert.match(err.message, message, source);
     }
     assert.match(refusal('# only a comment\n').message, /has no instructions/);
+  });
+
+  it('reads HEALTHCHECK CMD in both forms (its timing flags accepted) and HEALTHCHECK NONE', () => {
+    const parsed = parseDockerfile('FROM debian:bookworm\nHEALTHCHECK --interval=5s --retries=3 CMD curl -f http://localhost/ || exit 1\nHEALTHCHECK CMD ["curl", "-f", "x"]\nHEALTHCHECK NONE\n');
+    assert.deepEqual(
+      parsed.steps.map((s) => s.kind === 'healthcheck' && s.command),
+      [{ shell: 'curl -f http://localhost/ || exit 1' }, { argv: ['curl', '-f', 'x'] }, null],
+    );
   });
 
   it('expands $NAME and ${NAME} from what is set, leaves \\$ a dollar, and unknown names empty', () => {

@@ -78,6 +78,7 @@ describe('templates', () => {
       workdir: '/srv/app',
       user: 'user',
       start_command: ['python3', '-m', 'http.server'],
+      ready_check: null,
       expose: ['8000'],
       labels: {},
       disk_bytes: 4096,
@@ -192,12 +193,12 @@ describe('templates', () => {
   });
 
   it('fails a Dockerfile it does not build at once, naming the line', async () => {
-    const res = await build(org, { name: 'unsupported', dockerfile: 'FROM debian:bookworm\nRUN true\nHEALTHCHECK NONE\n' });
+    const res = await build(org, { name: 'unsupported', dockerfile: 'FROM debian:bookworm\nRUN true\nSTOPSIGNAL SIGTERM\n' });
     assert.equal(res.statusCode, 202);
     assert.equal(res.json().state, 'failed');
     const template = await settled(org, 'unsupported');
-    assert.match(template.reason, /^line 3: HEALTHCHECK is not supported here/);
-    assert.match(await logOf(org, 'unsupported', res.json().build_id), /line 3: HEALTHCHECK/);
+    assert.match(template.reason, /^line 3: STOPSIGNAL is not supported here/);
+    assert.match(await logOf(org, 'unsupported', res.json().build_id), /line 3: STOPSIGNAL/);
   });
 
   it('builds FROM another template of the organization, on its image', async () => {
@@ -293,6 +294,19 @@ describe('templates', () => {
     const second = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r2`, headers: org.headers, payload: { wait: true } });
     assert.equal(second.statusCode, 201, second.body);
     assert.notEqual(runtime.provisioned.at(-1), layer, 'the new instance starts from the new last layer');
+  });
+
+  it('runs a HEALTHCHECK CMD after the start command, before the instance is ready', async () => {
+    await build(org, { name: 'checked', dockerfile: 'FROM template:py-app\nHEALTHCHECK --interval=1s CMD curl -sf http://127.0.0.1:8000/\n' });
+    const template = await settled(org, 'checked');
+    assert.deepEqual(template.image.ready_check, ['sh', '-c', 'curl -sf http://127.0.0.1:8000/']);
+    const profileId = await t.createProfile(org, { name: 'of-checked', image: 'template:checked' });
+    const created = await t.app.inject({ method: 'POST', url: `/api/profile/${profileId}/room/r1`, headers: org.headers, payload: { wait: true } });
+    assert.equal(created.json().state, 'ready', created.body);
+    const [start, check] = runtime.commands.slice(-2);
+    assert.deepEqual(start?.argv, ['python3', '-m', 'http.server']);
+    assert.deepEqual(check?.argv, ['sh', '-c', 'curl -sf http://127.0.0.1:8000/']);
+    assert.equal(check?.cwd, '/srv/app');
   });
 
   it('refuses a profile of a template that is not the organization\'s, has no image, or with packages or a warm pool', async () => {

@@ -665,6 +665,8 @@ export interface TemplateImage {
   user: string | null;
   /** ENTRYPOINT and CMD together, as a program and its arguments (a shell form as `sh -c`); null when neither was set */
   start_command: string[] | null;
+  /** HEALTHCHECK CMD, as a program and its arguments: run in a new instance after the start command until it succeeds, before the instance is ready; null when none was set */
+  ready_check: string[] | null;
   /** EXPOSE, as written (recorded only) */
   expose: string[];
   /** LABEL */
