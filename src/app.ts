@@ -27,6 +27,7 @@ import { keyRoutes } from './adapters/rest/routes/keys.ts';
 import { metricsRoutes } from './adapters/rest/routes/metrics.ts';
 import { profileRoutes } from './adapters/rest/routes/profiles.ts';
 import { snapshotRoutes } from './adapters/rest/routes/snapshots.ts';
+import { templateRoutes } from './adapters/rest/routes/templates.ts';
 import { roomRoutes } from './adapters/rest/routes/rooms.ts';
 import { operatorRoutes } from './adapters/rest/routes/operator.ts';
 import { PREVIEW_HOST_ROUTE, portRoutes, portUrlRewriter, previewHostOf, SIGNED_PATH_ROUTE } from './adapters/rest/routes/ports.ts';
@@ -257,6 +258,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   profileRoutes(app, services);
   roomRoutes(app, services);
   snapshotRoutes(app, services);
+  templateRoutes(app, services);
   commandRoutes(app, services);
   contextRoutes(app, services);
   fileRoutes(app, services);

@@ -40,6 +40,7 @@ export const ERROR_STATUS = {
   terminal_not_found: 404,
   snapshot_not_found: 404,
   context_not_found: 404,
+  template_not_found: 404,
   // 410
   instance_lost: 410,
   // 421
@@ -61,6 +62,8 @@ export const ERROR_STATUS = {
   revert_conflict: 409,
   room_occupied: 409,
   snapshot_unusable: 409,
+  template_busy: 409,
+  template_unusable: 409,
   // 413
   body_too_large: 413,
   file_too_large: 413,

@@ -22,6 +22,7 @@ import { ConsoleSessions } from './core/console-sessions.ts';
 import { TerminalTickets } from './core/terminal-tickets.ts';
 import { Terminals } from './core/terminals.ts';
 import { Contexts } from './core/contexts.ts';
+import { Templates } from './core/templates.ts';
 import { selectRuntime, type RuntimeCandidate } from './runtimes/select.ts';
 import { gvisorCandidate } from './runtimes/gvisor/probe.ts';
 import type { RuntimeSelection } from './runtimes/types.ts';
@@ -57,6 +58,8 @@ export interface Services {
   terminals: Terminals;
   /** Code contexts: live interpreters in instances (…/contexts). */
   contexts: Contexts;
+  /** Templates: images built from Dockerfiles (/api/templates). */
+  templates: Templates;
   /** Single-use tickets that open a terminal without the Authorization header (browsers). */
   terminalTickets: TerminalTickets;
   consoleSessions: ConsoleSessions;
@@ -104,7 +107,9 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const organizations = new Organizations({ db, profiles });
     const quotas = new Quotas({ db, config });
     const admission = new Admission({ config, nodeId });
-    const instances = new Instances({ db, profiles, runtime, quotas, admission, config, log, metrics, warmPoolMaxInstances: config.warmPoolMaxInstances, nodeId });
+    const templates = new Templates({ db, runtime, log, nodeId });
+    profiles.useTemplates(templates);
+    const instances = new Instances({ db, profiles, runtime, quotas, admission, config, log, metrics, warmPoolMaxInstances: config.warmPoolMaxInstances, nodeId, templates });
     metrics.setInstanceSource(() => liveInstanceFigures(db, nodeId, { admission, runtime: 'runtime' in runtime ? runtime.runtime : undefined }));
     const servedFiles = new ServedFiles(db);
     const fileLinks = new FileLinks();
@@ -117,10 +122,11 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const consoleSessions = new ConsoleSessions({ db });
     const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir, storeSettings(config).dialect === 'postgres' ? config.nodeSecret : undefined), config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
-    const snapshots = new Snapshots({ db, instances, profiles, quotas, runtime, log, nodeId });
+    const snapshots = new Snapshots({ db, instances, profiles, quotas, runtime, log, nodeId, keptElsewhere: () => templates.layerIds() });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();
     await snapshots.reconcile();
+    await templates.reconcile();
     const codeInterpreters = await organizations.addCodeInterpreterProfiles();
     if (codeInterpreters > 0) log.info({ organizations: codeInterpreters }, 'gave organizations made before it the code-interpreter profile');
     const interrupted = await commands.recover();
@@ -170,6 +176,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
       files,
       terminals,
       contexts,
+      templates,
       terminalTickets,
       consoleSessions,
       ports,
@@ -187,6 +194,7 @@ export async function createServices(config: Config, log: Logger, options: Servi
           // Terminals first: their shells are hung up while their instances still run.
           await terminals.close();
           await contexts.close();
+          await templates.close();
           await instances.close(config.onShutdown);
           await audit.close();
           if ('runtime' in runtime) await runtime.runtime.close();

@@ -78,6 +78,7 @@ OPERATIONS: Dict[str, Row] = {
     },
 }
 
+_NO_TEMPLATES = "templates have no methods in this SDK yet; the REST API builds and serves them"
 
 #: Operations the SDK leaves out on purpose, and why.
 LEFT_OUT: Dict[str, str] = {
@@ -86,5 +87,10 @@ LEFT_OUT: Dict[str, str] = {
     "POST /mcp": "the MCP endpoint is for MCP clients, which speak its protocol themselves",
     "GET /metrics": "Prometheus text for the operator's scraper, not an API call",
     "GET /p/{token}/{path}": "a signed URL is for browsers and whoever it is given to: Ports.url makes one, and any HTTP client fetches its path_url",
+    "POST /api/templates": _NO_TEMPLATES,
+    "GET /api/templates": _NO_TEMPLATES,
+    "GET /api/templates/{name_or_id}": _NO_TEMPLATES,
+    "GET /api/templates/{name_or_id}/builds/{build_id}/logs": _NO_TEMPLATES,
+    "DELETE /api/templates/{name_or_id}": _NO_TEMPLATES,
     "GET /readyz": "readiness for load balancers; Roomkit.health says whether the service can create instances",
 }

@@ -47,8 +47,11 @@ TITLED = {
 }
 #: Not answers the SDK returns: the Error body becomes RoomkitError; a ticket only opens a terminal;
 #: request bodies; the list of contexts, returned as CodeContexts; chart data, kept as a dict (its
-#: elements' shape follows its type).
-UNTITLED_OK = {"Error", "TerminalTicket", "PortUrlRequest"} | {"ContextCreate", "ContextRunRequest", "ContextList", "ChartData"}
+#: elements' shape follows its type); templates have no methods in this SDK yet (operations.py leaves
+#: their routes out).
+UNTITLED_OK = {"Error", "TerminalTicket", "PortUrlRequest"} | {"ContextCreate", "ContextRunRequest", "ContextList", "ChartData"} | {
+    "Template", "TemplateBuild", "TemplateBuildStarted", "TemplateImage",
+}
 #: Answers without a title, by the operation and status that give them.
 BY_ROUTE = {
     ("get", "/api/instances", "200"): roomkit.InstancePage,

@@ -1,5 +1,6 @@
 // The client: where the server is, which key to send, how patient to be; and the
-// organization-wide resources (profiles, instances, snapshots, keys). Rooms come from `room()`.
+// organization-wide resources (profiles, instances, snapshots, templates, keys). Rooms come from `room()`.
+import { Templates } from './templates.ts';
 import { RoomkitError } from './errors.ts';
 import type { ApiKey, CreatedApiKey, Instance, Profile, Snapshot, Usage } from './generated/api.ts';
 import { type RequestOptions, Transport } from './http.ts';
@@ -38,6 +39,8 @@ export class Roomkit {
   readonly profiles: Profiles;
   readonly instances: Instances;
   readonly snapshots: Snapshots;
+  /** Templates built from Dockerfiles. */
+  readonly templates: Templates;
   readonly keys: Keys;
   readonly #transport: Transport;
   readonly #context: RoomContext;
@@ -72,6 +75,7 @@ export class Roomkit {
     this.profiles = new Profiles(this.#transport, (p, o) => this.resolveProfileId(p, o));
     this.instances = new Instances(this.#transport, (p, o) => this.resolveProfileId(p, o));
     this.snapshots = new Snapshots(this.#transport);
+    this.templates = new Templates(this.#transport);
     this.keys = new Keys(this.#transport);
   }
 

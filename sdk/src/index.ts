@@ -7,5 +7,6 @@ export { RoomkitConnectionError, RoomkitError, type ConnectionErrorCode, type Er
 export { API_VERSION } from './generated/api.ts';
 export { CommandHandle, contentBytes, Room, RoomPorts, type CreateOptions, type ExecBackgroundOptions, type ExecStreamOptions, type InstanceOptions, type RawFile, type WaitOptions } from './room.ts';
 export { newIdempotencyKey, type IdempotentOptions, type RequestOptions } from './http.ts';
+export { Templates, type TemplateBuildInput } from './templates.ts';
 export { Terminal, TerminalClosedError, type TerminalClosedReason, type TerminalOptions, type WebSocketConstructor } from './terminal.ts';
 export type * from './types.ts';

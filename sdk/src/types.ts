@@ -26,6 +26,8 @@ export type {
   Profile,
   RevertResult,
   Snapshot,
+  Template,
+  TemplateBuildStarted,
   Usage,
 } from './generated/api.ts';
 
@@ -39,6 +41,7 @@ export type KeyCreate = Paths['/api/keys']['post']['body'];
 export type Health = Paths['/healthz']['get']['responses'][200];
 export type InstancePage = Paths['/api/instances']['get']['responses'][200];
 export type SnapshotPage = Paths['/api/snapshots']['get']['responses'][200];
+export type TemplateList = Paths['/api/templates']['get']['responses'][200];
 export type CommandPage = Paths[`${RoomPath}/commands`]['get']['responses'][200];
 export type DirectoryListing = Paths[`${RoomPath}/files`]['get']['responses'][200];
 export type DirectoryEntry = DirectoryListing['entries'][number];

@@ -1,5 +1,6 @@
 // `roomkit images build|list|prune`: lets an operator build a profile's image ahead of
-// the first instance, see the cache, and free disk.
+// the first instance, see the cache, and free disk (template layers no template uses
+// included).
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../config.ts';
@@ -10,6 +11,7 @@ import { ImageStore } from '../images/builder.ts';
 import { createLogger } from '../log.ts';
 import { LayerSnapshots } from '../runtimes/gvisor/snapshots.ts';
 import { Profiles } from '../core/profiles.ts';
+import { forgetTemplateLayers, unusedTemplateLayers } from '../core/template-layers.ts';
 import { type Db, openStore } from '../store/db.ts';
 import { CliError } from './errors.ts';
 
@@ -85,11 +87,23 @@ export async function imagesPrune(options: Common): Promise<void> {
     const live = await liveStates(services.db, nodeIdOf(config.dataDir));
     return new Set(live.map((row) => imageKeyOf(config.dataDir, row.id)).filter((k): k is string => k !== undefined));
   });
-  // Snapshots are restored over the image they were taken over.
-  for (const key of new LayerSnapshots(config.dataDir, createLogger('silent')).imageKeys()) inUse.add(key);
+  const snapshots = new LayerSnapshots(config.dataDir, createLogger('silent'));
+  // Template layers no template's image starts from are build cache: removed first, so
+  // that the images only they sat on go too.
+  const layers = await withStore(options, async ({ db }) => {
+    const unused = await unusedTemplateLayers(db, nodeIdOf(config.dataDir));
+    for (const id of unused) await snapshots.remove(id);
+    await forgetTemplateLayers(db, unused);
+    return unused;
+  });
+  // Snapshots (template layers among them) are restored over the image they were taken over.
+  for (const key of snapshots.imageKeys()) inUse.add(key);
   const removed = await imageStore(options, false).prune(inUse);
-  if (options.json) process.stdout.write(`${JSON.stringify({ removed, kept: [...inUse] })}\n`);
-  else process.stdout.write(removed.length ? `removed ${removed.join(', ')}\n` : 'nothing to remove\n');
+  if (options.json) process.stdout.write(`${JSON.stringify({ removed, kept: [...inUse], template_layers_removed: layers })}\n`);
+  else {
+    if (layers.length > 0) process.stdout.write(`removed ${layers.length} template layer${layers.length === 1 ? '' : 's'} no template uses\n`);
+    process.stdout.write(removed.length ? `removed ${removed.join(', ')}\n` : 'nothing to remove\n');
+  }
 }
 
 function imageKeyOf(dataDir: string, instanceId: string): string | undefined {

@@ -14,6 +14,7 @@ import { registerProfileCommands } from './profiles.ts';
 import { registerRunCodeCommand } from './run-code.ts';
 import { registerShellCommand } from './shell.ts';
 import { registerSnapshotCommands } from './snapshots.ts';
+import { registerTemplateCommands } from './templates.ts';
 import { CliError } from './errors.ts';
 import { imagesBuild, imagesList, imagesPrune } from './images.ts';
 import { keysCreate } from './keys.ts';
@@ -140,6 +141,7 @@ registerFileCommands(program);
 registerProfileCommands(program);
 registerNodeCommands(program);
 registerSnapshotCommands(program);
+registerTemplateCommands(program);
 registerShellCommand(program);
 
 try {

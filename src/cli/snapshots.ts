@@ -91,7 +91,7 @@ export function registerSnapshotCommands(program: Command): void {
 }
 
 /** A command about the organization rather than a room: the connection options and --json. */
-function clientCommand(parent: Command, nameAndArgs: string, description: string, options: { isDefault?: boolean } = {}): Command {
+export function clientCommand(parent: Command, nameAndArgs: string, description: string, options: { isDefault?: boolean } = {}): Command {
   return parent
     .command(nameAndArgs, options)
     .description(description)

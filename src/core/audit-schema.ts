@@ -41,6 +41,9 @@ export const AUDIT_ACTIONS = [
   'port.request',
   /** A WebSocket into a port opened with the API key; what it carried is never recorded. */
   'port.websocket',
+  /** A template build started (POST /api/templates), or a Dockerfile refused by its first step. */
+  'template.build',
+  'template.delete',
   'profile.create',
   'profile.update',
   'profile.delete',

@@ -4,6 +4,7 @@
 // can be listed. Longer than most files: a command session's life (start, output,
 // input, kill, status, retention) is one piece of state, and its changes stay together
 // here; what is checked before a command starts is in command-input.ts.
+import { templateWorkdirOf } from './template-instances.ts';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
@@ -225,7 +226,8 @@ export class Commands {
           command: input.command,
           ...(input.argv === undefined ? {} : { argv: input.argv }),
           home: spec.home,
-          ...(input.cwd === undefined ? {} : { cwd: input.cwd }),
+          // The command's directory, else its template's WORKDIR, else the home.
+          ...cwdOf(input.cwd ?? templateWorkdirOf(spec)),
           // The profile's, then the instance's create's, then the command's own: the last wins.
           env: { ...spec.env, ...envOf(instance), ...input.env },
           timeoutMs: timeoutS * 1000,
@@ -544,4 +546,8 @@ export function endReasonOf(outcome: CommandOutcome, state: CommandState, killRe
   if (outcome.exitCode !== 0 && outcome.diskFull) return 'disk_full';
   if (outcome.exitCode > 128 && outcome.exitCode <= 128 + MAX_SIGNAL) return 'signal';
   return 'exited';
+}
+
+function cwdOf(cwd: string | undefined): { cwd?: string } {
+  return cwd === undefined ? {} : { cwd };
 }

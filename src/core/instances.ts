@@ -31,10 +31,13 @@ import { CpuPressure } from './cpu-pressure.ts';
 import { MemoryPressure } from './memory-pressure.ts';
 import type { Config } from '../config.ts';
 import type { CreateOptions } from './instance-options-schema.ts';
-import { applyOptions, assertSameOptions, checkCreateOptions, deadlinePassed, type InstanceOptions, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
+import { applyOptions, assertSameOptions, checkCreateOptions, envOf, deadlinePassed, type InstanceOptions, keepAlive, optionColumns, writeMetadata } from './instance-options.ts';
 import { noteFacts, noteOperation, refineOperation } from './operations.ts';
 import { addressFacts, type InstanceAddress, type InstanceRef, instanceIdNotFound, isInstanceRef, type RoomRef, roomRef } from './instance-address.ts';
 import { isUuid } from '../lib/ids.ts';
+import { templateNameOf } from './dockerfile-parser.ts';
+import { startTemplateCommand, templateInstanceSpec, templateLayerOf } from './template-instances.ts';
+import type { Templates } from './templates.ts';
 
 /**
  * A snapshot to start an instance from: its id, and the spec of the instance it was
@@ -62,6 +65,7 @@ export class Instances {
   readonly nodeId: string;
   private readonly records: InstanceRecords;
   private readonly profiles: Profiles;
+  private readonly templates: Pick<Templates, 'source'> | undefined;
   private readonly runtimeSelection: RuntimeSelection;
   private readonly log: Logger;
   private readonly quotas: Quotas;
@@ -98,7 +102,10 @@ export class Instances {
     warmPoolMaxInstances?: number;
     /** The node whose host runs the instances this makes; it expires, reconciles and pools only its own. */
     nodeId: string;
+    /** Where a profile's `template:NAME` image is found. */
+    templates?: Pick<Templates, 'source'>;
   }) {
+    this.templates = deps.templates;
     this.db = deps.db;
     this.nodeId = deps.nodeId;
     this.quotas = deps.quotas;
@@ -172,7 +179,8 @@ export class Instances {
     noteOperation('instance.create', { profileId, roomId });
     const profile = await this.profiles.get(organizationId, profileId);
     const { wait, snapshot: from, ...asked } = options;
-    const spec = from ? fromSnapshotSpec(specOf(profile), from.spec) : specOf(profile);
+    const spec = from ? fromSnapshotSpec(specOf(profile), from.spec) : await this.specFromImage(organizationId, specOf(profile));
+    const fromTemplate = templateNameOf(profile.image) !== undefined;
     checkCreateOptions(asked, spec);
     const answerLive = async (live: InstanceRecord) => {
       noteFacts({ instanceId: live.id });
@@ -185,7 +193,7 @@ export class Instances {
 
     // Options are the record's, not the machine's: a pooled instance takes them as a room
     // claims it. A warm pool's instances start from the image: one from a snapshot is made for its room.
-    const claim = from ? undefined : await this.warmPool.claim(organizationId, profile, roomId, (trx, id) => applyOptions(trx, new InstanceRecords(trx), id, asked));
+    const claim = from || fromTemplate ? undefined : await this.warmPool.claim(organizationId, profile, roomId, (trx, id) => applyOptions(trx, new InstanceRecords(trx), id, asked));
     if (claim) {
       if (!claim.claimed) return answerLive(claim.row);
       refineOperation('instance.create', 'instance.claim');
@@ -825,6 +833,18 @@ export class Instances {
     return selection.runtime;
   }
 
+  /**
+   * The spec of a new instance of a profile: the profile's, or for a `template:NAME`
+   * image the template's last good image under it (template_not_found or
+   * template_unusable when it has none).
+   */
+  private async specFromImage(organizationId: string, spec: ProfileSpec): Promise<ProfileSpec> {
+    const name = templateNameOf(spec.image);
+    if (name === undefined) return spec;
+    if (!this.templates) throw new AppError('feature_unavailable', 'this server builds no templates');
+    return templateInstanceSpec(spec, name, await this.templates.source(organizationId, name));
+  }
+
   private async provision(
     runtime: Runtime,
     row: InstanceRecord,
@@ -844,11 +864,14 @@ export class Instances {
         profileId: row.profile_id,
         roomId: row.room_id,
         spec: machineSpecOf(spec),
-        ...(row.snapshot_id ? { fromSnapshot: row.snapshot_id } : {}),
+        // A snapshot's files, or those of the template the instance was made from.
+        ...fromFiles(row.snapshot_id ?? templateLayerOf(spec)),
         signal,
         log,
         onStep: async (step: ProvisionStep, note?: ProvisionNote) => {
           signal.throwIfAborted();
+          // A template's start command runs before the instance is ready.
+          if (step === 'ready') await startTemplateCommand(runtime, row.id, spec, { ...spec.env, ...envOf(row) }, log);
           await progressWritten;
           await this.records.transition(row.id, step, note);
           const now = performance.now();
@@ -945,6 +968,10 @@ function notReady(row: InstanceRecord): AppError {
 
 export function instanceNotFound(profileId: string, roomId: string): AppError {
   return new AppError('instance_not_found', `no instance in room "${roomId}" of profile ${profileId}`, undefined, { code: 'create_instance', profile_id: profileId, room_id: roomId });
+}
+
+function fromFiles(snapshotId: string | undefined): { fromSnapshot?: string } {
+  return snapshotId === undefined ? {} : { fromSnapshot: snapshotId };
 }
 
 /** The spec of an instance started from a snapshot: the profile's, with the machine the snapshot's files need. */

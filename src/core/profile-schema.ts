@@ -18,7 +18,8 @@ const USER_PATTERN = '^(?!root$)[a-z_][a-z0-9_-]{0,31}$';
 const ABS_PATH_PATTERN = '^(/(?!\\.\\.?(/|$))[A-Za-z0-9._+@-]+)+$';
 const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
 /**
- * `debian:<suite>`, or `oci:<name>[:<tag>]` for an OCI image layout in the server's OCI
+ * `debian:<suite>`, `template:NAME` (a template of the organization), or
+ * `oci:<name>[:<tag>]` for an OCI image layout in the server's OCI
  * directory. An `oci:` name is only roughly shaped here so that a name with `/` or `..`
  * gets the profile service's own explanation rather than a pattern mismatch.
  */
@@ -73,7 +74,7 @@ export function profileFieldSchemas(limits: HostLimits) {
   return {
     image: Type.String({
       pattern: IMAGE_PATTERN,
-      description: 'Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server\'s OCI directory.',
+      description: 'Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, `template:NAME` for a template of the organization built from a Dockerfile, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server\'s OCI directory.',
       default: PROFILE_DEFAULTS.image,
     }),
     packages: Type.Array(Type.String({ pattern: PACKAGE_PATTERN, maxLength: 128 }), {

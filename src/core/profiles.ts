@@ -22,6 +22,8 @@ import { liveInRooms, pooledOf } from './instance-queries.ts';
 import { decodeSpec } from './stored-json.ts';
 import { nowIso } from '../lib/time.ts';
 import { noteFacts, noteOperation } from './operations.ts';
+import { isTemplateName, templateNameOf } from './dockerfile-parser.ts';
+import type { Templates } from './templates.ts';
 
 export const DEFAULT_PROFILE_NAME = 'default';
 /** The profile every organization also gets, for code contexts: Python with matplotlib, pandas and Pillow. */
@@ -39,6 +41,8 @@ export class Profiles {
   private readonly db: Db;
   private readonly limits: HostLimits;
   private readonly listeners: ProfileListener[];
+  /** Where `template:NAME` images are checked; without it, a profile cannot name one. */
+  private templates: Pick<Templates, 'source'> | undefined;
 
   constructor(db: Db, limits: HostLimits, listeners: ProfileListener[] = []) {
     this.db = db;
@@ -48,7 +52,29 @@ export class Profiles {
 
   /** A service bound to a transaction, for work that must commit together. */
   withDb(db: Db): Profiles {
-    return new Profiles(db, this.limits, this.listeners);
+    const bound = new Profiles(db, this.limits, this.listeners);
+    bound.templates = this.templates;
+    return bound;
+  }
+
+  /** Lets profiles name the organization's templates (`image: "template:NAME"`), checked as they are saved. */
+  useTemplates(templates: Pick<Templates, 'source'>): void {
+    this.templates = templates;
+  }
+
+  /** A `template:NAME` image must name a template of the organization that has an image. */
+  private async checkTemplate(organizationId: string, spec: ProfileSpec): Promise<void> {
+    const name = templateNameOf(spec.image);
+    if (name === undefined) return;
+    if (!this.templates) throw fieldError('image', 'this server builds no templates; use a debian: or oci: image');
+    try {
+      await this.templates.source(organizationId, name);
+    } catch (err) {
+      if (err instanceof AppError && (err.code === 'template_not_found' || err.code === 'template_unusable')) {
+        throw fieldError('image', `image "${spec.image}": ${err.message}`);
+      }
+      throw err;
+    }
   }
 
   /** Calls `listener` after each profile is created, changed or deleted. */
@@ -64,6 +90,7 @@ export class Profiles {
     noteOperation('profile.create');
     const { name, ...fields } = input;
     const spec = applyChanges(defaultSpec(this.limits), fields);
+    await this.checkTemplate(organizationId, spec);
     const now = nowIso();
     const row: ProfileRow = {
       id: randomUUID(),
@@ -112,6 +139,7 @@ export class Profiles {
     const row = await this.getRow(organizationId, profileId);
     const { name, ...fields } = patch;
     const spec = applyChanges(specOf(toProfile(row)), fields);
+    if (fields.image !== undefined) await this.checkTemplate(organizationId, spec);
     const updated: ProfileRow = {
       ...row,
       name: name ?? row.name,
@@ -263,6 +291,15 @@ function applyChanges(base: ProfileSpec, changes: Omit<ProfilePatch, 'name'>): P
     if (next.packages.length > 0) {
       throw fieldError('packages', 'packages cannot be installed into an OCI image (`oci:...`); build them into the image and leave packages empty');
     }
+  }
+  const template = templateNameOf(next.image);
+  if (template !== undefined) {
+    if (!isTemplateName(template)) throw fieldError('image', `image "${next.image}": "${template}" is not a template name`);
+    // The template's files are its image; its instances start from them, not from a pool booted ahead.
+    if (next.packages.length > 0) {
+      throw fieldError('packages', 'packages cannot be installed into a template (`template:...`); install them with RUN in its Dockerfile and leave packages empty');
+    }
+    if (next.warm_pool > 0) throw fieldError('warm_pool', 'a profile of a template (`template:...`) keeps no warm pool; leave warm_pool at 0');
   }
   if (next.network.allow.length > 0) {
     throw fieldError('network.allow', 'network.allow is reserved for a later version; leave it empty');

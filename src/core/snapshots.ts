@@ -31,6 +31,8 @@ export interface SnapshotsDeps {
   log: Logger;
   /** The node whose host holds the snapshots this takes: it reconciles only its own. */
   nodeId: string;
+  /** Snapshots of the runtime's that others keep (templates' layers): reconcile leaves their files. */
+  keptElsewhere?: () => Promise<Set<string>>;
 }
 
 /** What a snapshot is asked to be. */
@@ -211,8 +213,9 @@ export class Snapshots {
     const kept = await db.selectFrom('snapshots').select('id').where('node_id', '=', nodeId).where('deleted_at', 'is', null).where('runtime', '=', runtime.name).execute();
     const known = new Set(kept.map((r) => r.id));
     const onHost = new Set(await runtime.listSnapshots());
+    const others = (await this.deps.keptElsewhere?.()) ?? new Set<string>();
     for (const id of onHost) {
-      if (known.has(id)) continue;
+      if (known.has(id) || others.has(id)) continue;
       await runtime.deleteSnapshot(id);
       log.info({ snapshotId: id }, 'removed the files of a snapshot the store does not keep');
     }

@@ -396,6 +396,59 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('node_network_leases').renameTo('network_leases').execute();
     },
   },
+  '0021_templates': {
+    async up(db: Kysely<any>) {
+      // Templates built from Dockerfiles (core/templates.ts): a name of an organization,
+      // its builds, and the layers builds leave (a runtime snapshot of the build
+      // instance's files after a step, found again by the step's cache key).
+      await db.schema
+        .createTable('templates')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('organization_id', 'text', (c) => c.notNull().references('organizations.id'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('build_id', 'text', (c) => c.notNull())
+        .addColumn('ready_build_id', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('deleted_at', 'text')
+        .execute();
+      await db.schema
+        .createIndex('templates_one_name')
+        .on('templates')
+        .columns(['organization_id', 'name'])
+        .unique()
+        .where(sql.ref('deleted_at'), 'is', null)
+        .execute();
+      await db.schema
+        .createTable('template_builds')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('template_id', 'text', (c) => c.notNull())
+        .addColumn('organization_id', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('reason', 'text')
+        .addColumn('dockerfile', 'text', (c) => c.notNull())
+        .addColumn('log', 'text', (c) => c.notNull())
+        .addColumn('steps', 'integer', (c) => c.notNull())
+        .addColumn('cached_steps', 'integer', (c) => c.notNull())
+        .addColumn('result', 'text')
+        .addColumn('node_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('finished_at', 'text')
+        .execute();
+      await db.schema.createIndex('template_builds_template').on('template_builds').columns(['template_id', 'created_at']).execute();
+      await db.schema
+        .createTable('template_layers')
+        .addColumn('organization_id', 'text', (c) => c.notNull())
+        .addColumn('key', 'text', (c) => c.notNull())
+        .addColumn('layer_id', 'text', (c) => c.notNull().unique())
+        .addColumn('base_image', 'text', (c) => c.notNull())
+        .addColumn('disk_bytes', 'integer', (c) => c.notNull())
+        .addColumn('node_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('template_layers_pk', ['organization_id', 'key'])
+        .execute();
+    },
+  },
   '0024_operator_console_sessions': {
     async up(db: Kysely<any>) {
       // The web console's operator sign-ins (core/console-sessions.ts): the hash of each

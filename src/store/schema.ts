@@ -233,6 +233,9 @@ export interface Database {
   console_sessions: ConsoleSessionsTable;
   operator_console_sessions: OperatorConsoleSessionsTable;
   rate_limit_counters: RateLimitCountersTable;
+  templates: TemplatesTable;
+  template_builds: TemplateBuildsTable;
+  template_layers: TemplateLayersTable;
 }
 
 /** A request rate limit's count for one key in its current window (store/rate-limit-counters.ts). */
@@ -242,6 +245,53 @@ export interface RateLimitCountersTable {
   count: number;
   /** When the window ends, Unix ms (a bigint: PostgreSQL answers it as a string). */
   window_ends_at: number | string;
+}
+
+/** A template of an organization (core/templates.ts): a name, its latest build and the last that succeeded. */
+export interface TemplatesTable {
+  id: string;
+  organization_id: string;
+  name: string;
+  /** The latest build: the template's state is its state. */
+  build_id: string;
+  /** The last build that succeeded, whose image new instances get; null until one has. */
+  ready_build_id: string | null;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+}
+
+/** One build of a template: its Dockerfile, log and outcome. */
+export interface TemplateBuildsTable {
+  id: string;
+  template_id: string;
+  organization_id: string;
+  state: 'building' | 'ready' | 'failed';
+  reason: string | null;
+  dockerfile: string;
+  /** The build's output, as GET …/logs gives it (written at each step and at the end). */
+  log: string;
+  steps: number;
+  cached_steps: number;
+  /** JSON of TemplateImage (core/template-image.ts) once ready. */
+  result: string | null;
+  /** The node that runs the build and holds its layers. */
+  node_id: string;
+  created_at: string;
+  finished_at: string | null;
+}
+
+/** A step's result kept for later builds: a runtime snapshot of the build instance's files, by cache key. */
+export interface TemplateLayersTable {
+  organization_id: string;
+  key: string;
+  /** The runtime's snapshot id of the files. */
+  layer_id: string;
+  /** The image its files sit on (`debian:<suite>`). */
+  base_image: string;
+  disk_bytes: number;
+  node_id: string;
+  created_at: string;
 }
 
 /** A request made with an Idempotency-Key (core/idempotency.ts): one row per organization and key. */

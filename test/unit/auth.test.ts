@@ -12,6 +12,7 @@ let b: TestOrg;
 let aKeyId: string;
 let aCommandId: string;
 let aSnapshotId: string;
+let aTemplate: { template_id: string; build_id: string };
 const ROOM = 'walk-room';
 
 before(async () => {
@@ -46,10 +47,14 @@ before(async () => {
       deleted_at: null,
     })
     .execute();
+  // A template of A's, built with no step that needs a sandbox.
+  const template = await t.app.inject({ method: 'POST', url: '/api/templates', headers: a.headers, payload: { name: 'a-template', dockerfile: 'FROM debian:bookworm\nENV A=1\n' } });
+  assert.equal(template.statusCode, 202, template.body);
+  aTemplate = template.json();
 });
 after(() => t.close());
 
-function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string; command_id: string; port: string; snapshot_id: string; context_id: string }): string {
+function fill(url: string, ids: { profile_id: string; room_id: string; key_id: string; command_id: string; port: string; snapshot_id: string; context_id: string; name_or_id: string; build_id: string }): string {
   return url.replace(/\*$/, 'notes.txt').replace(/:(\w+)/g, (_, name: string) => {
     const value = (ids as Record<string, string>)[name];
     if (value === undefined) throw new Error(`the route walk does not know how to fill :${name} in ${url}; add it`);
@@ -73,7 +78,17 @@ const BODIES: Record<string, unknown> = {
 
 // The runtime double runs no interpreter: A's context id is one no context has, behind A's room.
 const aContextId = randomUUID();
-const A_IDS = () => ({ profile_id: a.defaultProfileId, room_id: ROOM, key_id: aKeyId, command_id: aCommandId, port: '8000', snapshot_id: aSnapshotId, context_id: aContextId });
+const A_IDS = () => ({
+  profile_id: a.defaultProfileId,
+  room_id: ROOM,
+  key_id: aKeyId,
+  command_id: aCommandId,
+  port: '8000',
+  snapshot_id: aSnapshotId,
+  context_id: aContextId,
+  name_or_id: aTemplate.template_id,
+  build_id: aTemplate.build_id,
+});
 const MISSING_IDS = () => ({
   profile_id: randomUUID(),
   room_id: 'no-such-room',
@@ -82,6 +97,8 @@ const MISSING_IDS = () => ({
   port: '8000',
   snapshot_id: randomUUID(),
   context_id: randomUUID(),
+  name_or_id: randomUUID(),
+  build_id: randomUUID(),
 });
 
 describe('authentication', () => {
@@ -203,6 +220,25 @@ describe('every /api/ route', () => {
         assert.deepEqual(byInstance.json().snapshots, []);
         const own = await t.app.inject({ method: 'GET', url: '/api/snapshots', headers: a.headers });
         assert.deepEqual(own.json().snapshots.map((s: { snapshot_id: string }) => s.snapshot_id), [aSnapshotId]);
+      },
+      'GET /api/templates': async () => {
+        const res = await t.app.inject({ method: 'GET', url: '/api/templates', headers: b.headers });
+        const ids: string[] = res.json().templates.map((x: { template_id: string }) => x.template_id);
+        const owners = await t.services.db.selectFrom('templates').select('organization_id').where('id', 'in', ids.length > 0 ? ids : ['none']).execute();
+        assert.ok(owners.every((o) => o.organization_id === b.organizationId));
+        assert.ok(!ids.includes(aTemplate.template_id));
+        const own = await t.app.inject({ method: 'GET', url: '/api/templates', headers: a.headers });
+        assert.deepEqual(own.json().templates.map((x: { template_id: string }) => x.template_id), [aTemplate.template_id]);
+      },
+      'POST /api/templates': async () => {
+        // B's template of the same name is B's own; A's stays as it was.
+        const res = await t.app.inject({ method: 'POST', url: '/api/templates', headers: b.headers, payload: { name: 'a-template', dockerfile: 'FROM debian:bookworm\n' } });
+        assert.equal(res.statusCode, 202);
+        assert.notEqual(res.json().template_id, aTemplate.template_id);
+        const aSees = await t.app.inject({ method: 'GET', url: `/api/templates/${res.json().template_id}`, headers: a.headers });
+        assert.equal(aSees.statusCode, 404);
+        const own = await t.app.inject({ method: 'GET', url: '/api/templates/a-template', headers: a.headers });
+        assert.equal(own.json().template_id, aTemplate.template_id);
       },
       'GET /api/usage': async () => {
         // A has a live instance; B's usage counts none of it.

@@ -39,6 +39,7 @@ export type KnownErrorCode =
   | 'terminal_not_found'
   | 'snapshot_not_found'
   | 'context_not_found'
+  | 'template_not_found'
   | 'instance_lost'
   | 'instance_on_another_node'
   | 'method_not_allowed'
@@ -56,6 +57,8 @@ export type KnownErrorCode =
   | 'revert_conflict'
   | 'room_occupied'
   | 'snapshot_unusable'
+  | 'template_busy'
+  | 'template_unusable'
   | 'body_too_large'
   | 'file_too_large'
   | 'stdin_too_large'
@@ -120,7 +123,7 @@ export interface AuditEvent {
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'template.build' | 'template.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -513,7 +516,7 @@ export interface Profile {
   profile_id: string;
   /** Unique within the organization. */
   name: string;
-  /** Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server's OCI directory. */
+  /** Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, `template:NAME` for a template of the organization built from a Dockerfile, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server's OCI directory. */
   image: string;
   /** Distribution packages installed into the image, e.g. `["nodejs", "jq"]`. */
   packages: string[];
@@ -613,6 +616,65 @@ export interface StdinWritten {
   total_bytes: number;
   /** Whether its stdin is closed now (the command reads end of input once it has read the rest) */
   closed: boolean;
+}
+
+export interface Template {
+  template_id: string;
+  name: string;
+  /** `building` while a build runs, then `ready` or `failed` (with `reason`) */
+  state: 'building' | 'ready' | 'failed';
+  /** Why the latest build failed; null otherwise */
+  reason: string | null;
+  /** The latest build */
+  build_id: string;
+  build: TemplateBuild;
+  /** What the last build that succeeded made: new instances of `template:NAME` start from it (while a rebuild runs, or after one failed, too); null until a build has succeeded */
+  image: TemplateImage | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface TemplateBuild {
+  build_id: string;
+  /** `building` while a build runs, then `ready` or `failed` (with `reason`) */
+  state: 'building' | 'ready' | 'failed';
+  /** Why it failed; null otherwise */
+  reason: string | null;
+  /** Instructions after FROM */
+  steps: number;
+  /** Steps whose result was found in the cache (not run again) */
+  cached_steps: number;
+  created_at: string;
+  finished_at: string | null;
+}
+
+export interface TemplateBuildStarted {
+  template_id: string;
+  name: string;
+  build_id: string;
+  /** `building` while a build runs, then `ready` or `failed` (with `reason`) */
+  state: 'building' | 'ready' | 'failed';
+}
+
+export interface TemplateImage {
+  /** The Debian image its files sit on (`debian:bookworm` or `debian:trixie`) */
+  base_image: string;
+  /** ENV: the environment of commands in its instances */
+  env: Record<string, string>;
+  /** WORKDIR: where commands start when they name no directory; null: the user's home */
+  workdir: string | null;
+  /** USER, as the Dockerfile set it last; null when it set none */
+  user: string | null;
+  /** ENTRYPOINT and CMD together, as a program and its arguments (a shell form as `sh -c`); null when neither was set */
+  start_command: string[] | null;
+  /** HEALTHCHECK CMD, as a program and its arguments: run in a new instance after the start command until it succeeds, before the instance is ready; null when none was set */
+  ready_check: string[] | null;
+  /** EXPOSE, as written (recorded only) */
+  expose: string[];
+  /** LABEL */
+  labels: Record<string, string>;
+  /** Bytes of host disk its last layer holds (the image below is shared) */
+  disk_bytes: number;
 }
 
 export interface TerminalTicket {
@@ -790,7 +852,7 @@ export interface Paths {
       body: {
         /** Unique within the organization. */
         name: string;
-        /** Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server's OCI directory. */
+        /** Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, `template:NAME` for a template of the organization built from a Dockerfile, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server's OCI directory. */
         image?: string;
         /** Distribution packages installed into the image, e.g. `["nodejs", "jq"]`. */
         packages?: string[];
@@ -883,7 +945,7 @@ export interface Paths {
       body: {
         /** Unique within the organization. */
         name?: string;
-        /** Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server's OCI directory. */
+        /** Base image of the root filesystem: `debian:bookworm`, `debian:trixie`, `template:NAME` for a template of the organization built from a Dockerfile, or `oci:<name>[:<tag>]` for an OCI image layout the operator put in the server's OCI directory. */
         image?: string;
         /** Distribution packages installed into the image, e.g. `["nodejs", "jq"]`. */
         packages?: string[];
@@ -1212,6 +1274,90 @@ export interface Paths {
         401: ErrorBody;
         404: ErrorBody;
         503: ErrorBody;
+      };
+    };
+  };
+  '/api/templates': {
+    /** List templates */
+    get: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: {
+          templates: Template[];
+        };
+        401: ErrorBody;
+      };
+    };
+    /** Build a template from a Dockerfile */
+    post: {
+      params: Record<string, never>;
+      query: Record<string, never>;
+      body: {
+        /** The template's name in the organization (profiles use it as `template:NAME`): lower-case letters, digits, `.`, `_`, `-`; at most 63 */
+        name: string;
+        /** The Dockerfile's text */
+        dockerfile: string;
+        /** The build context: each file's path (relative, `/`-separated) and its bytes in base64, for COPY and ADD. At most 1000 files and 16 MiB decoded */
+        files?: Record<string, string>;
+      };
+      responses: {
+        202: TemplateBuildStarted;
+        400: ErrorBody;
+        401: ErrorBody;
+        409: ErrorBody;
+        413: ErrorBody;
+      };
+    };
+  };
+  '/api/templates/{name_or_id}': {
+    /** Get a template */
+    get: {
+      params: {
+        /** The template's name or its template_id */
+        name_or_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Template;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+    /** Delete a template */
+    delete: {
+      params: {
+        /** The template's name or its template_id */
+        name_or_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: Template;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+      };
+    };
+  };
+  '/api/templates/{name_or_id}/builds/{build_id}/logs': {
+    /** Read a build's log */
+    get: {
+      params: {
+        /** The template's name or its template_id */
+        name_or_id: string;
+        build_id: string;
+      };
+      query: Record<string, never>;
+      body: undefined;
+      responses: {
+        200: undefined;
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
       };
     };
   };
@@ -1866,7 +2012,7 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'template.build' | 'template.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other';
         decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
         /** 1-200, default 50 */
         limit?: string;
