@@ -28,6 +28,7 @@ import { metricsRoutes } from './adapters/rest/routes/metrics.ts';
 import { profileRoutes } from './adapters/rest/routes/profiles.ts';
 import { snapshotRoutes } from './adapters/rest/routes/snapshots.ts';
 import { roomRoutes } from './adapters/rest/routes/rooms.ts';
+import { networkRoutes } from './adapters/rest/routes/network.ts';
 import { operatorRoutes } from './adapters/rest/routes/operator.ts';
 import { PREVIEW_HOST_ROUTE, portRoutes, portUrlRewriter, SIGNED_PATH_ROUTE } from './adapters/rest/routes/ports.ts';
 import { MAX_TERMINAL_MESSAGE_BYTES, terminalRoutes } from './adapters/rest/routes/terminal.ts';
@@ -253,6 +254,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   keyRoutes(app, services);
   profileRoutes(app, services);
   roomRoutes(app, services);
+  networkRoutes(app, services);
   snapshotRoutes(app, services);
   commandRoutes(app, services);
   contextRoutes(app, services);

@@ -2,7 +2,7 @@
 in it, move files in and out, hand its tools to a model, delete it. The room is addressed by (profile,
 room) as the API does; a profile given by name is resolved on first use."""
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, List, Optional, Sequence, Union
 
 from .commands import CommandHandle, CommandStream, stdin_fields
 from ._transport import new_idempotency_key
@@ -137,6 +137,17 @@ class Room:
         Retried like a read."""
         body = {} if timeout_s is None else {"timeout_s": timeout_s}
         return Instance.from_dict(self._transport.json("POST", f"{ROOM}/keepalive", params=self._params(), body=body, idempotent=True))
+
+    def set_network(self, egress: str, allow: Optional[List[str]] = None, deny: Optional[List[str]] = None) -> Dict[str, Any]:
+        """Replaces the instance's egress policy while it runs (a paused one gets it at its
+        resume); connections through the egress proxy are ended. Answers the policy now in
+        force. A PUT, so retried like a read."""
+        body: Dict[str, Any] = {"egress": egress}
+        if allow is not None:
+            body["allow"] = allow
+        if deny is not None:
+            body["deny"] = deny
+        return dict(self._transport.json("PUT", f"{ROOM}/network", params=self._params(), body=body, idempotent=True))
 
     def resume(self) -> Instance:
         """Resumes a paused instance and answers once it is ready; a ready one is answered

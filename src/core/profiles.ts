@@ -20,6 +20,7 @@ import {
 } from './profile-schema.ts';
 import { liveInRooms, pooledOf } from './instance-queries.ts';
 import { decodeSpec } from './stored-json.ts';
+import { applyNetworkChange, checkNetwork } from './network-policy.ts';
 import { nowIso } from '../lib/time.ts';
 import { noteFacts, noteOperation } from './operations.ts';
 
@@ -244,7 +245,7 @@ function applyChanges(base: ProfileSpec, changes: Omit<ProfilePatch, 'name'>): P
   const next: ProfileSpec = {
     ...base,
     ...rest,
-    network: { ...base.network, ...network },
+    network: applyNetworkChange(base.network, network),
   };
   if (user !== undefined) {
     next.user = user;
@@ -264,9 +265,7 @@ function applyChanges(base: ProfileSpec, changes: Omit<ProfilePatch, 'name'>): P
       throw fieldError('packages', 'packages cannot be installed into an OCI image (`oci:...`); build them into the image and leave packages empty');
     }
   }
-  if (next.network.allow.length > 0) {
-    throw fieldError('network.allow', 'network.allow is reserved for a later version; leave it empty');
-  }
+  checkNetwork(next.network);
   const settingsBytes = Buffer.byteLength(JSON.stringify(next.settings));
   if (settingsBytes > MAX_SETTINGS_BYTES) {
     throw fieldError('settings', `settings is ${settingsBytes} bytes of JSON; the most is ${MAX_SETTINGS_BYTES}`);
@@ -325,7 +324,7 @@ export function machineSpecOf(spec: ProfileSpec): MachineSpec {
     memory_mb: spec.memory_mb,
     vcpus: spec.vcpus,
     disk_mb: spec.disk_mb,
-    network: { egress: spec.network.egress },
+    network: spec.network,
     ...(spec.keep_undo ? { keep_undo: true } : {}),
   };
 }

@@ -396,6 +396,12 @@ const migrations: Record<string, Migration> = {
       await db.schema.alterTable('node_network_leases').renameTo('network_leases').execute();
     },
   },
+  '0022_audit_egress': {
+    async up(db: Kysely<any>) {
+      // Egress decisions of allowlisted instances (network/egress/) are audit records too.
+      await db.schema.alterTable('audit_events').addColumn('egress', 'text').execute();
+    },
+  },
 };
 
 export const migrationProvider: MigrationProvider = {
