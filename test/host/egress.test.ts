@@ -395,6 +395,18 @@ describe('an egress allowlist', () => {
     assert.ok(events.some((e) => e.action === 'egress.connect' && e.decision === 'denied_egress' && e.egress?.rule === 'host_mismatch'));
   });
 
+  it('keeps its policy across a pause and a resume', async () => {
+    const room = `/api/profile/${profileId}/room/attacks`;
+    const paused = await t.app.inject({ method: 'POST', url: `${room}/pause`, headers: org.headers, payload: {} });
+    assert.equal(paused.statusCode, 200, paused.body);
+    const resumed = await t.app.inject({ method: 'POST', url: `${room}/resume`, headers: org.headers });
+    assert.equal(resumed.statusCode, 200, resumed.body);
+    assert.equal(resumed.json().state, 'ready');
+    assert.match(await guest('http', 'allowed.test', '80', 'allowed.test', '/'), /^ok HTTP\/1\.1 200 OK \| allowed\.test http/);
+    assert.match(await guest('http', EVIL, '80', 'evil.test', '/'), /403 Forbidden .*evil\.test is not allowed \(default\)/);
+    assert.equal(await guest('dns', 'after-resume.evil.test', 'A', DNS, 'udp'), 'ok rcode=3 answers=0');
+  });
+
   it('ends connections through the proxy when the policy changes at run time; new ones meet the new policy', async () => {
     // Positive control: without a change, the kept-alive connection serves a second request.
     assert.equal(await guest('keepalive', ALLOWED, 'allowed.test', '1'), 'ok first=HTTP/1.1 200 OK second=HTTP/1.1 200 OK');
