@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
 import * as dnsPacket from 'dns-packet';
 import pino from 'pino';
+import { allowlistScript } from '../../src/network/egress/allowlist-rules.ts';
 import { DecisionAggregator, type ReportedDecision } from '../../src/network/egress/decisions.ts';
 import { EgressResolver } from '../../src/network/egress/dns-resolver.ts';
 import { readFirstBytes } from '../../src/network/egress/first-bytes.ts';
@@ -177,5 +178,31 @@ describe('egress decisions for the audit trail', () => {
     assert.ok(repeats, 'the four repeats are reported with their count');
     const folded = reported.find((d) => d.rule === 'more decisions than a window reports');
     assert.equal(folded?.count, 451);
+  });
+});
+
+describe('an allowlisted instance\'s nftables rules', () => {
+  it('redirects all DNS first, leaves allowed ranges to the forward chain, sends 80 and 443 to the proxy, and drops the rest', () => {
+    const ports = { dnsUdp: 41001, dnsTcp: 41002, http: 41003, tls: 41004 };
+    const script = allowlistScript('t1', 'rkt1abc', policy, ports);
+    const nat = script.split('\n').filter((l) => l.startsWith('add rule inet roomkit_t1 an_rkt1abc ')).map((l) => l.slice('add rule inet roomkit_t1 an_rkt1abc '.length));
+    assert.deepEqual(nat, [
+      'udp dport 53 redirect to :41001',
+      'tcp dport 53 redirect to :41002',
+      'ip daddr 203.0.113.0/24 tcp dport 1-65535 return',
+      'ip daddr 198.51.100.7/32 tcp dport 8080 return',
+      'tcp dport 80 redirect to :41003',
+      'tcp dport 443 redirect to :41004',
+    ]);
+    const forward = script.split('\n').filter((l) => l.startsWith('add rule inet roomkit_t1 af_rkt1abc ')).map((l) => l.slice('add rule inet roomkit_t1 af_rkt1abc '.length));
+    assert.deepEqual(forward, [
+      'ip daddr 203.0.113.128/25 drop',
+      'ip daddr 203.0.113.0/24 tcp dport 1-65535 accept',
+      'ip daddr 198.51.100.7/32 tcp dport 8080 accept',
+      'drop',
+    ]);
+    assert.match(script, /add element inet roomkit_t1 allowlist_nat \{ rkt1abc : jump an_rkt1abc \}/);
+    // Replacing a policy flushes the chains in the same transaction.
+    assert.ok(script.indexOf('flush chain inet roomkit_t1 an_rkt1abc') < script.indexOf('udp dport 53'));
   });
 });
