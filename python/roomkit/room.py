@@ -64,6 +64,7 @@ class Room:
         metadata: Optional[Dict[str, str]] = None,
         timeout_s: Optional[int] = None,
         snapshot_id: Optional[str] = None,
+        network: Optional[Dict[str, Any]] = None,
         idempotency_key: Optional[str] = None,
     ) -> Instance:
         """Creates the room's instance, or returns the live one it already has.
@@ -75,7 +76,8 @@ class Room:
         instance made with other options raises RoomkitError ``instance_options_conflict``.
         ``snapshot_id`` starts it from a snapshot of the organization (``room.snapshot()``)
         instead of the profile's image; a room whose live instance started otherwise
-        raises RoomkitError ``room_occupied``. ``wait=False`` answers at once, still provisioning. With ``on_progress`` the SDK
+        raises RoomkitError ``room_occupied``. ``network`` is the instance's own egress policy
+        over the profile's (``{"egress": "allowlist", "allow": ["pypi.org"]}``). ``wait=False`` answers at once, still provisioning. With ``on_progress`` the SDK
         creates without waiting and polls, calling it with the instance at the start and
         whenever its state or progress text changes. Safe to retry (a room has one live
         instance, and each try carries one Idempotency-Key: ``idempotency_key``, or one of
@@ -93,6 +95,8 @@ class Room:
             asked["timeout_s"] = timeout_s
         if snapshot_id is not None:
             asked["snapshot_id"] = snapshot_id
+        if network is not None:
+            asked["network"] = network
 
         def send(wait_for_ready: bool) -> Instance:
             answer = self._transport.json("POST", ROOM, params=params, body={"wait": wait_for_ready, **asked}, idempotency_key=key)
