@@ -182,11 +182,12 @@ describe('egress decisions for the audit trail', () => {
 });
 
 describe('an allowlisted instance\'s nftables rules', () => {
-  it('redirects all DNS first, leaves allowed ranges to the forward chain, sends 80 and 443 to the proxy, and drops the rest', () => {
+  it('judges only its own address\'s packets, redirects all DNS first, leaves allowed ranges to the forward chain, sends 80 and 443 to the proxy, and drops the rest', () => {
     const ports = { dnsUdp: 41001, dnsTcp: 41002, http: 41003, tls: 41004 };
-    const script = allowlistScript('t1', 'rkt1abc', policy, ports);
+    const script = allowlistScript('t1', 'rkt1abc', '10.9.0.2', policy, ports);
     const nat = script.split('\n').filter((l) => l.startsWith('add rule inet roomkit_t1 an_rkt1abc ')).map((l) => l.slice('add rule inet roomkit_t1 an_rkt1abc '.length));
     assert.deepEqual(nat, [
+      'ip saddr != 10.9.0.2 return',
       'udp dport 53 redirect to :41001',
       'tcp dport 53 redirect to :41002',
       'ip daddr 203.0.113.0/24 tcp dport 1-65535 return',
@@ -196,6 +197,7 @@ describe('an allowlisted instance\'s nftables rules', () => {
     ]);
     const forward = script.split('\n').filter((l) => l.startsWith('add rule inet roomkit_t1 af_rkt1abc ')).map((l) => l.slice('add rule inet roomkit_t1 af_rkt1abc '.length));
     assert.deepEqual(forward, [
+      'ip saddr != 10.9.0.2 drop',
       'ip daddr 203.0.113.128/25 drop',
       'ip daddr 203.0.113.0/24 tcp dport 1-65535 accept',
       'ip daddr 198.51.100.7/32 tcp dport 8080 accept',

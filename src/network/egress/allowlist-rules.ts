@@ -7,6 +7,10 @@
 // - `af_<veth>` (forward, after the table's drops of blocked ranges and IPv6): denied
 //   ranges dropped, allowed ranges accepted on their port, everything else dropped, so
 //   other UDP, other protocols and other ports never leave.
+// Both first check that a packet comes from the instance's own address: one that claims
+// another instance's (guest root can forge it) would otherwise be judged, by the resolver
+// and the proxy too, by that instance's policy. Left alone by the nat chain, it meets the
+// table's drops.
 //
 // A change of policy replaces both chains' rules in one transaction: connections already
 // forwarded or redirected keep going (conntrack has them); new ones meet the new rules.
@@ -25,7 +29,7 @@ function cidrMatch(entry: Extract<PolicyEntry, { kind: 'cidr' }>): string {
 }
 
 /** The nft script that makes (or replaces) the instance's chains and enters it in the maps. */
-export function allowlistScript(tag: string, hostIf: string, policy: ParsedPolicy, ports: EgressPorts): string {
+export function allowlistScript(tag: string, hostIf: string, guestAddress: string, policy: ParsedPolicy, ports: EgressPorts): string {
   const table = `inet ${tableName(tag)}`;
   const { nat, forward } = chainNames(hostIf);
   const allowed = policy.allow.filter((e): e is Extract<PolicyEntry, { kind: 'cidr' }> => e.kind === 'cidr');
@@ -33,6 +37,7 @@ export function allowlistScript(tag: string, hostIf: string, policy: ParsedPolic
   const lines = [
     `add chain ${table} ${nat}`,
     `flush chain ${table} ${nat}`,
+    `add rule ${table} ${nat} ip saddr != ${guestAddress} return`,
     `add rule ${table} ${nat} udp dport 53 redirect to :${ports.dnsUdp}`,
     `add rule ${table} ${nat} tcp dport 53 redirect to :${ports.dnsTcp}`,
     // A range allowed is reached directly; one also denied is dropped by the forward chain.
@@ -41,6 +46,7 @@ export function allowlistScript(tag: string, hostIf: string, policy: ParsedPolic
     `add rule ${table} ${nat} tcp dport 443 redirect to :${ports.tls}`,
     `add chain ${table} ${forward}`,
     `flush chain ${table} ${forward}`,
+    `add rule ${table} ${forward} ip saddr != ${guestAddress} drop`,
     ...denied.map((e) => `add rule ${table} ${forward} ip daddr ${e.cidr}${e.port !== undefined ? ` tcp dport ${e.port}` : ''} drop`),
     ...allowed.map((e) => `add rule ${table} ${forward} ${cidrMatch(e)} accept`),
     `add rule ${table} ${forward} drop`,
@@ -53,8 +59,8 @@ export function allowlistScript(tag: string, hostIf: string, policy: ParsedPolic
 }
 
 /** Enters the instance in the allowlist (or replaces its rules), in one transaction. */
-export async function applyAllowlist(tag: string, hostIf: string, policy: ParsedPolicy, ports: EgressPorts): Promise<void> {
-  await runChecked('nft', ['-f', '-'], { timeoutMs: NFT_TIMEOUT_MS, input: allowlistScript(tag, hostIf, policy, ports) });
+export async function applyAllowlist(tag: string, hostIf: string, guestAddress: string, policy: ParsedPolicy, ports: EgressPorts): Promise<void> {
+  await runChecked('nft', ['-f', '-'], { timeoutMs: NFT_TIMEOUT_MS, input: allowlistScript(tag, hostIf, guestAddress, policy, ports) });
 }
 
 /** Takes the instance out of the allowlist and removes its chains; nothing to do when it is not in. */

@@ -80,7 +80,7 @@ export class EgressService {
     const ports = this.listening;
     if (!ports) throw new Error('the egress proxy is not listening');
     this.clients.set(guestAddress, { instanceId, hostIf, policy });
-    await applyAllowlist(this.tag, hostIf, policy, ports);
+    await applyAllowlist(this.tag, hostIf, guestAddress, policy, ports);
     if (cut) this.proxy.cut(instanceId);
   }
 
