@@ -7,6 +7,7 @@ from .errors import RoomkitError
 from .models import (
     ApiKey,
     AuditEvent,
+    AuditEgress,
     AuditFilesChanged,
     AuditPage,
     CommandOutcome,
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "ApiKey",
     "AuditEvent",
+    "AuditEgress",
     "AuditFilesChanged",
     "AuditPage",
     "CommandHandle",
