@@ -171,9 +171,12 @@ class ForkResult(Model):
 
 @dataclass
 class ProfileNetwork(Model):
-    #: `internet` or `none`.
+    #: `internet`, `allowlist` or `none`.
     egress: str
+    #: With `allowlist`: domains (`example.com`, `*.example.com`) and IPv4 ranges it may reach.
     allow: List[str]
+    #: With `allowlist`: entries it never reaches, even when `allow` names them.
+    deny: List[str]
 
 
 @dataclass
