@@ -965,11 +965,6 @@ export class GvisorRuntime implements Runtime {
   }
 
   /**
-   * The instance's handle: the one kept for an instance this runtime runs, else made now.
-   * Every operation on an instance starts here, so a frozen instance is thawed here
-   * (synchronously: nothing can reach into it before it runs again).
-   */
-  /**
    * A running instance's egress policy, replaced: its rules (connections through the
    * proxy ended), its record, and the resolver its resolv.conf names.
    */
@@ -984,6 +979,11 @@ export class GvisorRuntime implements Runtime {
     if (wrote.code !== 0) this.log.warn({ instanceId, stderr: wrote.stderr }, "could not write the guest's resolv.conf for its new network");
   }
 
+  /**
+   * The instance's handle: the one kept for an instance this runtime runs, else made now.
+   * Every operation on an instance starts here, so a frozen instance is thawed here
+   * (synchronously: nothing can reach into it before it runs again).
+   */
   private handle(instanceId: string): InstanceHandle {
     this.lastReached.set(instanceId, Date.now());
     if (this.frozen.delete(instanceId) && !setFrozen(instanceId, false)) {
