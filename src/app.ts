@@ -29,6 +29,7 @@ import { profileRoutes } from './adapters/rest/routes/profiles.ts';
 import { snapshotRoutes } from './adapters/rest/routes/snapshots.ts';
 import { templateRoutes } from './adapters/rest/routes/templates.ts';
 import { roomRoutes } from './adapters/rest/routes/rooms.ts';
+import { networkRoutes } from './adapters/rest/routes/network.ts';
 import { operatorRoutes } from './adapters/rest/routes/operator.ts';
 import { PREVIEW_HOST_ROUTE, portRoutes, portUrlRewriter, previewHostOf, SIGNED_PATH_ROUTE } from './adapters/rest/routes/ports.ts';
 import { MAX_TERMINAL_MESSAGE_BYTES, terminalRoutes } from './adapters/rest/routes/terminal.ts';
@@ -257,6 +258,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   keyRoutes(app, services);
   profileRoutes(app, services);
   roomRoutes(app, services);
+  networkRoutes(app, services);
   snapshotRoutes(app, services);
   templateRoutes(app, services);
   commandRoutes(app, services);

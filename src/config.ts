@@ -68,6 +68,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: NodeJS.ProcessE
     ociDir: read.path('ociDir') ?? join(dataDir, 'oci'),
     networkPool: read.cidr('networkPool', '10.213.0.0/16'),
     networkSlots: read.int('networkSlots', 2, 0, 64),
+    egressDnsServers: Object.freeze(read.addresses('egressDnsServers')),
     restoresAtOnce: read.int('restoresAtOnce', hostCpus, 1, 64),
     onShutdown: read.oneOf('onShutdown', SHUTDOWN_POLICIES, 'keep'),
     expiryCheckIntervalMs: read.int('expiryCheckIntervalMs', 5000, 100, 3_600_000),

@@ -27,6 +27,7 @@ export class Metrics {
   private readonly httpErrors: Counter<'code'>;
   private readonly rateLimited: Counter<'limit'>;
   private readonly authFailures: Counter;
+  private readonly egressDecisions: Counter<'kind' | 'decision'>;
   private readonly authThrottledRefusals: Counter;
   private readonly quotaRejections: Counter<'code'>;
   private readonly creates: Counter<'outcome'>;
@@ -80,6 +81,12 @@ export class Metrics {
     this.authFailures = new Counter({
       name: 'roomkit_auth_failures_total',
       help: 'Requests whose API key was rejected (invalid, unknown or revoked), counted per client address for throttling',
+      registers,
+    });
+    this.egressDecisions = new Counter({
+      name: 'roomkit_egress_decisions_total',
+      help: 'Decisions of the egress resolver (kind dns) and proxy (kind connect) for allowlisted instances, allowed or denied',
+      labelNames: ['kind', 'decision'],
       registers,
     });
     this.authThrottledRefusals = new Counter({
@@ -212,6 +219,11 @@ export class Metrics {
   /** A request's API key was rejected. */
   authFailed(): void {
     this.authFailures.inc();
+  }
+
+  /** A decision of the egress resolver or proxy. */
+  egressDecided(kind: 'dns' | 'connect', allowed: boolean): void {
+    this.egressDecisions.inc({ kind, decision: allowed ? 'allowed' : 'denied' });
   }
 
   /** A request was refused because its address presented too many rejected keys. */

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { Admission } from './core/admission.ts';
 import { AuditTrail } from './core/audit.ts';
+import { EgressAudit } from './core/egress-audit.ts';
 import { Commands } from './core/commands.ts';
 import { Reverts } from './core/reverts.ts';
 import { Files } from './core/files.ts';
@@ -122,6 +123,8 @@ export async function createServices(config: Config, log: Logger, options: Servi
     const consoleSessions = new ConsoleSessions({ db });
     const ports = new Ports({ instances, organizations, tokens: new PreviewTokens(config.dataDir, storeSettings(config).dialect === 'postgres' ? config.nodeSecret : undefined), config });
     const audit = new AuditTrail({ db, log, retentionDays: config.auditRetentionDays });
+    const egressAudit = new EgressAudit({ db, audit, log });
+    if ('runtime' in runtime) runtime.runtime.onEvent((event) => event.type === 'egress' && egressAudit.record(event.decision));
     const snapshots = new Snapshots({ db, instances, profiles, quotas, runtime, log, nodeId, keptElsewhere: () => templates.layerIds() });
     // The store is the record; make what exists on the host agree with it.
     await instances.reconcile();

@@ -8,6 +8,7 @@ from .errors import RoomkitError
 from .models import (
     ApiKey,
     AuditEvent,
+    AuditEgress,
     AuditFilesChanged,
     AuditPage,
     CommandOutcome,
@@ -59,6 +60,7 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "ApiKey",
     "AuditEvent",
+    "AuditEgress",
     "AuditFilesChanged",
     "AuditPage",
     "CommandHandle",

@@ -171,9 +171,12 @@ class ForkResult(Model):
 
 @dataclass
 class ProfileNetwork(Model):
-    #: `internet` or `none`.
+    #: `internet`, `allowlist` or `none`.
     egress: str
+    #: With `allowlist`: domains (`example.com`, `*.example.com`) and IPv4 ranges it may reach.
     allow: List[str]
+    #: With `allowlist`: entries it never reaches, even when `allow` names them.
+    deny: List[str]
 
 
 @dataclass
@@ -571,6 +574,19 @@ class AuditFilesChanged(Model):
 
 
 @dataclass
+class AuditEgress(Model):
+    """What an egress decision was about (``egress.dns``, ``egress.connect``)."""
+
+    name: Optional[str]
+    address: Optional[str]
+    port: Optional[int]
+    #: The entry that decided (``allow example.com``), or why (``default``, ``ip_literal``, ...).
+    rule: str
+    #: How many such decisions the record stands for.
+    count: int
+
+
+@dataclass
 class AuditEvent(Model):
     event_id: str
     at: str
@@ -578,7 +594,7 @@ class AuditEvent(Model):
     request_id: str
     key_id: str
     client_address: str
-    #: `api`, `tools` or `mcp`.
+    #: `api`, `tools`, `mcp`, `e2b` or `egress`.
     via: str
     method: str
     route: str
@@ -599,6 +615,7 @@ class AuditEvent(Model):
     status: int
     decision: str
     error: Optional[str]
+    egress: Optional[AuditEgress]
 
 
 @dataclass

@@ -2,7 +2,7 @@
 in it, move files in and out, hand its tools to a model, delete it. The room is addressed by (profile,
 room) as the API does; a profile given by name is resolved on first use."""
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, List, Optional, Sequence, Union
 
 from .commands import CommandHandle, CommandStream, stdin_fields
 from .contexts import Contexts
@@ -67,6 +67,7 @@ class Room:
         metadata: Optional[Dict[str, str]] = None,
         timeout_s: Optional[int] = None,
         snapshot_id: Optional[str] = None,
+        network: Optional[Dict[str, Any]] = None,
         idempotency_key: Optional[str] = None,
     ) -> Instance:
         """Creates the room's instance, or returns the live one it already has.
@@ -78,7 +79,8 @@ class Room:
         instance made with other options raises RoomkitError ``instance_options_conflict``.
         ``snapshot_id`` starts it from a snapshot of the organization (``room.snapshot()``)
         instead of the profile's image; a room whose live instance started otherwise
-        raises RoomkitError ``room_occupied``. ``wait=False`` answers at once, still provisioning. With ``on_progress`` the SDK
+        raises RoomkitError ``room_occupied``. ``network`` is the instance's own egress policy
+        over the profile's (``{"egress": "allowlist", "allow": ["pypi.org"]}``). ``wait=False`` answers at once, still provisioning. With ``on_progress`` the SDK
         creates without waiting and polls, calling it with the instance at the start and
         whenever its state or progress text changes. Safe to retry (a room has one live
         instance, and each try carries one Idempotency-Key: ``idempotency_key``, or one of
@@ -96,6 +98,8 @@ class Room:
             asked["timeout_s"] = timeout_s
         if snapshot_id is not None:
             asked["snapshot_id"] = snapshot_id
+        if network is not None:
+            asked["network"] = network
 
         def send(wait_for_ready: bool) -> Instance:
             answer = self._transport.json("POST", ROOM, params=params, body={"wait": wait_for_ready, **asked}, idempotency_key=key)
@@ -140,6 +144,17 @@ class Room:
         Retried like a read."""
         body = {} if timeout_s is None else {"timeout_s": timeout_s}
         return Instance.from_dict(self._transport.json("POST", f"{ROOM}/keepalive", params=self._params(), body=body, idempotent=True))
+
+    def set_network(self, egress: str, allow: Optional[List[str]] = None, deny: Optional[List[str]] = None) -> Dict[str, Any]:
+        """Replaces the instance's egress policy while it runs (a paused one gets it at its
+        resume); connections through the egress proxy are ended. Answers the policy now in
+        force. A PUT, so retried like a read."""
+        body: Dict[str, Any] = {"egress": egress}
+        if allow is not None:
+            body["allow"] = allow
+        if deny is not None:
+            body["deny"] = deny
+        return dict(self._transport.json("PUT", f"{ROOM}/network", params=self._params(), body=body, idempotent=True))
 
     def resume(self) -> Instance:
         """Resumes a paused instance and answers once it is ready; a ready one is answered

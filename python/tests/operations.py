@@ -47,6 +47,7 @@ OPERATIONS: Dict[str, Row] = {
     "POST /api/profile/{profile_id}/room/{room_id}/pause": Row("Room.pause", lambda rk: _room(rk).pause()),
     "POST /api/profile/{profile_id}/room/{room_id}/resume": Row("Room.resume", lambda rk: _room(rk).resume()),
     "POST /api/profile/{profile_id}/room/{room_id}/keepalive": Row("Room.keep_alive", lambda rk: _room(rk).keep_alive(60)),
+    "PUT /api/profile/{profile_id}/room/{room_id}/network": Row("Room.set_network", lambda rk: _room(rk).set_network("none")),
     "POST /api/profile/{profile_id}/room/{room_id}/snapshots": Row("Room.snapshot", lambda rk: _room(rk).snapshot("x")),
     "POST /api/profile/{profile_id}/room/{room_id}/fork": Row("Room.fork", lambda rk: _room(rk).fork(["no-instance-either"])),
     "GET /api/snapshots": Row("Snapshots.list", lambda rk: rk.snapshots.list(limit=1)),

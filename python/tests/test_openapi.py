@@ -19,6 +19,7 @@ METHODS = ("get", "put", "post", "delete", "patch")
 TITLED = {
     "ApiKey": roomkit.ApiKey,
     "AuditEvent": roomkit.AuditEvent,
+    "AuditEgress": roomkit.AuditEgress,
     "AuditFilesChanged": roomkit.AuditFilesChanged,
     "AuditPage": roomkit.AuditPage,
     "CommandRecord": roomkit.CommandRecord,

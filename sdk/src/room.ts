@@ -38,6 +38,8 @@ export interface RoomContext {
 
 /** What a create may ask beyond the profile: env for its commands, labels, a deadline. */
 export type InstanceOptions = Omit<Paths[typeof ROOM]['post']['body'], 'wait'>;
+/** An egress policy, as PUT …/network takes it. */
+export type NetworkBody = Paths['/api/profile/{profile_id}/room/{room_id}/network']['put']['body'];
 
 export interface CreateOptions extends RequestOptions, IdempotentOptions, InstanceOptions {
   /** Answer once the instance is ready (default true); false answers at once, still provisioning. */
@@ -203,6 +205,16 @@ export class Room {
   async keepAlive(options: { timeout_s?: number } & RequestOptions = {}): Promise<Instance> {
     const body = options.timeout_s === undefined ? {} : { timeout_s: options.timeout_s };
     return this.#ctx.transport.json('post', `${ROOM}/keepalive`, { params: await this.#params(options), body }, { signal: options.signal, idempotent: true });
+  }
+
+  /**
+   * Replaces the instance's egress policy while it runs (a paused one gets it at its
+   * resume): `egress` `internet`, `none` or `allowlist` with `allow` and `deny` entries.
+   * Connections through the egress proxy are ended. Answers the policy now in force; a
+   * PUT, so safe to retry.
+   */
+  async setNetwork(network: NetworkBody, options: RequestOptions = {}): Promise<NetworkBody & { allow: string[]; deny: string[] }> {
+    return this.#ctx.transport.json('put', `${ROOM}/network`, { params: await this.#params(options), body: network }, { signal: options.signal });
   }
 
   /**

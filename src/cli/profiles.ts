@@ -18,6 +18,8 @@ type ProfileFlags = ConnectionOptions & {
   idleTimeout?: number;
   idleAction?: string;
   egress?: string;
+  allow?: string[];
+  deny?: string[];
   rawFiles?: string;
   keepUndo?: boolean;
   warmPool?: number;
@@ -107,7 +109,9 @@ function fieldOptions(command: Command): Command {
     .option('--command-idle-output-timeout <seconds>', 'a command that prints nothing this long is killed, 0 for never (command_idle_output_timeout_s)', wholeNumber)
     .option('--idle-timeout <seconds>', 'idle time before the idle action, 0 for never (idle_timeout_s)', wholeNumber)
     .addOption(new Option('--idle-action <action>', 'what an idle instance becomes').choices(['pause', 'stop']))
-    .addOption(new Option('--egress <egress>', 'outbound network of the instances (network.egress)').choices(['internet', 'none']))
+    .addOption(new Option('--egress <egress>', 'outbound network of the instances (network.egress)').choices(['internet', 'allowlist', 'none']))
+    .option('--allow <entries>', 'with --egress allowlist: what instances may reach, separated by commas (example.com, *.example.com, 203.0.113.0/24, with an optional :port)', entryList)
+    .option('--deny <entries>', 'with --egress allowlist: what instances never reach, separated by commas', entryList)
     .addOption(new Option('--raw-files <which>', 'what the keyless raw file endpoint serves: all, changed (files commands listed) or off').choices(['all', 'changed', 'off']))
     .option('--keep-undo', 'keep an undo point before each command (`roomkit revert`)')
     .option('--no-keep-undo', 'keep no undo points')
@@ -120,7 +124,13 @@ function fieldsOf(options: ProfileFlags): Record<string, unknown> {
   const fields: Record<string, unknown> = { ...options.set };
   for (const [option, field] of FIELDS) if (options[option] !== undefined) fields[field] = options[option];
   if (options.egress !== undefined) fields.network = { ...(fields.network as object | undefined), egress: options.egress };
+  if (options.allow !== undefined) fields.network = { ...(fields.network as object | undefined), allow: options.allow };
+  if (options.deny !== undefined) fields.network = { ...(fields.network as object | undefined), deny: options.deny };
   return fields;
+}
+
+function entryList(value: string): string[] {
+  return value.split(',').map((e) => e.trim()).filter(Boolean);
 }
 
 function printProfile(profile: Profile): void {

@@ -23,6 +23,7 @@ export const ENV_NAMES: Record<keyof Config, string> = {
   ociDir: 'ROOMKIT_OCI_DIR',
   networkPool: 'ROOMKIT_NETWORK_POOL',
   networkSlots: 'ROOMKIT_NETWORK_SLOTS',
+  egressDnsServers: 'ROOMKIT_EGRESS_DNS_SERVERS',
   restoresAtOnce: 'ROOMKIT_RESTORES_AT_ONCE',
   onShutdown: 'ROOMKIT_ON_SHUTDOWN',
   expiryCheckIntervalMs: 'ROOMKIT_EXPIRY_CHECK_INTERVAL_MS',

@@ -61,6 +61,11 @@ export interface Config {
    */
   readonly networkSlots: number;
   /**
+   * Resolvers the egress resolver and proxy ask for the names an allowlist allows
+   * (network/egress/); empty: the host's resolv.conf, loopback resolvers included.
+   */
+  readonly egressDnsServers: readonly string[];
+  /**
    * Sandboxes restored from saved memory at once (a fork's copies, creates from a
    * snapshot with memory); more wait their turn. The host's CPU count by default: each
    * restore is a burst of CPU, and more at once than the cores only slow each other.

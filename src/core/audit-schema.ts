@@ -18,6 +18,8 @@ export const AUDIT_ACTIONS = [
   /** A fork of an instance into other rooms (POST …/fork). */
   'instance.fork',
   'instance.keepalive',
+  /** The instance's egress policy changed at run time (PUT …/network). */
+  'instance.network',
   'command.run',
   'command.kill',
   'command.revert',
@@ -56,18 +58,23 @@ export const AUDIT_ACTIONS = [
   'tool.call',
   /** A state-changing route without an action of its own; `method` and `route` say which. */
   'other',
+  /** A question an allowlisted instance asked the egress resolver (`egress` says which name, and what was decided). */
+  'egress.dns',
+  /** A connection an allowlisted instance made through the egress proxy (`egress` says to what, and what was decided). */
+  'egress.connect',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 /**
  * What the service decided: `allowed` (it did what was asked: 2xx, or a tool result that
- * is not an error), `denied_quota` (`quota_exceeded`), `rate_limited` (a 429 code), or
- * `error` (any other refusal or failure; `error` names its code).
+ * is not an error), `denied_quota` (`quota_exceeded`), `rate_limited` (a 429 code),
+ * `error` (any other refusal or failure; `error` names its code), or `denied_egress`
+ * (an egress decision that refused).
  */
-export const AUDIT_DECISIONS = ['allowed', 'denied_quota', 'rate_limited', 'error'] as const;
+export const AUDIT_DECISIONS = ['allowed', 'denied_quota', 'rate_limited', 'error', 'denied_egress'] as const;
 export type AuditDecision = (typeof AUDIT_DECISIONS)[number];
 
-export const AUDIT_VIAS = ['api', 'tools', 'mcp', 'e2b'] as const;
+export const AUDIT_VIAS = ['api', 'tools', 'mcp', 'e2b', 'egress'] as const;
 export type AuditVia = (typeof AUDIT_VIAS)[number];
 
 const nullable = <T extends Type.TSchema>(schema: T, description?: string) =>
@@ -84,6 +91,18 @@ export const AuditFilesChanged = Type.Object(
 );
 export type AuditFilesChanged = Type.Static<typeof AuditFilesChanged>;
 
+export const AuditEgress = Type.Object(
+  {
+    name: nullable(Type.String(), 'The name asked for (DNS) or read from the TLS SNI or HTTP Host (proxy)'),
+    address: nullable(Type.String(), 'The address dialled, or the one asked for when refused before a dial'),
+    port: nullable(Type.Integer()),
+    rule: Type.String({ description: 'The entry that decided (`allow example.com`, `deny 203.0.113.0/24`), or why: `default` (no entry allows it), `ip_literal`, `no_sni`, `host_mismatch`, `blocked <range>`, …' }),
+    count: Type.Integer({ description: 'How many such decisions this record stands for: the first is recorded at once, repeats within a minute in one record after it' }),
+  },
+  { title: 'AuditEgress' },
+);
+export type AuditEgress = Type.Static<typeof AuditEgress>;
+
 export const AuditEvent = Type.Object(
   {
     event_id: Type.String({ format: 'uuid', description: 'Time-ordered (UUID version 7)' }),
@@ -92,7 +111,7 @@ export const AuditEvent = Type.Object(
     request_id: Type.String({ description: 'The X-Request-Id of the request; the service log carries the same id' }),
     key_id: Type.String({ format: 'uuid', description: 'The API key that made the request (its id; the key itself is never recorded)' }),
     client_address: Type.String({ description: 'Address of the client the connection came from' }),
-    via: Type.Enum(AUDIT_VIAS, { description: '`api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp; `e2b`: a call of E2B\'s API (/e2b)' }),
+    via: Type.Enum(AUDIT_VIAS, { description: '`api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp; `e2b`: a call of E2B\'s API (/e2b); `egress`: a decision of the egress resolver or proxy (no request: `key_id` is the nil UUID)' }),
     method: Type.String(),
     route: Type.String({ description: 'The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command' }),
     action: Type.Enum(AUDIT_ACTIONS),
@@ -111,6 +130,7 @@ export const AuditEvent = Type.Object(
     status: Type.Integer({ description: 'HTTP status of the response (200 for tool calls, whose errors are results)' }),
     decision: Type.Enum(AUDIT_DECISIONS),
     error: nullable(Type.String(), 'The error code, when the decision is not `allowed`'),
+    egress: nullable(AuditEgress, 'egress.dns and egress.connect: what was asked and decided'),
   },
   { title: 'AuditEvent' },
 );

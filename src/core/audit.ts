@@ -14,14 +14,14 @@ import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
 import type { Db } from '../store/db.ts';
 import type { AuditEventRow } from '../store/schema.ts';
-import type { AuditAction, AuditDecision, AuditEvent, AuditFilesChanged, AuditPage, AuditVia } from './audit-schema.ts';
+import type { AuditAction, AuditDecision, AuditEgress, AuditEvent, AuditFilesChanged, AuditPage, AuditVia } from './audit-schema.ts';
 import { afterCursor, pageOf } from './page-cursor.ts';
 
 /** How long a record waits before its batch is written. */
 export const FLUSH_DELAY_MS = 50;
 /** Records waiting to be written beyond which state-changing requests are refused. */
 export const MAX_PENDING = 10_000;
-/** Rows in one INSERT (SQLite binds at most 32,766 values; a row has 25). */
+/** Rows in one INSERT (SQLite binds at most 32,766 values; a row has 26). */
 const INSERT_ROWS = 500;
 /** Longest wait between retries of a failed write. */
 const MAX_RETRY_DELAY_MS = 30_000;
@@ -58,6 +58,7 @@ export interface AuditRecord {
   status: number;
   decision: AuditDecision;
   error?: string | undefined;
+  egress?: AuditEgress | undefined;
 }
 
 export interface AuditFilters {
@@ -276,6 +277,7 @@ function toRow(r: AuditRecord): AuditEventRow {
     status: r.status,
     decision: r.decision,
     error: r.error ?? null,
+    egress: r.egress === undefined ? null : JSON.stringify(r.egress),
   });
 }
 
@@ -306,5 +308,6 @@ function toEvent(row: AuditEventRow): AuditEvent {
     status: row.status,
     decision: row.decision as AuditDecision,
     error: row.error,
+    egress: row.egress === null ? null : (JSON.parse(row.egress) as AuditEgress),
   };
 }

@@ -2,6 +2,7 @@
 // commands, metadata (labels the list filters by) and a deadline (timeout_s, moved by a
 // keep-alive). These TypeBox schemas are the one source of those fields for the create
 // and keep-alive bodies, the instance's answer and the list's filter.
+import { NetworkChange } from './network-schema.ts';
 import Type from 'typebox';
 
 /** The most variables one create may set. */
@@ -57,6 +58,12 @@ export const CreateOptionsFields = {
   env: Type.Optional(InstanceEnv),
   metadata: Type.Optional(InstanceMetadata),
   timeout_s: Type.Optional(InstanceTimeoutS),
+  network: Type.Optional(
+    Type.Object(NetworkChange.properties, {
+      additionalProperties: false,
+      description: 'This instance\'s egress policy, over the profile\'s `network` (fields left out are the profile\'s); PUT …/network changes it while it runs.',
+    }),
+  ),
 };
 export const CreateOptions = Type.Object(CreateOptionsFields);
 export type CreateOptions = Type.Static<typeof CreateOptions>;

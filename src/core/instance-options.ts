@@ -16,6 +16,7 @@ import {
   METADATA_KEY_PATTERN,
 } from './instance-options-schema.ts';
 import type { ProfileSpec } from './profile-schema.ts';
+import { applyNetworkChange } from './network-policy.ts';
 import { decodeEnv, type InstanceRecord } from './stored-json.ts';
 
 /** The columns of the instance's row that a create's options set. */
@@ -121,6 +122,7 @@ export async function assertSameOptions(db: Db, row: InstanceRecord, options: Cr
   if (options.env !== undefined && !sameRecord(options.env, envOf(row))) differ.push('env');
   if (options.metadata !== undefined && !sameRecord(options.metadata, await metadataOf(db, row.id))) differ.push('metadata');
   if (options.timeout_s !== undefined && options.timeout_s !== row.timeout_s) differ.push('timeout_s');
+  if (options.network !== undefined && row.spec && JSON.stringify(applyNetworkChange(row.spec.network, options.network)) !== JSON.stringify(row.spec.network)) differ.push('network');
   if (differ.length === 0) return;
   throw new AppError(
     'instance_options_conflict',

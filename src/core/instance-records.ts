@@ -237,6 +237,11 @@ export class InstanceRecords {
       .execute();
   }
 
+  /** Writes the spec the instance runs with (its network changed at run time). */
+  async setSpec(instanceId: string, spec: ProfileSpec): Promise<void> {
+    await this.db.updateTable('instances').set({ spec: JSON.stringify(spec), updated_at: nowIso() }).where('id', '=', instanceId).execute();
+  }
+
   /** Writes a create's options onto the instance's row. */
   async setOptions(instanceId: string, columns: OptionColumns): Promise<void> {
     await this.db.updateTable('instances').set(columns).where('id', '=', instanceId).execute();

@@ -20,6 +20,8 @@ import { LIVE_STATES, type ProvisionStep } from './lifecycle.ts';
 import type { Profiles } from './profiles.ts';
 import type { ProfileSpec } from './profile-schema.ts';
 import { machineSpecOf, specOf } from './profiles.ts';
+import { applyNetworkChange, checkNetwork, networkStateConflict } from './network-policy.ts';
+import type { Network } from './network-schema.ts';
 import { WarmPool } from './warm-pool.ts';
 import type { Admission } from './admission.ts';
 import type { Quotas } from './quotas.ts';
@@ -179,8 +181,11 @@ export class Instances {
     noteOperation('instance.create', { profileId, roomId });
     const profile = await this.profiles.get(organizationId, profileId);
     const { wait, snapshot: from, ...asked } = options;
-    const spec = from ? fromSnapshotSpec(specOf(profile), from.spec) : await this.specFromImage(organizationId, specOf(profile));
+    const made = from ? fromSnapshotSpec(specOf(profile), from.spec) : await this.specFromImage(organizationId, specOf(profile));
     const fromTemplate = templateNameOf(profile.image) !== undefined;
+    // A network of the create's own is the instance's, kept in its spec as the rest of it.
+    const spec = asked.network ? { ...made, network: applyNetworkChange(made.network, asked.network) } : made;
+    if (asked.network) checkNetwork(spec.network);
     checkCreateOptions(asked, spec);
     const answerLive = async (live: InstanceRecord) => {
       noteFacts({ instanceId: live.id });
@@ -193,7 +198,8 @@ export class Instances {
 
     // Options are the record's, not the machine's: a pooled instance takes them as a room
     // claims it. A warm pool's instances start from the image: one from a snapshot is made for its room.
-    const claim = from || fromTemplate ? undefined : await this.warmPool.claim(organizationId, profile, roomId, (trx, id) => applyOptions(trx, new InstanceRecords(trx), id, asked));
+    // Nor is one whose create asks for a network of its own: the pool's were made with the profile's.
+    const claim = from || fromTemplate || asked.network ? undefined : await this.warmPool.claim(organizationId, profile, roomId, (trx, id) => applyOptions(trx, new InstanceRecords(trx), id, asked));
     if (claim) {
       if (!claim.claimed) return answerLive(claim.row);
       refineOperation('instance.create', 'instance.claim');
@@ -485,6 +491,26 @@ export class Instances {
     return this.records.view(await this.records.getRow(row.id));
   }
 
+  /**
+   * Replaces the egress policy of the room's live instance: checked, put in force at once
+   * when it runs (runtime.setNetwork), kept in its spec for a resume after a pause.
+   * Answers the policy now in force.
+   */
+  async setNetworkAt(address: InstanceAddress, network: Network): Promise<Network> {
+    noteOperation('instance.network', addressFacts(address));
+    checkNetwork(network);
+    const row = await this.onThisNode(await this.findAt(address, 'live'));
+    if (row.state !== 'ready' && row.state !== 'paused') throw networkStateConflict(row);
+    const spec = { ...(await this.specOfRecord(row)), network };
+    if (row.state === 'ready') {
+      const runtime = this.runtime();
+      if (!runtime.setNetwork) throw new AppError('feature_unavailable', `the ${runtime.name} runtime cannot change an instance's network while it runs`);
+      await runtime.setNetwork(row.id, network);
+    }
+    await this.records.setSpec(row.id, spec);
+    return network;
+  }
+
   /** Resumes the room's paused instance (answers once it is ready); a ready one is answered as it is. */
   async resume(organizationId: string, profileId: string, roomId: string, options: { keyId?: string } = {}): Promise<Instance> {
     return this.resumeAt(roomRef(organizationId, profileId, roomId), options);
@@ -752,6 +778,8 @@ export class Instances {
 
   /** What the runtime reports about an instance outside any request. */
   private onRuntimeEvent(event: RuntimeEvent): void {
+    // The audit trail takes these (egress-audit.ts).
+    if (event.type === 'egress') return;
     if (event.type === 'memory_kill') {
       // The commands it hit say so in their results; the instance lives on.
       this.log.warn({ instanceId: event.instanceId, kind: event.kind, commandIds: event.commandIds, detail: event.detail }, 'memory guard killed processes');

@@ -2,6 +2,8 @@
 // source of the profile's fields, their bounds and defaults, its TypeScript types and
 // its part of the OpenAPI document.
 import Type from 'typebox';
+import type { EgressMode } from '../network/egress/policy.ts';
+import { Network, NetworkChange } from './network-schema.ts';
 
 export interface HostLimits {
   maxMemoryMb: number;
@@ -39,7 +41,7 @@ export const PROFILE_DEFAULTS = {
   idle_action: 'pause' as IdleAction,
   paused_retention_s: 7 * 86400,
   max_lifetime_s: 86400,
-  network: { egress: 'internet' as 'none' | 'internet', allow: [] as string[] },
+  network: { egress: 'internet' as EgressMode, allow: [] as string[], deny: [] as string[] },
   settings: {} as Record<string, unknown>,
   raw_files: 'all' as RawFilesPolicy,
   warm_pool: 0,
@@ -159,20 +161,7 @@ export function profileFieldSchemas(limits: HostLimits) {
       description: 'Stop an instance this long after it was created, whatever it is doing; 0 = never.',
       default: PROFILE_DEFAULTS.max_lifetime_s,
     }),
-    network: Type.Object(
-      {
-        egress: Type.Enum(['none', 'internet'], {
-          description: '`internet`: outbound traffic to public addresses; `none`: no route out.',
-          default: PROFILE_DEFAULTS.network.egress,
-        }),
-        allow: Type.Array(Type.String({ maxLength: 253 }), {
-          maxItems: 100,
-          description: 'Reserved for a later version (an egress allowlist); must be empty.',
-          default: [],
-        }),
-      },
-      { additionalProperties: false, description: 'Egress policy of the instances.' },
-    ),
+    network: Network,
     settings: Type.Record(Type.String(), Type.Unknown(), {
       description: `Free-form organization-specific JSON, stored and returned as given (at most ${MAX_SETTINGS_BYTES} bytes).`,
       default: PROFILE_DEFAULTS.settings,
@@ -233,10 +222,7 @@ export function profileSchemas(limits: HostLimits) {
     idle_action: Type.Optional(fields.idle_action),
     paused_retention_s: Type.Optional(fields.paused_retention_s),
     max_lifetime_s: Type.Optional(fields.max_lifetime_s),
-    network: Type.Optional(Type.Object(
-      { egress: Type.Optional(fields.network.properties.egress), allow: Type.Optional(fields.network.properties.allow) },
-      { additionalProperties: false },
-    )),
+    network: Type.Optional(NetworkChange),
     settings: Type.Optional(fields.settings),
     raw_files: Type.Optional(fields.raw_files),
     warm_pool: Type.Optional(fields.warm_pool),

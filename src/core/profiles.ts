@@ -20,6 +20,7 @@ import {
 } from './profile-schema.ts';
 import { liveInRooms, pooledOf } from './instance-queries.ts';
 import { decodeSpec } from './stored-json.ts';
+import { applyNetworkChange, checkNetwork } from './network-policy.ts';
 import { nowIso } from '../lib/time.ts';
 import { noteFacts, noteOperation } from './operations.ts';
 import { isTemplateName, templateNameOf } from './dockerfile-parser.ts';
@@ -272,7 +273,7 @@ function applyChanges(base: ProfileSpec, changes: Omit<ProfilePatch, 'name'>): P
   const next: ProfileSpec = {
     ...base,
     ...rest,
-    network: { ...base.network, ...network },
+    network: applyNetworkChange(base.network, network),
   };
   if (user !== undefined) {
     next.user = user;
@@ -301,9 +302,7 @@ function applyChanges(base: ProfileSpec, changes: Omit<ProfilePatch, 'name'>): P
     }
     if (next.warm_pool > 0) throw fieldError('warm_pool', 'a profile of a template (`template:...`) keeps no warm pool; leave warm_pool at 0');
   }
-  if (next.network.allow.length > 0) {
-    throw fieldError('network.allow', 'network.allow is reserved for a later version; leave it empty');
-  }
+  checkNetwork(next.network);
   const settingsBytes = Buffer.byteLength(JSON.stringify(next.settings));
   if (settingsBytes > MAX_SETTINGS_BYTES) {
     throw fieldError('settings', `settings is ${settingsBytes} bytes of JSON; the most is ${MAX_SETTINGS_BYTES}`);
@@ -362,7 +361,7 @@ export function machineSpecOf(spec: ProfileSpec): MachineSpec {
     memory_mb: spec.memory_mb,
     vcpus: spec.vcpus,
     disk_mb: spec.disk_mb,
-    network: { egress: spec.network.egress },
+    network: spec.network,
     ...(spec.keep_undo ? { keep_undo: true } : {}),
   };
 }

@@ -62,7 +62,10 @@ export function decodeSpec(text: string, row: RowName): ProfileSpec {
     command_idle_output_timeout_s: PROFILE_DEFAULTS.command_idle_output_timeout_s,
     ...stored,
   };
-  return checked<ProfileSpec>(StoredSpec, spec, row, 'spec');
+  // Specs stored before deny lists were kept have none.
+  const network = (stored as { network?: unknown }).network;
+  const withDeny = typeof network === 'object' && network !== null && !('deny' in network) ? { ...spec, network: { ...network, deny: [] } } : spec;
+  return checked<ProfileSpec>(StoredSpec, withDeny, row, 'spec');
 }
 
 /** An instance's stored resources (what it was granted when made). */

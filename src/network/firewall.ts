@@ -12,7 +12,11 @@
 // - to the host's DNS servers on port 53, for instances with egress: allowed, before
 //   the private-range drop, since a resolver usually sits in a private range;
 // - to anywhere else: allowed (and masqueraded) only when the instance's profile has
-//   `network.egress = "internet"`; otherwise dropped.
+//   `network.egress = "internet"`; otherwise dropped;
+// - from an instance with `network.egress = "allowlist"` (egress/allowlist-rules.ts):
+//   DNS to any address redirected to roomkit's resolver, TCP to an allowed range
+//   forwarded, TCP to ports 80 and 443 elsewhere redirected to roomkit's proxy, and
+//   everything else dropped.
 import { runChecked } from '../host/run.ts';
 import { namePrefixes } from './netns.ts';
 
@@ -41,6 +45,16 @@ export interface FirewallOptions {
   dnsServers: string[];
   /** IPv4 networks the host has an address in (CIDR), besides the pool: blocked too. */
   hostNetworks: string[];
+  /** Where the egress resolver and proxy listen on the host (egress/egress-service.ts); without them no instance is allowlisted. */
+  egressPorts?: EgressPorts;
+}
+
+/** The host ports of the resolver (UDP and TCP) and of the proxy (for ports 80 and 443). */
+export interface EgressPorts {
+  dnsUdp: number;
+  dnsTcp: number;
+  http: number;
+  tls: number;
 }
 
 export function tableName(tag: string): string {
@@ -51,6 +65,7 @@ export function rulesetText(options: FirewallOptions): string {
   const TABLE = tableName(options.tag);
   const instances = `"${namePrefixes(options.tag).hostIf}*"`;
   const dns = options.dnsServers.length > 0 ? `{ ${options.dnsServers.join(', ')} }` : undefined;
+  const p = options.egressPorts;
   return `
 add table inet ${TABLE}
 delete table inet ${TABLE}
@@ -59,11 +74,29 @@ table inet ${TABLE} {
     type ifname
     comment "host veth ends of instances whose profile allows internet egress"
   }
+  set allowlisted {
+    type ifname
+    comment "host veth ends of instances with an egress allowlist"
+  }
+  map allowlist_nat {
+    type ifname : verdict
+    comment "each allowlisted instance's redirects to the resolver and the proxy"
+  }
+  map allowlist_forward {
+    type ifname : verdict
+    comment "each allowlisted instance's ranges reached directly"
+  }
   chain input {
     type filter hook input priority filter; policy accept;
     iifname ${instances} ct state established,related accept
     ${dns ? `iifname @egress ip daddr ${dns} meta l4proto { tcp, udp } th dport 53 accept` : ''}
+    ${p ? `iifname @allowlisted ct status dnat udp dport ${p.dnsUdp} accept` : ''}
+    ${p ? `iifname @allowlisted ct status dnat tcp dport { ${p.dnsTcp}, ${p.http}, ${p.tls} } accept` : ''}
     iifname ${instances} drop
+  }
+  chain prerouting {
+    type nat hook prerouting priority dstnat; policy accept;
+    iifname vmap @allowlist_nat
   }
   chain forward {
     type filter hook forward priority filter; policy accept;
@@ -74,6 +107,7 @@ table inet ${TABLE} {
     ${dns ? `iifname @egress ip daddr ${dns} meta l4proto { tcp, udp } th dport 53 accept` : ''}
     iifname ${instances} ip daddr { ${[...BLOCKED_IPV4, ...options.hostNetworks].join(', ')} } drop
     iifname @egress accept
+    iifname vmap @allowlist_forward
     iifname ${instances} drop
   }
   chain postrouting {
@@ -138,6 +172,11 @@ function inRange(address: number, cidr: string): boolean {
   const start = (((parts[0] ?? 0) << 24) >>> 0) + ((parts[1] ?? 0) << 16) + ((parts[2] ?? 0) << 8) + (parts[3] ?? 0);
   const size = 2 ** (32 - Number(bits));
   return address >= start && address < start + size;
+}
+
+/** Every resolver resolv.conf names (the host's own processes may use loopback ones). */
+export function resolvConfServers(resolvConf: string): string[] {
+  return [...resolvConf.matchAll(/^\s*nameserver\s+(\S+)\s*$/gm)].map((m) => m[1] ?? '').filter((ip) => ip !== '');
 }
 
 /** The host's IPv4 resolvers from resolv.conf, loopback ones left out. */

@@ -4,6 +4,8 @@
 // contract test suite.
 // Over 400 lines: the whole contract in one file, so that a new runtime's author reads it
 // from top to bottom.
+import type { ReportedDecision } from '../network/egress/decisions.ts';
+import type { NetworkPolicy } from '../network/egress/policy.ts';
 import type { Logger } from 'pino';
 
 export interface RuntimeCapabilities {
@@ -74,10 +76,8 @@ export interface MachineSpec {
   vcpus: number;
   /** Size of the instance's writable layer. */
   disk_mb: number;
-  network: {
-    /** `internet`: outbound traffic to public addresses; `none`: no route out. */
-    egress: 'none' | 'internet';
-  };
+  /** `internet`: outbound traffic to public addresses; `none`: no route out; `allowlist`: what its lists allow (network/egress/policy.ts). */
+  network: NetworkPolicy;
   /** The writable layer can keep commands' undo points (revertCommand); only runtimes with revertCommand honour it. */
   keep_undo?: boolean;
 }
@@ -317,7 +317,9 @@ export type RuntimeHealth = { healthy: true } | { healthy: false; reason: string
  */
 export type RuntimeEvent =
   | { type: 'machine_exited'; instanceId: string; outOfMemory: boolean; detail: string }
-  | { type: 'memory_kill'; instanceId: string; kind: 'largest_process' | 'all_user_processes'; commandIds: string[]; detail: string };
+  | { type: 'memory_kill'; instanceId: string; kind: 'largest_process' | 'all_user_processes'; commandIds: string[]; detail: string }
+  /** Egress decisions of an allowlisted instance, aggregated (network/egress/decisions.ts): for the audit trail. */
+  | { type: 'egress'; instanceId: string; decision: ReportedDecision };
 
 export interface Runtime {
   readonly name: string;
@@ -450,6 +452,11 @@ export interface Runtime {
    * an instance that has no such address; absent in runtimes whose instances have none.
    */
   portEndpoint?(instanceId: string): PortEndpoint | undefined;
+  /**
+   * Puts a new egress policy in force for a running instance: its firewall rules, and
+   * the resolver its guest is told of. Absent in runtimes that cannot change it live.
+   */
+  setNetwork?(instanceId: string, network: NetworkPolicy): Promise<void>;
 }
 
 /** An instance's TCP ports as the host reaches them. */

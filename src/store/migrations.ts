@@ -449,6 +449,12 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0022_audit_egress': {
+    async up(db: Kysely<any>) {
+      // Egress decisions of allowlisted instances (network/egress/) are audit records too.
+      await db.schema.alterTable('audit_events').addColumn('egress', 'text').execute();
+    },
+  },
   '0024_operator_console_sessions': {
     async up(db: Kysely<any>) {
       // The web console's operator sign-ins (core/console-sessions.ts): the hash of each

@@ -213,6 +213,8 @@ export interface AuditEventsTable {
   status: number;
   decision: string;
   error: string | null;
+  /** JSON of AuditEgress: an egress decision's name, address, port, rule and count. */
+  egress: string | null;
 }
 
 export interface Database {

@@ -1,5 +1,6 @@
 // A test double of the instance runtime for HTTP- and core-layer tests: it walks the
 // lifecycle steps without making a machine. Never the runtime of `roomkit serve`.
+import type { NetworkPolicy } from '../../src/network/egress/policy.ts';
 import { posix } from 'node:path';
 import { Readable } from 'node:stream';
 import {
@@ -88,6 +89,14 @@ export class FakeRuntime implements Runtime {
   portEndpoint(instanceId: string): PortEndpoint | undefined {
     if (this.options.portHost === undefined || !this.live.has(instanceId)) return undefined;
     return { host: this.options.portHost, reservedPorts: this.options.reservedPorts ?? [] };
+  }
+
+  /** Each instance's network as it was last changed at run time (setNetwork). */
+  readonly networks = new Map<string, NetworkPolicy>();
+
+  async setNetwork(instanceId: string, network: NetworkPolicy): Promise<void> {
+    if (!this.live.has(instanceId)) throw new Error(`instance ${instanceId} is not running`);
+    this.networks.set(instanceId, network);
   }
 
   async destroy(instanceId: string): Promise<{ released: Promise<void> }> {

@@ -74,6 +74,7 @@ const BODIES: Record<string, unknown> = {
   'POST /api/profile/:profile_id/room/:room_id/tools/call': { name: 'list_files', arguments: {} },
   'POST /api/profile/:profile_id/room/:room_id/contexts': {},
   'POST /api/profile/:profile_id/room/:room_id/contexts/:context_id/run': { code: '1' },
+  'PUT /api/profile/:profile_id/room/:room_id/network': { egress: 'none' },
 };
 
 // The runtime double runs no interpreter: A's context id is one no context has, behind A's room.

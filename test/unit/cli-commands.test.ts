@@ -108,8 +108,9 @@ describe('roomkit profiles', () => {
     );
     // Left at "all", the create says what the raw endpoint reaches and how to narrow it.
     assert.match(made.stderr, /raw_files is "all": anyone who knows an instance's id reads, without a key.*--raw-files changed/);
-    const narrow = await run(['profiles', 'create', 'narrow', '--raw-files', 'changed'], { env });
+    const narrow = await run(['profiles', 'create', 'narrow', '--raw-files', 'changed', '--egress', 'allowlist', '--allow', 'pypi.org, *.pythonhosted.org', '--deny', 'evil.pypi.org', '--json'], { env });
     assert.equal(narrow.code, 0, narrow.stderr);
+    assert.deepEqual(JSON.parse(narrow.stdout).network, { egress: 'allowlist', allow: ['pypi.org', '*.pythonhosted.org'], deny: ['evil.pypi.org'] });
     assert.doesNotMatch(narrow.stderr, /raw_files is "all"/);
 
     const shown = await run(['profiles', 'show', 'undoable'], { env });

@@ -119,12 +119,24 @@ describe('the control API', () => {
     }
   });
 
-  it('never gives the internet to a sandbox asked to be without it', async () => {
-    await assert.rejects(Sandbox.create({ ...opts, allowInternetAccess: false }), /400.*egress/);
-    await t.createProfile(org, { name: 'offline', network: { egress: 'none' } });
-    const offline = await Sandbox.create('offline', { ...opts, allowInternetAccess: false });
-    assert.equal((await offline.getInfo()).name, 'offline');
+  it('maps allowInternetAccess, network.allowOut and denyOut, and updateNetwork onto the sandbox\'s egress policy', async () => {
+    const networkOf = async (sandboxId: string) => {
+      const row = await t.services.db.selectFrom('instances').select('spec').where('id', '=', sandboxId).executeTakeFirstOrThrow();
+      return JSON.parse(row.spec ?? '{}').network;
+    };
+    const offline = await Sandbox.create({ ...opts, allowInternetAccess: false });
+    assert.deepEqual(await networkOf(offline.sandboxId), { egress: 'none', allow: [], deny: [] });
     await offline.kill();
+    const listed = await Sandbox.create({ ...opts, network: { allowOut: ['pypi.org', '203.0.113.0/24'], denyOut: ['0.0.0.0/0', '203.0.113.128/25'] } });
+    assert.deepEqual(await networkOf(listed.sandboxId), { egress: 'allowlist', allow: ['pypi.org', '203.0.113.0/24'], deny: ['203.0.113.128/25'] });
+    await Sandbox.updateNetwork(listed.sandboxId, { allowOut: ['github.com'], denyOut: ['0.0.0.0/0'] }, opts);
+    assert.deepEqual(await networkOf(listed.sandboxId), { egress: 'allowlist', allow: ['github.com'], deny: [] });
+    assert.deepEqual(t.runtime.networks.get(listed.sandboxId), { egress: 'allowlist', allow: ['github.com'], deny: [] });
+    await Sandbox.updateNetwork(listed.sandboxId, {}, opts);
+    assert.deepEqual(await networkOf(listed.sandboxId), { egress: 'internet', allow: [], deny: [] });
+    await assert.rejects(Sandbox.updateNetwork(listed.sandboxId, { denyOut: ['198.51.100.0/24'] }, opts), /400.*without allowOut/);
+    await assert.rejects(Sandbox.create({ ...opts, network: { allowOut: ['10.0.0.0/8'] } }), /400.*private/);
+    await listed.kill();
   });
 
   it('hides another organization\'s sandboxes as missing ones', async () => {

@@ -65,7 +65,7 @@ describe('creating a profile', () => {
     assert.equal(p.command_timeout_s, 120);
     assert.equal(p.idle_timeout_s, 1800);
     assert.equal(p.max_lifetime_s, 86400);
-    assert.deepEqual(p.network, { egress: 'internet', allow: [] });
+    assert.deepEqual(p.network, { egress: 'internet', allow: [], deny: [] });
     assert.deepEqual(p.settings, {});
     assert.ok(!Number.isNaN(Date.parse(p.created_at)));
     assert.equal(p.updated_at, p.created_at);
@@ -97,7 +97,7 @@ describe('creating a profile', () => {
     assert.equal(p.command_timeout_s, 30);
     assert.equal(p.idle_timeout_s, 0);
     assert.equal(p.max_lifetime_s, 3600);
-    assert.deepEqual(p.network, { egress: 'none', allow: [] });
+    assert.deepEqual(p.network, { egress: 'none', allow: [], deny: [] });
     assert.deepEqual(p.settings, { team: 'x', nested: { n: [1, 2, null] } });
   });
 
@@ -194,7 +194,7 @@ describe('changing a profile', () => {
     const p = await made({ name: uniqueName('net') });
     const res = await patchProfile(p.profile_id, { network: { egress: 'none' } });
     assert.equal(res.statusCode, 200, res.body);
-    assert.deepEqual(res.json().network, { egress: 'none', allow: [] });
+    assert.deepEqual(res.json().network, { egress: 'none', allow: [], deny: [] });
   });
 
   it('renames', async () => {
@@ -309,7 +309,10 @@ describe('validation', () => {
     { what: 'an env name starting with a digit', body: { name: 'x', env: { '1BAD': 'v' } }, field: /"1BAD".*\benv\b/ },
     { what: 'an env name with a dash', body: { name: 'x', env: { 'A-B': 'v' } }, field: /"A-B".*\benv\b/ },
     { what: 'an env value that is not a string', body: { name: 'x', env: { A: 1 } }, field: 'env.A' },
-    { what: 'a non-empty network.allow', body: { name: 'x', network: { allow: ['example.com'] } }, field: 'network.allow' },
+    { what: 'a network.allow without egress allowlist', body: { name: 'x', network: { allow: ['example.com'] } }, field: 'network.allow' },
+    { what: 'an allow entry in a private range', body: { name: 'x', network: { egress: 'allowlist', allow: ['10.0.0.0/8'] } }, field: 'network.allow[0]' },
+    { what: 'a deny entry that is no domain', body: { name: 'x', network: { egress: 'allowlist', deny: ['exa mple.com'] } }, field: 'network.deny[0]' },
+    { what: 'a domain on a port the proxy cannot read', body: { name: 'x', network: { egress: 'allowlist', allow: ['example.com:22'] } }, field: 'network.allow[0]' },
     { what: 'an unknown egress', body: { name: 'x', network: { egress: 'some' } }, field: 'network.egress' },
     { what: 'a bad package name', body: { name: 'x', packages: ['rm -rf'] }, field: 'packages' },
     { what: 'a string memory_mb (no coercion)', body: { name: 'x', memory_mb: '512' }, field: 'memory_mb' },
@@ -325,6 +328,15 @@ describe('validation', () => {
       assertValidation(await createProfile(c.body), c.field);
     });
   }
+
+  it('takes an egress allowlist, entries as given, and empties the lists when egress leaves allowlist', async () => {
+    const network = { egress: 'allowlist', allow: ['example.com', '*.pkg.example.org:443', '203.0.113.0/24'], deny: ['203.0.113.128/25'] };
+    const p = await made({ name: uniqueName('allowlist'), network });
+    assert.deepEqual(p.network, network);
+    const res = await patchProfile(p.profile_id, { network: { egress: 'internet' } });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json().network, { egress: 'internet', allow: [], deny: [] });
+  });
 
   it('names each refused env name once, and takes names up to 128 characters', async () => {
     const res = await createProfile({ name: 'x', env: { OK: 'v', '1BAD': 'v', 'A-B': 'v', ['N'.repeat(129)]: 'v' } });

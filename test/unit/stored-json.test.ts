@@ -19,7 +19,7 @@ const SPEC: ProfileSpec = {
   idle_action: 'stop',
   paused_retention_s: 3600,
   max_lifetime_s: 0,
-  network: { egress: 'none', allow: [] },
+  network: { egress: 'none', allow: [], deny: [] },
   settings: {},
   raw_files: 'all',
   warm_pool: 0,

@@ -105,6 +105,18 @@ export interface ApiKey {
   last_used_at: string | null;
 }
 
+export interface AuditEgress {
+  /** The name asked for (DNS) or read from the TLS SNI or HTTP Host (proxy) */
+  name: string | null;
+  /** The address dialled, or the one asked for when refused before a dial */
+  address: string | null;
+  port: number | null;
+  /** The entry that decided (`allow example.com`, `deny 203.0.113.0/24`), or why: `default` (no entry allows it), `ip_literal`, `no_sni`, `host_mismatch`, `blocked <range>`, … */
+  rule: string;
+  /** How many such decisions this record stands for: the first is recorded at once, repeats within a minute in one record after it */
+  count: number;
+}
+
 export interface AuditEvent {
   /** Time-ordered (UUID version 7) */
   event_id: string;
@@ -118,12 +130,12 @@ export interface AuditEvent {
   key_id: string;
   /** Address of the client the connection came from */
   client_address: string;
-  /** `api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp; `e2b`: a call of E2B's API (/e2b) */
-  via: 'api' | 'tools' | 'mcp' | 'e2b';
+  /** `api`: an endpoint; `tools`: POST …/tools/call; `mcp`: a tool call over /mcp; `e2b`: a call of E2B's API (/e2b); `egress`: a decision of the egress resolver or proxy (no request: `key_id` is the nil UUID) */
+  via: 'api' | 'tools' | 'mcp' | 'e2b' | 'egress';
   method: string;
   /** The route pattern, e.g. /api/profile/:profile_id/room/:room_id/command */
   route: string;
-  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'template.build' | 'template.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other';
+  action: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'instance.network' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'template.build' | 'template.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other' | 'egress.dns' | 'egress.connect';
   /** The tool name, for tool calls */
   tool: string | null;
   profile_id: string | null;
@@ -145,9 +157,11 @@ export interface AuditEvent {
   target_key_id: string | null;
   /** HTTP status of the response (200 for tool calls, whose errors are results) */
   status: number;
-  decision: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
+  decision: 'allowed' | 'denied_quota' | 'rate_limited' | 'error' | 'denied_egress';
   /** The error code, when the decision is not `allowed` */
   error: string | null;
+  /** egress.dns and egress.connect: what was asked and decided */
+  egress: AuditEgress | null;
 }
 
 export interface AuditFilesChanged {
@@ -546,10 +560,12 @@ export interface Profile {
   max_lifetime_s: number;
   /** Egress policy of the instances. */
   network: {
-    /** `internet`: outbound traffic to public addresses; `none`: no route out. */
-    egress: 'none' | 'internet';
-    /** Reserved for a later version (an egress allowlist); must be empty. */
+    /** `internet`: outbound traffic to public addresses; `none`: no route out; `allowlist`: only what `allow` names (less what `deny` names), through roomkit's resolver and egress proxy (docs/api.md, "Egress allowlists"). */
+    egress: 'none' | 'internet' | 'allowlist';
+    /** With egress `allowlist`: what instances may reach. Each entry a domain (`example.com`; `*.example.com` for its subdomains), reached on ports 80 and 443 through the egress proxy, or an IPv4 address or range (`203.0.113.0/24`), reached directly over TCP; either with an optional `:port`. Private, loopback, link-local and metadata ranges are never reachable. At most 100 entries; empty for other egress modes. */
     allow: string[];
+    /** With egress `allowlist`: entries (as in `allow`) never reached, even when `allow` names them. At most 100; empty for other egress modes. */
+    deny: string[];
   };
   /** Free-form organization-specific JSON, stored and returned as given (at most 16384 bytes). */
   settings: Record<string, unknown>;
@@ -880,11 +896,14 @@ export interface Paths {
         paused_retention_s?: number;
         /** Stop an instance this long after it was created, whatever it is doing; 0 = never. */
         max_lifetime_s?: number;
+        /** Egress policy of the instances. */
         network?: {
-          /** `internet`: outbound traffic to public addresses; `none`: no route out. */
-          egress?: 'none' | 'internet';
-          /** Reserved for a later version (an egress allowlist); must be empty. */
+          /** `internet`: outbound traffic to public addresses; `none`: no route out; `allowlist`: only what `allow` names (less what `deny` names), through roomkit's resolver and egress proxy (docs/api.md, "Egress allowlists"). */
+          egress?: 'none' | 'internet' | 'allowlist';
+          /** With egress `allowlist`: what instances may reach. Each entry a domain (`example.com`; `*.example.com` for its subdomains), reached on ports 80 and 443 through the egress proxy, or an IPv4 address or range (`203.0.113.0/24`), reached directly over TCP; either with an optional `:port`. Private, loopback, link-local and metadata ranges are never reachable. At most 100 entries; empty for other egress modes. */
           allow?: string[];
+          /** With egress `allowlist`: entries (as in `allow`) never reached, even when `allow` names them. At most 100; empty for other egress modes. */
+          deny?: string[];
         };
         /** Free-form organization-specific JSON, stored and returned as given (at most 16384 bytes). */
         settings?: Record<string, unknown>;
@@ -973,11 +992,14 @@ export interface Paths {
         paused_retention_s?: number;
         /** Stop an instance this long after it was created, whatever it is doing; 0 = never. */
         max_lifetime_s?: number;
+        /** Egress policy of the instances. */
         network?: {
-          /** `internet`: outbound traffic to public addresses; `none`: no route out. */
-          egress?: 'none' | 'internet';
-          /** Reserved for a later version (an egress allowlist); must be empty. */
+          /** `internet`: outbound traffic to public addresses; `none`: no route out; `allowlist`: only what `allow` names (less what `deny` names), through roomkit's resolver and egress proxy (docs/api.md, "Egress allowlists"). */
+          egress?: 'none' | 'internet' | 'allowlist';
+          /** With egress `allowlist`: what instances may reach. Each entry a domain (`example.com`; `*.example.com` for its subdomains), reached on ports 80 and 443 through the egress proxy, or an IPv4 address or range (`203.0.113.0/24`), reached directly over TCP; either with an optional `:port`. Private, loopback, link-local and metadata ranges are never reachable. At most 100 entries; empty for other egress modes. */
           allow?: string[];
+          /** With egress `allowlist`: entries (as in `allow`) never reached, even when `allow` names them. At most 100; empty for other egress modes. */
+          deny?: string[];
         };
         /** Free-form organization-specific JSON, stored and returned as given (at most 16384 bytes). */
         settings?: Record<string, unknown>;
@@ -1035,6 +1057,15 @@ export interface Paths {
         metadata?: Record<string, string>;
         /** Seconds the instance may run from its create (or its last keep-alive): when they have passed it is paused or stopped as the profile's `idle_action` says (state history: `timeout`). At most the profile's `max_lifetime_s` when that is not 0. POST …/keepalive moves the deadline. */
         timeout_s?: number;
+        /** This instance's egress policy, over the profile's `network` (fields left out are the profile's); PUT …/network changes it while it runs. */
+        network?: {
+          /** `internet`: outbound traffic to public addresses; `none`: no route out; `allowlist`: only what `allow` names (less what `deny` names), through roomkit's resolver and egress proxy (docs/api.md, "Egress allowlists"). */
+          egress?: 'none' | 'internet' | 'allowlist';
+          /** With egress `allowlist`: what instances may reach. Each entry a domain (`example.com`; `*.example.com` for its subdomains), reached on ports 80 and 443 through the egress proxy, or an IPv4 address or range (`203.0.113.0/24`), reached directly over TCP; either with an optional `:port`. Private, loopback, link-local and metadata ranges are never reachable. At most 100 entries; empty for other egress modes. */
+          allow?: string[];
+          /** With egress `allowlist`: entries (as in `allow`) never reached, even when `allow` names them. At most 100; empty for other egress modes. */
+          deny?: string[];
+        };
       };
       responses: {
         200: Instance;
@@ -1159,6 +1190,40 @@ export interface Paths {
         };
         400: ErrorBody;
         401: ErrorBody;
+      };
+    };
+  };
+  '/api/profile/{profile_id}/room/{room_id}/network': {
+    /** Change the egress policy of the room's instance */
+    put: {
+      params: {
+        /** Profile id (UUID), or the profile's name */
+        profile_id: string;
+        /** Caller-chosen room name: 1-128 characters of A-Z a-z 0-9 . _ - (not `.` or `..`) */
+        room_id: string;
+      };
+      query: Record<string, never>;
+      body: {
+        /** `internet`: outbound traffic to public addresses; `none`: no route out; `allowlist`: only what `allow` names (less what `deny` names), through roomkit's resolver and egress proxy (docs/api.md, "Egress allowlists"). */
+        egress: 'none' | 'internet' | 'allowlist';
+        /** With egress `allowlist`: what instances may reach. Each entry a domain (`example.com`; `*.example.com` for its subdomains), reached on ports 80 and 443 through the egress proxy, or an IPv4 address or range (`203.0.113.0/24`), reached directly over TCP; either with an optional `:port`. Private, loopback, link-local and metadata ranges are never reachable. At most 100 entries; empty for other egress modes. */
+        allow?: string[];
+        /** With egress `allowlist`: entries (as in `allow`) never reached, even when `allow` names them. At most 100; empty for other egress modes. */
+        deny?: string[];
+      };
+      responses: {
+        200: {
+          /** `internet`: outbound traffic to public addresses; `none`: no route out; `allowlist`: only what `allow` names (less what `deny` names), through roomkit's resolver and egress proxy (docs/api.md, "Egress allowlists"). */
+          egress: 'none' | 'internet' | 'allowlist';
+          /** With egress `allowlist`: what instances may reach. Each entry a domain (`example.com`; `*.example.com` for its subdomains), reached on ports 80 and 443 through the egress proxy, or an IPv4 address or range (`203.0.113.0/24`), reached directly over TCP; either with an optional `:port`. Private, loopback, link-local and metadata ranges are never reachable. At most 100 entries; empty for other egress modes. */
+          allow: string[];
+          /** With egress `allowlist`: entries (as in `allow`) never reached, even when `allow` names them. At most 100; empty for other egress modes. */
+          deny: string[];
+        };
+        400: ErrorBody;
+        401: ErrorBody;
+        404: ErrorBody;
+        409: ErrorBody;
       };
     };
   };
@@ -2012,8 +2077,8 @@ export interface Paths {
         instance_id?: string;
         profile_id?: string;
         room_id?: string;
-        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'template.build' | 'template.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other';
-        decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error';
+        action?: 'instance.create' | 'instance.claim' | 'instance.delete' | 'instance.pause' | 'instance.resume' | 'snapshot.create' | 'snapshot.delete' | 'instance.fork' | 'instance.keepalive' | 'instance.network' | 'command.run' | 'command.kill' | 'command.revert' | 'command.stdin' | 'context.create' | 'context.delete' | 'context.restart' | 'context.run' | 'context.interrupt' | 'file.write' | 'file.delete' | 'terminal.open' | 'terminal.ticket' | 'port.url' | 'port.request' | 'port.websocket' | 'template.build' | 'template.delete' | 'profile.create' | 'profile.update' | 'profile.delete' | 'key.create' | 'key.revoke' | 'console.sign_in' | 'console.sign_out' | 'tool.call' | 'other' | 'egress.dns' | 'egress.connect';
+        decision?: 'allowed' | 'denied_quota' | 'rate_limited' | 'error' | 'denied_egress';
         /** 1-200, default 50 */
         limit?: string;
         cursor?: string;

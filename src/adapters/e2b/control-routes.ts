@@ -2,6 +2,7 @@
 // connect sandboxes, over core's instances by id. Bodies and answers keep E2B's field
 // names, since the SDK reads them; the routes are hidden from roomkit's /openapi.json
 // (E2B's API is described by E2B). Failures answer E2B's {code, message} (errors.ts).
+import { E2bNetwork, egressOf, NetworkUpdateBody } from './network-options.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Type from 'typebox';
 import { instanceIdNotFound, type InstanceRef } from '../../core/instance-address.ts';
@@ -27,6 +28,7 @@ const NewSandbox = Type.Object({
   autoResume: Type.Optional(Type.Object({ enabled: Type.Optional(Type.Boolean()) })),
   secure: Type.Optional(Type.Boolean()),
   allow_internet_access: Type.Optional(Type.Boolean()),
+  network: Type.Optional(E2bNetwork),
 });
 
 const ListQuery = Type.Object({
@@ -84,14 +86,10 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       throw new AppError('validation_error', 'autoResume (a paused sandbox resumed by traffic) is not served: resume it with Sandbox.connect()');
     }
     const { profile, snapshot } = await templateSource(services, caller.organizationId, body.templateID);
-    // A sandbox asked to be cut off from the internet is never given it silently.
-    if (body.allow_internet_access === false && profile.network.egress !== 'none') {
-      throw new AppError(
-        'validation_error',
-        `allowInternetAccess: false needs a template whose network has no egress; profile ${profile.name} has egress "${profile.network.egress}" (make a profile with network.egress "none")`,
-      );
-    }
+    // allowInternetAccess and network's allowOut and denyOut become the sandbox's own egress policy.
+    const network = egressOf(body.network, body.allow_internet_access);
     const { instance } = await services.instances.create(caller.organizationId, profile.profile_id, newRoomId(), {
+      ...(network ? { network } : {}),
       wait: true,
       ...(snapshot ? { snapshot } : {}),
       timeout_s: body.timeout ?? DEFAULT_TIMEOUT_S,
@@ -165,6 +163,20 @@ export function controlRoutes(app: App, services: Services, tokens: AccessTokens
       const address = ref(caller.organizationId, request.params.sandboxID);
       await liveSandbox(address);
       await services.instances.keepAliveAt(address, { timeout_s: request.body.timeout });
+      return reply.code(204).send();
+    },
+  );
+
+  // E2B's update replaces the whole policy: what it leaves out is cleared (all traffic allowed).
+  app.put(
+    '/sandboxes/:sandboxID/network',
+    { schema: { hide: true, params: SandboxParams, body: NetworkUpdateBody }, config: { auditAction: 'instance.network' } },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      const address = ref(caller.organizationId, request.params.sandboxID);
+      await liveSandbox(address);
+      const network = egressOf(request.body, request.body.allow_internet_access) ?? { egress: 'internet' };
+      await services.instances.setNetworkAt(address, { egress: network.egress ?? 'internet', allow: network.allow ?? [], deny: network.deny ?? [] });
       return reply.code(204).send();
     },
   );

@@ -83,7 +83,7 @@ export interface MachineFacts {
   user: string;
   home: string;
   commandTimeoutS: number;
-  egress: 'internet' | 'none';
+  egress: 'internet' | 'none' | 'allowlist';
 }
 
 /** Server limits the descriptions state and the result formatting applies. */
@@ -121,7 +121,7 @@ export function toolDefinitions(scope: ToolScope, limits: ToolLimits): ToolDefin
   const timeout = m
     ? `${m.commandTimeoutS} s, also the most timeout_s may ask for`
     : `the profile's command_timeout_s (${PROFILE_DEFAULTS.command_timeout_s} s unless the profile sets another), also the most timeout_s may ask for`;
-  const network = !m ? '' : m.egress === 'internet' ? ' It can reach the internet.' : ' It has no network access.';
+  const network = !m ? '' : m.egress === 'internet' ? ' It can reach the internet.' : m.egress === 'allowlist' ? ' It can reach only the hosts its profile allows.' : ' It has no network access.';
   const machineIntro = m ? `an isolated Linux machine (${m.image})` : 'an isolated Linux machine';
   const half = formatBytes(Math.floor(limits.maxOutputBytes / 2));
 

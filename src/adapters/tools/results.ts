@@ -220,7 +220,7 @@ export function instanceText(info: InstanceInfo): string {
   }
   lines.push(
     `Image: ${profile.image}. User: ${profile.user} (sudo without a password). Home and working directory: ${profile.home}.`,
-    `Commands time out after ${profile.commandTimeoutS} s. Network: ${profile.egress === 'internet' ? 'internet access' : 'none'}.`,
+    `Commands time out after ${profile.commandTimeoutS} s. Network: ${profile.egress === 'internet' ? 'internet access' : profile.egress === 'allowlist' ? 'only the hosts the profile allows' : 'none'}.`,
     `Memory ${instance.resources.memory_mb} MiB, ${instance.resources.vcpus} CPU(s), disk ${instance.resources.disk_mb} MiB.`,
   );
   return lines.join('\n');

@@ -26,6 +26,9 @@ import { Turns } from '../../lib/turns.ts';
 import { agentEndpointOf, throughAgent } from '../agent/access.ts';
 import { AGENT_PORT, type AgentEndpoint, agentCall, agentConnectionsNow, endAgentConnections, openAgentConnections } from '../agent/client.ts';
 import { allowEgress, egressInterfaces, hostNetworks, installRuleset, removeRuleset, revokeEgress } from '../../network/firewall.ts';
+import { removeAllowlist } from '../../network/egress/allowlist-rules.ts';
+import { EgressService, type EgressServiceOptions, guestNameservers } from '../../network/egress/egress-service.ts';
+import type { NetworkPolicy } from '../../network/egress/policy.ts';
 import { createNetns, createVethPair, hostTag, type InstanceNetworkNames, listHostInterfaces, listNetns, netnsPath, setGuestAddress } from '../../network/netns.ts';
 import type { AddressPool, Lease } from '../../network/pool.ts';
 import { type NetworkSlot, NetworkSlots, SLOT_LEASE_PREFIX } from '../../network/slots.ts';
@@ -66,7 +69,7 @@ import { agentRun, type ExecOptions, killCommand } from '../agent/commands.ts';
 import { CommandRunner } from './command-runner.ts';
 import { attachAgentTerminal, openAgentTerminal } from '../agent/terminal.ts';
 import { type BootingSandbox, bootReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
-import { InstanceHandle } from './instance-handle.ts';
+import { InstanceHandle, type InstanceMeta } from './instance-handle.ts';
 import { MemoryGuard, type MemoryGuardOptions } from './memory-guard.ts';
 import { type PauseDeps, type PauseRelease, pauseInstance, resumeInstance } from './pause.ts';
 import { LayerSnapshots, type MemorySource, thaw } from './snapshots.ts';
@@ -97,6 +100,10 @@ export interface GvisorOptions {
   images: ImageStore;
   log: Logger;
   dnsServers: string[];
+  /** Resolvers the egress resolver and proxy ask for allowed names; the host's (dnsServers) when not given. */
+  egressDnsServers?: string[];
+  /** Told of every egress decision (for metrics); the audit trail gets them aggregated, as `egress` events. */
+  onEgressDecision?: EgressServiceOptions['onDecision'];
   /** Told of every kill by the memory guard (for metrics). */
   onMemoryGuardKill?: MemoryGuardOptions['onKill'];
   /** Host tasks one sandbox may hold (the pids limit of its host cgroup). */
@@ -160,6 +167,8 @@ export class GvisorRuntime implements Runtime {
   private readonly lastReached = new Map<string, number>();
   /** Networks made ahead of creates (network/slots.ts). */
   readonly networkSlots: NetworkSlots;
+  /** Egress allowlists: the resolver, the proxy and each instance's rules (network/egress/). */
+  readonly egress: EgressService;
   /** Writable layers formatted ahead of creates, as many as network slots (layer-slots.ts). */
   readonly layerSlots: LayerSlots;
 
@@ -191,7 +200,14 @@ export class GvisorRuntime implements Runtime {
       },
     });
     this.sandboxWatch = new SandboxWatch({ onExit: (instanceId) => this.sandboxExited(instanceId) });
-    this.teardowns = new Teardowns({ runsc: this.runsc, pool: this.pool, tag: this.tag, log: this.log });
+    this.egress = new EgressService({
+      tag: this.tag,
+      upstreamServers: options.egressDnsServers ?? options.dnsServers,
+      ...(options.onEgressDecision ? { onDecision: options.onEgressDecision } : {}),
+      onReport: (decision) => this.emit({ type: 'egress', instanceId: decision.instanceId, decision }),
+      log: this.log,
+    });
+    this.teardowns = new Teardowns({ runsc: this.runsc, pool: this.pool, tag: this.tag, egress: this.egress, log: this.log });
     this.snapshots = new LayerSnapshots(options.dataDir, this.log);
     this.undo = new UndoPoints({ limits: options.undoLimits ?? { maxPoints: 20, maxBytes: 512 * 1024 * 1024 }, log: this.log });
     this.commands = new CommandRunner({
@@ -210,6 +226,7 @@ export class GvisorRuntime implements Runtime {
       images: this.images,
       tag: this.tag,
       dnsServers: this.dnsServers,
+      egress: this.egress,
       log: this.log,
       checkpoints: this.capabilities.pauseMemory,
       exec: (id, argv, options) => this.exec(id, argv, options),
@@ -345,11 +362,15 @@ export class GvisorRuntime implements Runtime {
    */
   async start(): Promise<void> {
     const addresses = await runChecked('ip', ['-4', '-o', 'addr', 'show'], { timeoutMs: 10_000 });
+    const networks = hostNetworks(addresses.stdout, this.pool.cidr);
+    // The firewall's redirects name the ports the resolver and the proxy listen on.
+    const egressPorts = await this.egress.start([...networks, this.pool.cidr]);
     await installRuleset({
       tag: this.tag,
       poolCidr: this.pool.cidr,
       dnsServers: this.dnsServers,
-      hostNetworks: hostNetworks(addresses.stdout, this.pool.cidr),
+      hostNetworks: networks,
+      egressPorts,
     });
     const removed = await this.networkSlots.removeLeftovers();
     if (removed.length > 0) this.log.info({ removed }, 'removed network slots left by an earlier run');
@@ -396,6 +417,7 @@ export class GvisorRuntime implements Runtime {
         guestIf: h.guestIf,
         home: spec.home,
         egress: spec.network.egress,
+        network: spec.network,
         memoryMb: spec.memory_mb,
         ...(undoLayer ? { undoLayer: true } : {}),
       };
@@ -438,7 +460,11 @@ export class GvisorRuntime implements Runtime {
           if (!slot) await createNetns(h.netns);
           await onStep('network_allocated');
           if (!slot) await createVethPair(h, lease);
-          if (spec.network.egress === 'internet') egressAdded = allowEgress(this.tag, h.hostIf).then(() => undefined, (err: unknown) => err ?? new Error('could not add the egress rule'));
+          if (spec.network.egress !== 'none') {
+            egressAdded = this.egress
+              .apply(instanceId, h.hostIf, lease.guestAddress, spec.network, { fresh: true })
+              .then(() => undefined, (err: unknown) => err ?? new Error('could not add the egress rules'));
+          }
           await onStep('ftap_created');
         })(),
         // Copies of a snapshot's memory make their files a few at a time, so that a fork's
@@ -554,7 +580,7 @@ export class GvisorRuntime implements Runtime {
     mkdirSync(h.upper, { recursive: true });
     mkdirSync(h.work, { recursive: true });
     await mountOverlay({ lower: image.rootfs, upper: h.upper, work: h.work, target: h.rootfs });
-    writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? this.dnsServers : []);
+    writeGuestConfig(h.rootfs, guestNameservers(spec.network, this.dnsServers, h.readMeta()?.guestAddress));
     writeAgentKey(h.rootfs, agentKey);
     this.log.debug({ instanceId: h.id }, 'guest configuration written');
     mkdirSync(h.bundle, { recursive: true });
@@ -792,6 +818,7 @@ export class GvisorRuntime implements Runtime {
     if (isMountPoint(h.layer)) await thaw(h.layer, this.log);
     const meta = h.readMeta();
     if (meta?.egress === 'internet') await allowEgress(this.tag, h.hostIf);
+    else if (meta?.egress === 'allowlist' && meta.network && meta.guestAddress) await this.egress.apply(instanceId, h.hostIf, meta.guestAddress, meta.network, { fresh: true });
     if (meta?.memoryMb !== undefined) this.guardMemory(instanceId, meta.memoryMb);
     await this.watchSandbox(instanceId, h);
     await this.watchChanges(h);
@@ -853,6 +880,11 @@ export class GvisorRuntime implements Runtime {
       await revokeEgress(this.tag, hostIf);
       removed.push(`egress rule ${hostIf}`);
     }
+    for (const hostIf of await this.egress.allowlisted()) {
+      if (keptIfs.has(hostIf)) continue;
+      await removeAllowlist(this.tag, hostIf);
+      removed.push(`egress allowlist ${hostIf}`);
+    }
     for (const point of mountsUnder(this.instancesDir)) {
       const id = point.slice(this.instancesDir.length + 1).split('/')[0] ?? '';
       if (keep.has(id)) continue;
@@ -879,6 +911,7 @@ export class GvisorRuntime implements Runtime {
     this.commands.wakeAll();
     await this.networkSlots.close();
     await this.layerSlots.close();
+    await this.egress.close();
     this.memoryGuard.stop();
     this.sandboxWatch.stop();
     await this.changeTracker.close();
@@ -929,6 +962,21 @@ export class GvisorRuntime implements Runtime {
 
   cpuUsedMs(instanceId: string): number | undefined {
     return this.handles.has(instanceId) ? cpuUsedMs(instanceId) : undefined;
+  }
+
+  /**
+   * A running instance's egress policy, replaced: its rules (connections through the
+   * proxy ended), its record, and the resolver its resolv.conf names.
+   */
+  async setNetwork(instanceId: string, network: NetworkPolicy): Promise<void> {
+    const h = this.handle(instanceId);
+    const meta = h.readMeta();
+    if (!meta?.guestAddress) throw new Error(`instance ${instanceId} has no network record`);
+    await this.egress.apply(instanceId, h.hostIf, meta.guestAddress, network, { cut: true });
+    h.writeMeta({ ...(meta as InstanceMeta), egress: network.egress, network });
+    const resolvConf = guestNameservers(network, this.dnsServers, meta.guestAddress).map((ns) => `nameserver ${ns}\n`).join('');
+    const wrote = await this.exec(instanceId, ['sh', '-c', `printf '${resolvConf}' > /etc/resolv.conf`], { as: 'root', timeoutMs: 10_000 });
+    if (wrote.code !== 0) this.log.warn({ instanceId, stderr: wrote.stderr }, "could not write the guest's resolv.conf for its new network");
   }
 
   /**

@@ -6,6 +6,7 @@
 // are the record's when it has them: an instance that took a network slot made ahead
 // (network/slots.ts) keeps the slot's names, derived from the slot's id; without a
 // record they are derived from the instance's id.
+import type { NetworkPolicy } from '../../network/egress/policy.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type InstanceNetworkNames, networkNames } from '../../network/netns.ts';
@@ -19,6 +20,8 @@ export interface InstanceMeta {
   guestIf: string;
   home: string;
   egress: string;
+  /** Its egress policy as made (an allowlist's entries are entered again when the service adopts it). */
+  network?: NetworkPolicy;
   memoryMb: number;
   /** The instance's address, where its agent listens. */
   guestAddress?: string;

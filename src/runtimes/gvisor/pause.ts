@@ -27,6 +27,7 @@ import { mountBtrfsImage } from '../../host/btrfs.ts';
 import { isMountPoint, mountDiskImage, mountOverlay } from '../../host/mounts.ts';
 import type { RunResult } from '../../host/run.ts';
 import type { ImageStore } from '../../images/builder.ts';
+import { type EgressService, guestNameservers } from '../../network/egress/egress-service.ts';
 import { allowEgress, revokeEgress } from '../../network/firewall.ts';
 import { createNetns, createVethPair, netnsPath, setGuestAddress } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -35,7 +36,7 @@ import type { MachineSpec, PauseOptions, PauseOutcome, ResumeOutcome } from '../
 import { removeCgroups } from './cgroups.ts';
 import type { ExecOptions } from '../agent/commands.ts';
 import { type BootingSandbox, checkReady, type Exec, waitForAgent, writeAgentKey, writeGuestConfig } from '../agent/boot.ts';
-import type { InstanceHandle } from './instance-handle.ts';
+import type { InstanceHandle, InstanceMeta } from './instance-handle.ts';
 import type { Runsc } from './runsc.ts';
 import { checkpointSandbox, hasCheckpoint, removeCheckpoint, restoreSandbox, spendCheckpoint } from './checkpoint.ts';
 import { stopMachine } from './teardown.ts';
@@ -52,6 +53,7 @@ export interface PauseDeps {
   images: ImageStore;
   tag: string;
   dnsServers: string[];
+  egress: EgressService;
   log: Logger;
   /** Whether this runtime's sandboxes can be checkpointed with their memory (capabilities.pauseMemory). */
   checkpoints: boolean;
@@ -200,7 +202,7 @@ export async function resumeInstance(
         // The lease was kept, and the network with it unless the host restarted since: the
         // same address comes back on the veth (a sandbox on its own network stack took it off).
         const kept = networkKept(h);
-        if (kept && release?.guestAddressBack && meta.egress === spec.network.egress) {
+        if (kept && release?.guestAddressBack && meta.egress === spec.network.egress && spec.network.egress !== 'allowlist') {
           stepDone('network');
           return;
         }
@@ -213,8 +215,12 @@ export async function resumeInstance(
         // Added again even when the pause kept it: a start of the service in between made the
         // firewall's table anew (adding an element that is there changes nothing). A kept
         // rule the profile no longer allows is removed.
-        if (spec.network.egress === 'internet') await allowEgress(deps.tag, h.hostIf);
+        if (spec.network.egress === 'allowlist' || meta.egress === 'allowlist') {
+          await deps.egress.apply(h.id, h.hostIf, lease.guestAddress, spec.network, { fresh: !kept });
+        } else if (spec.network.egress === 'internet') await allowEgress(deps.tag, h.hostIf);
         else if (kept && meta.egress !== 'none') await revokeEgress(deps.tag, h.hostIf);
+        // A policy changed while it was paused is the one its teardown and next adopt find.
+        if (meta.egress !== spec.network.egress || spec.network.egress === 'allowlist') h.writeMeta({ ...(meta as InstanceMeta), egress: spec.network.egress, network: spec.network });
         stepDone('network');
       })(),
       (async () => {
@@ -269,7 +275,7 @@ export async function resumeInstance(
     }
 
     // The guest may have changed these; they are the host's to say, as at a create.
-    writeGuestConfig(h.rootfs, spec.network.egress === 'internet' ? deps.dnsServers : []);
+    writeGuestConfig(h.rootfs, guestNameservers(spec.network, deps.dnsServers, lease.guestAddress));
     writeAgentKey(h.rootfs, meta.agentKey);
     // The bundle (config.json) written at the create still says everything. runsc's
     // words go to the console log with its stdio: a failure carries their end.

@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { run } from '../../host/run.ts';
 import { which } from '../../host/which.ts';
 import { ImageStore } from '../../images/builder.ts';
-import { hostDnsServers } from '../../network/firewall.ts';
+import { hostDnsServers, resolvConfServers } from '../../network/firewall.ts';
 import { AddressPool } from '../../network/pool.ts';
 import type { RuntimeCandidate } from '../select.ts';
 import { GvisorRuntime } from './gvisor-runtime.ts';
@@ -77,6 +77,8 @@ export const gvisorCandidate: RuntimeCandidate = {
       images,
       log,
       dnsServers: hostDnsServers(readFileSync('/etc/resolv.conf', 'utf8')),
+      egressDnsServers: config.egressDnsServers.length > 0 ? [...config.egressDnsServers] : resolvConfServers(readFileSync('/etc/resolv.conf', 'utf8')),
+      ...(metrics ? { onEgressDecision: (d) => metrics.egressDecided(d.kind, d.allowed) } : {}),
       ...(metrics ? { onMemoryGuardKill: (_instanceId, kind) => metrics.memoryGuardKilled(kind) } : {}),
       maxHostTasks: config.maxHostTasksPerInstance,
       networkSlots: config.networkSlots,

@@ -26,6 +26,7 @@ import { readFileSync, rmSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { unmountAll } from '../../host/mounts.ts';
+import type { EgressService } from '../../network/egress/egress-service.ts';
 import { revokeEgress } from '../../network/firewall.ts';
 import { removeNetwork } from '../../network/netns.ts';
 import type { AddressPool } from '../../network/pool.ts';
@@ -45,6 +46,8 @@ export interface TeardownDeps {
   pool: AddressPool;
   /** The data directory's tag (firewall table and host names). */
   tag: string;
+  /** Removes an allowlisted instance's rules and stops serving it. */
+  egress: Pick<EgressService, 'release'>;
   log: Logger;
 }
 
@@ -178,8 +181,10 @@ async function release(h: InstanceHandle, deps: TeardownDeps): Promise<void> {
   const runscDeleted = deps.runsc.destroy(null, h.id);
   const hostSide = (async () => {
     await unmountAll(h.dir);
-    // Only an instance with egress has a rule; one without a record is checked.
-    if (h.readMeta()?.egress !== 'none') await revokeEgress(deps.tag, h.hostIf);
+    // Only an instance with egress has rules; one without a record is checked.
+    const egress = h.readMeta()?.egress;
+    if (egress === 'internet') await revokeEgress(deps.tag, h.hostIf);
+    else if (egress !== 'none') await deps.egress.release(h.id, h.hostIf);
     await removeNetwork(h);
   })();
   const [runsc, host] = await Promise.allSettled([runscDeleted, hostSide]);

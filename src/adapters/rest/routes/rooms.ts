@@ -26,7 +26,8 @@ export function roomRoutes(app: App, { instances, snapshots }: Services): void {
           'If the room already has a live instance, answers 200 with it: a retry never makes a second machine. A create does ' +
           'not change a live instance: the options it gives (`env`, `metadata`, `timeout_s`; a field left out is not compared) ' +
           'must be the ones the instance was made with, else 409 `instance_options_conflict` naming the fields that differ. ' +
-          'Options are the record\'s, not the machine\'s: a create with them still takes an instance from the profile\'s warm pool. ' +
+          'Options are the record\'s, not the machine\'s: a create with them still takes an instance from the profile\'s warm pool, ' +
+          'except one with a `network` of its own (the instance\'s egress policy over the profile\'s), which makes its machine. ' +
           'With `snapshot_id`, the instance starts from that snapshot\'s files (its image and disk size are the snapshot\'s; memory, ' +
           'CPUs, network and time limits are this profile\'s); a room whose live instance did not start from it answers ' +
           '409 `room_occupied`.',
