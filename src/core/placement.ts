@@ -16,6 +16,7 @@
 // create one room make one instance. So no host is overcommitted and no room doubled,
 // whoever decides.
 import type { Db } from '../store/db.ts';
+import { templateNameOf } from './dockerfile-parser.ts';
 import { LIVE_STATES } from './lifecycle.ts';
 
 /** Free memory is compared in steps of this: nodes within one step rank alike. */
@@ -112,7 +113,8 @@ export async function rankNodes(input: PlacementInput): Promise<PlacementCandida
  * Where a create for a room should go, best first; empty when it should be answered
  * where it arrived: the room has a live instance already (the create finds it), or
  * no node is known live. A create from a snapshot goes to the node that keeps the
- * snapshot's files (the only one that can start it).
+ * snapshot's files, and one of a template's profile to the node that built the
+ * template (the only ones that can start them); none when that node is not live.
  */
 export async function placementFor(input: PlacementInput & { roomId: string; snapshotId?: string }): Promise<PlacementCandidate[]> {
   const live = await input.db
@@ -125,7 +127,30 @@ export async function placementFor(input: PlacementInput & { roomId: string; sna
     .executeTakeFirst();
   if (live !== undefined) return [];
   const ranked = await rankNodes(input);
-  if (input.snapshotId === undefined) return ranked;
-  const snapshot = await input.db.selectFrom('snapshots').select('node_id').where('id', '=', input.snapshotId).executeTakeFirst();
-  return ranked.filter((c) => c.nodeId === snapshot?.node_id);
+  // A snapshot's files, and a template's layers, are kept by one node: only it can start them.
+  const pinned = input.snapshotId !== undefined ? await snapshotNode(input.db, input.snapshotId) : await templateNode(input.db, input.profileId);
+  return pinned === undefined ? ranked : ranked.filter((c) => c.nodeId === pinned.nodeId);
+}
+
+async function snapshotNode(db: Db, snapshotId: string): Promise<{ nodeId: string | null }> {
+  const row = await db.selectFrom('snapshots').select('node_id').where('id', '=', snapshotId).executeTakeFirst();
+  return { nodeId: row?.node_id ?? null };
+}
+
+/** For a profile of a template (`template:NAME`), the node that built its image; undefined for any other profile. */
+async function templateNode(db: Db, profileId: string | undefined): Promise<{ nodeId: string | null } | undefined> {
+  if (profileId === undefined) return undefined;
+  const profile = await db.selectFrom('profiles').select(['organization_id', 'spec']).where('id', '=', profileId).executeTakeFirst();
+  const image = profile === undefined ? undefined : (JSON.parse(profile.spec) as { image?: unknown }).image;
+  const name = typeof image === 'string' ? templateNameOf(image) : undefined;
+  if (profile === undefined || name === undefined) return undefined;
+  const build = await db
+    .selectFrom('templates')
+    .innerJoin('template_builds', 'template_builds.id', 'templates.ready_build_id')
+    .select('template_builds.node_id')
+    .where('templates.organization_id', '=', profile.organization_id)
+    .where('templates.name', '=', name)
+    .where('templates.deleted_at', 'is', null)
+    .executeTakeFirst();
+  return { nodeId: build?.node_id ?? null };
 }

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { nodeIdOf } from '../../src/host/node-identity.ts';
 import { NodeRegistry } from '../../src/cluster/node-registry.ts';
-import { rankNodes } from '../../src/core/placement.ts';
+import { placementFor, rankNodes } from '../../src/core/placement.ts';
 import type { AppError } from '../../src/errors.ts';
 import { type Db, openStore } from '../../src/store/db.ts';
 import type { AddressInfo } from 'node:net';
@@ -131,6 +131,27 @@ describe('the node registry', () => {
     await c.leave();
     await assert.rejects(d.setState('node-c', 'draining'), (err: AppError) => err.code === 'node_not_active' && /left/.test(err.message));
     await d.leave();
+  });
+
+  it('places a create of a template\'s profile only on the node that built the template', async () => {
+    const e = node('node-e');
+    const f = node('node-f');
+    await e.join('http://10.0.0.5:8080');
+    await f.join('http://10.0.0.6:8080');
+    const at = new Date(clock).toISOString();
+    await db.insertInto('organizations').values({ id: 'org-placed', name: 'org-placed', created_at: at }).execute();
+    await db.insertInto('profiles').values({ id: 'profile-tpl', organization_id: 'org-placed', name: 'tpl', spec: JSON.stringify({ image: 'template:web' }), created_at: at, updated_at: at, deleted_at: null }).execute();
+    await db.insertInto('profiles').values({ id: 'profile-plain', organization_id: 'org-placed', name: 'plain', spec: JSON.stringify({ image: 'debian:bookworm' }), created_at: at, updated_at: at, deleted_at: null }).execute();
+    await db.insertInto('templates').values({ id: 'tpl-1', organization_id: 'org-placed', name: 'web', build_id: 'build-1', ready_build_id: 'build-1', created_at: at, updated_at: at, deleted_at: null }).execute();
+    await db
+      .insertInto('template_builds')
+      .values({ id: 'build-1', template_id: 'tpl-1', organization_id: 'org-placed', state: 'ready', reason: null, dockerfile: 'FROM debian:bookworm', log: '', steps: 1, cached_steps: 0, result: null, node_id: 'node-f', created_at: at, finished_at: at })
+      .execute();
+    const where = async (profileId: string) => (await placementFor({ db, profileId, roomId: 'r', lostAfterMs: 10_000, now: clock })).map((n) => n.nodeId).filter((id) => id === 'node-e' || id === 'node-f');
+    assert.deepEqual(await where('profile-tpl'), ['node-f']);
+    assert.deepEqual((await where('profile-plain')).sort(), ['node-e', 'node-f'], 'positive control: any other profile goes to either');
+    await e.leave();
+    await f.leave();
   });
 
   it('keeps a node\'s id in its data directory across restarts', () => {
