@@ -502,6 +502,7 @@ describe('agreement with the server', () => {
         delete: () => r.delete(),
         pause: () => r.pause(),
         keepAlive: () => r.keepAlive({ timeout_s: 60 }),
+        setNetwork: () => r.setNetwork({ egress: 'none' }),
         resume: () => r.resume(),
         snapshot: () => r.snapshot({ name: 'n' }),
         fork: () => r.fork(['y', 'z'], { keepSnapshot: true }),
