@@ -338,7 +338,9 @@ export class Templates {
     const builds = await this.deps.db.selectFrom('template_builds').selectAll().where('id', 'in', ids).execute();
     const latest = builds.find((b) => b.id === row.build_id);
     if (!latest) throw new Error(`template ${row.id} has no build ${row.build_id}`);
-    const ready = builds.find((b) => b.id === row.ready_build_id);
+    // A latest build that is ready is the ready one: the row read just before may not say so
+    // yet (the build's end and the template's ready_build_id commit together, after it was read).
+    const ready = latest.state === 'ready' ? latest : builds.find((b) => b.id === row.ready_build_id);
     const result = ready?.result ? (JSON.parse(ready.result) as TemplateResult) : null;
     return {
       template_id: row.id,
