@@ -51,12 +51,23 @@ export type ContextRunRequest = Type.Static<typeof ContextRunRequest>;
 /** A chart's data, from a matplotlib figure: what a client can redraw or read without the image. */
 export const ChartData = Type.Object(
   {
-    type: Type.String({ description: '`line`, `bar`, `scatter`, `superchart` (a figure of several plots: `elements` are their charts) or `unknown`' }),
+    type: Type.String({
+      description: '`line`, `scatter`, `bar`, `pie`, `box_and_whisker`, `superchart` (a figure of several plots: `elements` are their charts) or `unknown`',
+    }),
     title: Type.Union([Type.String(), Type.Null()]),
     x_label: Type.Optional(Type.Union([Type.String(), Type.Null()])),
     y_label: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    x_unit: Type.Optional(Type.Union([Type.String({ description: 'The unit written at the end of the label, `(s)` or `[m]`' }), Type.Null()])),
+    y_unit: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    x_scale: Type.Optional(Type.String({ description: 'Line and scatter: matplotlib\'s scale (`linear`, `log`, `symlog`, `logit`, …), or `datetime` and `categorical` by the axis\'s values' })),
+    y_scale: Type.Optional(Type.String()),
+    x_ticks: Type.Optional(Type.Array(Type.Union([Type.Number(), Type.String()]), { description: 'Line and scatter: tick positions (dates as ISO 8601 text, categories as their text)' })),
+    y_ticks: Type.Optional(Type.Array(Type.Union([Type.Number(), Type.String()]))),
+    x_tick_labels: Type.Optional(Type.Array(Type.String(), { description: 'Line and scatter: the ticks\' text as drawn' })),
+    y_tick_labels: Type.Optional(Type.Array(Type.String())),
     elements: Type.Array(Type.Unknown(), {
-      description: 'line and scatter: `{label, points: [[x, y], …]}` per series; bar: `{label, group, value}` per bar; superchart: a chart per plot',
+      description:
+        'line and scatter: `{label, points: [[x, y], …]}` per series; bar: `{label, group, value}` per bar; pie: `{label, angle, radius}` per wedge; box_and_whisker: `{label, min, first_quartile, median, third_quartile, max, outliers}` per box; superchart: a chart per plot',
     }),
   },
   { additionalProperties: true, title: 'ChartData' },

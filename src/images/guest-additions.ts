@@ -29,6 +29,8 @@ const SCRIPTS: { source: string; target: string }[] = [
   { source: join(GUEST_DIR, 'rootd.py'), target: ROOT_SERVICE },
   { source: join(GUEST_DIR, 'sudo.py'), target: '/usr/local/bin/sudo' },
   { source: join(GUEST_DIR, 'code-context.py'), target: CODE_CONTEXT_DRIVER },
+  // Read by the Python driver from beside it (its chart data).
+  { source: join(GUEST_DIR, 'code-context-charts.py'), target: `${GUEST_LIB_DIR}/code-context-charts.py` },
   { source: join(GUEST_DIR, 'code-context.cjs'), target: CODE_CONTEXT_JS_DRIVER },
 ];
 

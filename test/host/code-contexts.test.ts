@@ -100,6 +100,10 @@ describe('a code context', () => {
     assert.equal(figure.chart.type, 'line');
     assert.equal(figure.chart.title, 'Growth');
     assert.equal(figure.chart.x_label, 'day');
+    assert.equal(figure.chart.x_unit, null);
+    assert.equal(figure.chart.x_scale, 'linear');
+    assert.equal(figure.chart.x_tick_labels.length, figure.chart.x_ticks.length);
+    assert.ok(figure.chart.y_ticks.includes(4), `y ticks ${JSON.stringify(figure.chart.y_ticks)}`);
     assert.deepEqual(figure.chart.elements, [{ label: 'growth', points: [[1, 2], [2, 4], [3, 8]] }]);
     assert.match(figure.path, /^\/home\/user\/\.roomkit\/outputs\/.+\.png$/);
     assert.equal(r.files_changed.length, 1);

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { type OutputMessage, Sandbox, TimeoutError } from '@e2b/code-interpreter';
+import { type BoxAndWhiskerChart, type LineChart, type OutputMessage, type PieChart, Sandbox, type SuperChart, TimeoutError } from '@e2b/code-interpreter';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
@@ -101,6 +101,35 @@ describe('the code interpreter package against roomkit', () => {
     assert.equal(data?.type, 'bar');
     assert.equal(data?.title, 'Counts');
     assert.deepEqual(data?.elements.map((e) => [e.label, e.value]), [['a', 3], ['b', 5]]);
+  });
+
+  it("gives a chart's units, scales, ticks and per-kind elements in the package's chart types", async () => {
+    const execution = await sbx.runCode(
+      [
+        'import matplotlib.pyplot as plt',
+        'fig, (line, pie, box) = plt.subplots(1, 3)',
+        'line.plot([1, 10, 100], [1, 2, 3], label="growth")',
+        'line.set_xscale("log")',
+        'line.set_xlabel("Time (s)")',
+        'line.set_ylabel("Size [MB]")',
+        'pie.pie([1, 3], labels=["small", "large"])',
+        'box.boxplot([[1, 2, 3, 4, 5, 40]], labels=["A"])',
+        'plt.show()',
+      ].join('\n'),
+    );
+    assert.equal(execution.error, undefined, JSON.stringify(execution.error));
+    const chart = execution.results[0]?.chart as SuperChart | undefined;
+    assert.equal(chart?.type, 'superchart');
+    const [line, pie, box] = chart!.elements as [LineChart, PieChart, BoxAndWhiskerChart];
+    assert.equal(line.type, 'line');
+    assert.deepEqual([line.x_unit, line.y_unit, line.x_scale, line.y_scale], ['s', 'MB', 'log', 'linear']);
+    assert.ok(line.x_ticks.includes(10) && line.x_ticks.includes(100), `log ticks ${JSON.stringify(line.x_ticks)}`);
+    assert.equal(line.x_tick_labels.length, line.x_ticks.length);
+    assert.deepEqual(line.elements, [{ label: 'growth', points: [[1, 1], [10, 2], [100, 3]] }]);
+    assert.equal(pie.type, 'pie');
+    assert.deepEqual(pie.elements.map((e) => [e.label, Math.round(e.angle), e.radius]), [['small', 90], ['large', 270]].map(([l, a]) => [l, a, 1]));
+    assert.equal(box.type, 'box_and_whisker');
+    assert.deepEqual(box.elements, [{ label: 'A', min: 1, first_quartile: 2.25, median: 3.5, third_quartile: 4.75, max: 5, outliers: [40] }]);
   });
 
   it('shows a pandas table as HTML and text', async () => {
