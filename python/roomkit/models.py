@@ -612,7 +612,7 @@ class AuditPage(Model):
 @dataclass
 class Context(Model):
     context_id: str
-    #: ``python`` or ``javascript``.
+    #: ``python``, ``javascript`` or ``bash``.
     language: str
     #: Its working directory (absolute).
     cwd: str

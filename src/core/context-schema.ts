@@ -4,7 +4,7 @@ import Type from 'typebox';
 import { FileChange } from './command-schema.ts';
 
 /** Languages a context speaks. */
-export const CONTEXT_LANGUAGES = ['python', 'javascript'] as const;
+export const CONTEXT_LANGUAGES = ['python', 'javascript', 'bash'] as const;
 export type ContextLanguage = (typeof CONTEXT_LANGUAGES)[number];
 /** Largest cell a run takes, in UTF-8 bytes. */
 export const MAX_CODE_BYTES = 1024 * 1024;
@@ -15,7 +15,7 @@ const Env = (description: string) =>
 
 export const ContextCreate = Type.Object(
   {
-    language: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: `The interpreter: ${CONTEXT_LANGUAGES.map((l) => `\`${l}\``).join(' (the default), ')}` })),
+    language: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: `The interpreter: ${CONTEXT_LANGUAGES.map((l, i) => `\`${l}\`${i === 0 ? ' (the default)' : ''}`).join(', ')}` })),
     cwd: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Working directory of the interpreter, absolute or relative to the home (default: the home); it must exist' })),
     env: Type.Optional(Env('Environment variables of the interpreter, over the profile\'s and the instance\'s')),
   },
@@ -26,7 +26,7 @@ export type ContextCreate = Type.Static<typeof ContextCreate>;
 export const Context = Type.Object(
   {
     context_id: Type.String({ format: 'uuid' }),
-    language: Type.String({ description: 'The interpreter it runs: `python` or `javascript`' }),
+    language: Type.String({ description: 'The interpreter it runs: `python`, `javascript` or `bash`' }),
     cwd: Type.String({ description: 'Its working directory (absolute)' }),
     created_at: Type.String({ format: 'date-time' }),
   },

@@ -171,6 +171,17 @@ describe('the code interpreter package against roomkit', () => {
     await sbx.removeCodeContext(context.id);
   });
 
+  it("runs bash in its default context: variables and cwd kept, a failing command as the error", async () => {
+    const first = await sbx.runCode('greeting=hello; cd /tmp', { language: 'bash' });
+    assert.equal(first.error, undefined, JSON.stringify(first.error));
+    const second = await sbx.runCode('echo "$greeting from $PWD"', { language: 'bash' });
+    assert.deepEqual(second.logs.stdout, ['hello from /tmp\n']);
+    const failed = await sbx.runCode('ls /no/such', { language: 'bash' });
+    assert.equal(failed.error?.name, 'ExitStatus');
+    assert.equal(failed.error?.value, '2');
+    assert.match(failed.logs.stderr.join(''), /No such file or directory/);
+  });
+
   it('creates, lists, restarts and removes contexts: two are apart, a restart clears one, a removed one is gone', async () => {
     const a = await sbx.createCodeContext();
     const b = await sbx.createCodeContext();

@@ -287,7 +287,7 @@ export interface CommandStatus {
 
 export interface Context {
   context_id: string;
-  /** The interpreter it runs: `python` or `javascript` */
+  /** The interpreter it runs: `python`, `javascript` or `bash` */
   language: string;
   /** Its working directory (absolute) */
   cwd: string;
@@ -295,7 +295,7 @@ export interface Context {
 }
 
 export interface ContextCreate {
-  /** The interpreter: `python` (the default), `javascript` */
+  /** The interpreter: `python` (the default), `javascript`, `bash` */
   language?: string;
   /** Working directory of the interpreter, absolute or relative to the home (default: the home); it must exist */
   cwd?: string;

@@ -24,7 +24,7 @@ import { sandboxGone } from './errors.ts';
 /** The language of a run that names neither a context nor a language, as in E2B. */
 const DEFAULT_LANGUAGE = 'python';
 /** E2B's short names for languages, and the names core knows them by. */
-const LANGUAGE_ALIASES: Record<string, string> = { js: 'javascript', py: 'python', python3: 'python' };
+const LANGUAGE_ALIASES: Record<string, string> = { js: 'javascript', py: 'python', python3: 'python', sh: 'bash' };
 
 const Env = Type.Record(Type.String(), Type.String({ maxLength: 32768 }), { propertyNames: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 128 }, maxProperties: 100 });
 const ExecuteBody = Type.Object({
