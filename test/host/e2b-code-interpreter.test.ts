@@ -214,6 +214,19 @@ describe('the code interpreter package against roomkit', () => {
     await sbx.removeCodeContext(context);
   });
 
+  it('lists the default Python context on a fresh sandbox, the one a run without a context uses', async () => {
+    const fresh = await create();
+    const first = await fresh.listCodeContexts();
+    assert.deepEqual(first.map((c) => [c.language, c.cwd]), [['python', '/home/user']]);
+    await fresh.runCode('seen = 1');
+    const again = await fresh.listCodeContexts();
+    assert.deepEqual(again.map((c) => c.id), [first[0]!.id], 'the run went to it');
+    assert.equal((await fresh.runCode('seen', { context: first[0]! })).text, '1');
+    await fresh.removeCodeContext(first[0]!.id);
+    assert.deepEqual(await fresh.listCodeContexts(), [], 'a default removed stays removed in the listing');
+    await Sandbox.kill(fresh.sandboxId, opts);
+  });
+
   it('ends a run whose sandbox is killed during it, as the SDK expects of a sandbox gone', async () => {
     const doomed = await create();
     await doomed.runCode('1');
