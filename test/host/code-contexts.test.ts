@@ -311,6 +311,7 @@ describe('a code context', () => {
     const fresh = await run(id, 'echo "[$n]"; pwd');
     assert.equal(fresh.stdout, '[]\n/home/user\n', 'a new shell, in the context\'s cwd');
     assert.equal(fresh.error, null);
+    assert.equal((await run(id, 'word="héllo ✓"; echo "$word"')).stdout, 'héllo ✓\n', 'code that is not ASCII reaches the shell as it is');
   });
 
   it('survives a pause and resume with memory', async () => {

@@ -31,8 +31,8 @@ RUNNING = threading.Event()
 
 
 def quoted(text):
-    """Bash's $'…' quoting of any text: every byte that is not a letter or digit escaped."""
-    return "$'" + ''.join(chr(b) if chr(b).isalnum() else '\\x%02x' % b for b in text.encode('utf-8')) + "'"
+    """Bash's $'…' quoting of any text: every byte but ASCII letters and digits escaped."""
+    return "$'" + ''.join(chr(b) if b < 128 and chr(b).isalnum() else '\\x%02x' % b for b in text.encode('utf-8')) + "'"
 
 
 def on_interrupt(signum, frame):
