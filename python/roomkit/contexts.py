@@ -25,7 +25,7 @@ class Contexts:
         self._room = room
 
     def create(self, language: str = "python", *, cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> "CodeContext":
-        """Starts an interpreter (``python`` or ``javascript``) in the room's ready
+        """Starts an interpreter (``python``, ``javascript`` or ``bash``) in the room's ready
         instance, in ``cwd`` (default the home) with ``env`` over the instance's."""
         body: Dict[str, Any] = {"language": language}
         if cwd is not None:

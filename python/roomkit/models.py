@@ -629,7 +629,7 @@ class AuditPage(Model):
 @dataclass
 class Context(Model):
     context_id: str
-    #: ``python`` or ``javascript``.
+    #: ``python``, ``javascript`` or ``bash``.
     language: str
     #: Its working directory (absolute).
     cwd: str
@@ -657,7 +657,7 @@ class DisplayResult(Model):
     latex: Optional[str] = None
     json: Any = None
     javascript: Optional[str] = None
-    #: A matplotlib figure's data: ``type``, ``title``, ``x_label``, ``y_label``, ``elements`` (their shape follows the type).
+    #: A matplotlib figure's data: ``type``, ``title``, ``x_label``, ``y_label``, ``x_unit``, ``y_unit``, scales and ticks, ``elements`` (their shape follows the type; the API reference has them).
     chart: Optional[Dict[str, Any]] = None
     #: Where the run wrote its image in the instance (also in the run's ``files_changed``).
     path: Optional[str] = None

@@ -36,7 +36,7 @@ export class RoomContexts {
     this.#params = params;
   }
 
-  /** Starts an interpreter (`language`: `python`, the default, or `javascript`) in the room's ready instance. */
+  /** Starts an interpreter (`language`: `python`, the default, `javascript` or `bash`) in the room's ready instance. */
   async create(options: ContextCreate & RequestOptions = {}): Promise<CodeContext> {
     const { signal, ...body } = options;
     const made = await this.#transport.json('post', CONTEXTS, { params: await this.#params(options), body }, { signal });

@@ -11,7 +11,7 @@ import { ClientError, collectEnv, positiveInteger, printJson, readStdin, roomCom
 const RUN_CODE_FAILURE_EXIT = 125;
 /** Largest cell the server takes (MAX_CODE_BYTES). */
 const MAX_CODE_READ_BYTES = 1024 * 1024;
-const LANGUAGES = ['python', 'javascript'];
+const LANGUAGES = ['python', 'javascript', 'bash'];
 
 type RunCodeOptions = RoomOptions & { language?: string; context?: string; timeout?: number; env?: Record<string, string> };
 
@@ -24,7 +24,7 @@ export function registerRunCodeCommand(program: Command): void {
       'last expression, display() calls) as text, an image as the file it was written to in the instance; an\n' +
       'exception\'s traceback on stderr.\n' +
       `Exit code: 0; 1 when the code raised an exception (or was interrupted); ${RUN_CODE_FAILURE_EXIT} when roomkit itself failed; 2 for a usage error.`)
-    .option('--language <language>', `the context's language: ${LANGUAGES.join(' (default) or ')}`)
+    .option('--language <language>', `the context's language: ${LANGUAGES.map((l, i) => (i === 0 ? `${l} (default)` : l)).join(', ')}`)
     .option('--context <id>', 'run in this context (from a previous run, or GET …/contexts) instead of the room\'s default one')
     .option('--timeout <seconds>', 'time limit (default and maximum: the profile\'s command_timeout_s); at the limit the code is interrupted', positiveInteger)
     .option('-e, --env <NAME=VALUE>', 'an environment variable for this run only (repeatable)', collectEnv)

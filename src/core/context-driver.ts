@@ -1,5 +1,5 @@
 // One interpreter of a code context: an in-guest driver (images/guest/code-context.py,
-// or code-context.cjs for JavaScript)
+// code-context.cjs for JavaScript, code-context-bash.py for bash)
 // run through the runtime as a command of its own with its stdin kept open, as the
 // instance's user and a child of the agent, so it lives across runs (and across a pause
 // that keeps memory: the runtime attaches to it again). Requests go in as one JSON line
@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
-import { CODE_CONTEXT_DRIVER, CODE_CONTEXT_JS_DRIVER } from '../images/guest-additions.ts';
+import { CODE_CONTEXT_BASH_DRIVER, CODE_CONTEXT_DRIVER, CODE_CONTEXT_JS_DRIVER } from '../images/guest-additions.ts';
 import type { ContextLanguage } from './context-schema.ts';
 import type { Runtime } from '../runtimes/types.ts';
 import { appErrorOfRuntime } from './runtime-errors.ts';
@@ -31,6 +31,8 @@ const STDERR_KEPT = 4096;
 const INTERPRETERS: Record<ContextLanguage, { program: string; driver: string; needs: string }> = {
   python: { program: 'python3', driver: CODE_CONTEXT_DRIVER, needs: 'python3 (every Debian image has it)' },
   javascript: { program: 'node', driver: CODE_CONTEXT_JS_DRIVER, needs: 'node (Debian\'s nodejs package: add "nodejs" to the profile\'s packages)' },
+  // A bash kept alive between runs by a python3 driver (bash has no line protocol of its own).
+  bash: { program: 'python3', driver: CODE_CONTEXT_BASH_DRIVER, needs: 'python3 and bash (every Debian image has them)' },
 };
 
 export interface DriverStart {

@@ -4,7 +4,7 @@ import Type from 'typebox';
 import { FileChange } from './command-schema.ts';
 
 /** Languages a context speaks. */
-export const CONTEXT_LANGUAGES = ['python', 'javascript'] as const;
+export const CONTEXT_LANGUAGES = ['python', 'javascript', 'bash'] as const;
 export type ContextLanguage = (typeof CONTEXT_LANGUAGES)[number];
 /** Largest cell a run takes, in UTF-8 bytes. */
 export const MAX_CODE_BYTES = 1024 * 1024;
@@ -15,7 +15,7 @@ const Env = (description: string) =>
 
 export const ContextCreate = Type.Object(
   {
-    language: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: `The interpreter: ${CONTEXT_LANGUAGES.map((l) => `\`${l}\``).join(' (the default), ')}` })),
+    language: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: `The interpreter: ${CONTEXT_LANGUAGES.map((l, i) => `\`${l}\`${i === 0 ? ' (the default)' : ''}`).join(', ')}` })),
     cwd: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Working directory of the interpreter, absolute or relative to the home (default: the home); it must exist' })),
     env: Type.Optional(Env('Environment variables of the interpreter, over the profile\'s and the instance\'s')),
   },
@@ -26,7 +26,7 @@ export type ContextCreate = Type.Static<typeof ContextCreate>;
 export const Context = Type.Object(
   {
     context_id: Type.String({ format: 'uuid' }),
-    language: Type.String({ description: 'The interpreter it runs: `python` or `javascript`' }),
+    language: Type.String({ description: 'The interpreter it runs: `python`, `javascript` or `bash`' }),
     cwd: Type.String({ description: 'Its working directory (absolute)' }),
     created_at: Type.String({ format: 'date-time' }),
   },
@@ -51,12 +51,23 @@ export type ContextRunRequest = Type.Static<typeof ContextRunRequest>;
 /** A chart's data, from a matplotlib figure: what a client can redraw or read without the image. */
 export const ChartData = Type.Object(
   {
-    type: Type.String({ description: '`line`, `bar`, `scatter`, `superchart` (a figure of several plots: `elements` are their charts) or `unknown`' }),
+    type: Type.String({
+      description: '`line`, `scatter`, `bar`, `pie`, `box_and_whisker`, `superchart` (a figure of several plots: `elements` are their charts) or `unknown`',
+    }),
     title: Type.Union([Type.String(), Type.Null()]),
     x_label: Type.Optional(Type.Union([Type.String(), Type.Null()])),
     y_label: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    x_unit: Type.Optional(Type.Union([Type.String({ description: 'The unit written at the end of the label, `(s)` or `[m]`' }), Type.Null()])),
+    y_unit: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    x_scale: Type.Optional(Type.String({ description: 'Line and scatter: matplotlib\'s scale (`linear`, `log`, `symlog`, `logit`, …), or `datetime` and `categorical` by the axis\'s values' })),
+    y_scale: Type.Optional(Type.String()),
+    x_ticks: Type.Optional(Type.Array(Type.Union([Type.Number(), Type.String()]), { description: 'Line and scatter: tick positions (dates as ISO 8601 text, categories as their text)' })),
+    y_ticks: Type.Optional(Type.Array(Type.Union([Type.Number(), Type.String()]))),
+    x_tick_labels: Type.Optional(Type.Array(Type.String(), { description: 'Line and scatter: the ticks\' text as drawn' })),
+    y_tick_labels: Type.Optional(Type.Array(Type.String())),
     elements: Type.Array(Type.Unknown(), {
-      description: 'line and scatter: `{label, points: [[x, y], …]}` per series; bar: `{label, group, value}` per bar; superchart: a chart per plot',
+      description:
+        'line and scatter: `{label, points: [[x, y], …]}` per series; bar: `{label, group, value}` per bar; pie: `{label, angle, radius}` per wedge; box_and_whisker: `{label, min, first_quartile, median, third_quartile, max, outliers}` per box; superchart: a chart per plot',
     }),
   },
   { additionalProperties: true, title: 'ChartData' },

@@ -25,11 +25,16 @@ export const ROOT_SERVICE = `${GUEST_LIB_DIR}/rootd`;
 export const CODE_CONTEXT_DRIVER = `${GUEST_LIB_DIR}/code-context.py`;
 /** The interpreter of a JavaScript code context (guest/code-context.cjs), started per context by node. */
 export const CODE_CONTEXT_JS_DRIVER = `${GUEST_LIB_DIR}/code-context.cjs`;
+/** The driver of a bash code context (guest/code-context-bash.py), started per context by python3. */
+export const CODE_CONTEXT_BASH_DRIVER = `${GUEST_LIB_DIR}/code-context-bash.py`;
 const SCRIPTS: { source: string; target: string }[] = [
   { source: join(GUEST_DIR, 'rootd.py'), target: ROOT_SERVICE },
   { source: join(GUEST_DIR, 'sudo.py'), target: '/usr/local/bin/sudo' },
   { source: join(GUEST_DIR, 'code-context.py'), target: CODE_CONTEXT_DRIVER },
+  // Read by the Python driver from beside it (its chart data).
+  { source: join(GUEST_DIR, 'code-context-charts.py'), target: `${GUEST_LIB_DIR}/code-context-charts.py` },
   { source: join(GUEST_DIR, 'code-context.cjs'), target: CODE_CONTEXT_JS_DRIVER },
+  { source: join(GUEST_DIR, 'code-context-bash.py'), target: CODE_CONTEXT_BASH_DRIVER },
 ];
 
 /** Changes whenever an addition's source changes, so images built with an older one are rebuilt. */

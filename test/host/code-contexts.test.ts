@@ -100,6 +100,10 @@ describe('a code context', () => {
     assert.equal(figure.chart.type, 'line');
     assert.equal(figure.chart.title, 'Growth');
     assert.equal(figure.chart.x_label, 'day');
+    assert.equal(figure.chart.x_unit, null);
+    assert.equal(figure.chart.x_scale, 'linear');
+    assert.equal(figure.chart.x_tick_labels.length, figure.chart.x_ticks.length);
+    assert.ok(figure.chart.y_ticks.includes(4), `y ticks ${JSON.stringify(figure.chart.y_ticks)}`);
     assert.deepEqual(figure.chart.elements, [{ label: 'growth', points: [[1, 2], [2, 4], [3, 8]] }]);
     assert.match(figure.path, /^\/home\/user\/\.roomkit\/outputs\/.+\.png$/);
     assert.equal(r.files_changed.length, 1);
@@ -276,6 +280,38 @@ describe('a code context', () => {
     const failed = await run(id, 'function f() { return null.x }\nf()');
     assert.equal(failed.error.name, 'TypeError');
     assert.match(failed.error.traceback, /at f \(<cell-5>:1:/);
+  });
+
+  it('runs bash too: variables, functions and cwd kept, a non-zero status as the error, an interrupt, exit', async () => {
+    const id = await newContext({ language: 'bash' });
+    const first = await run(id, 'n=41; greet() { echo "hi $1"; }; cd /tmp; echo to-err >&2');
+    assert.deepEqual([first.stdout, first.stderr, first.error, first.results], ['', 'to-err\n', null, []]);
+    const second = await run(id, 'greet "$((n + 1))"; pwd; echo "[$ONCE]"', { env: { ONCE: 'a b' } });
+    assert.equal(second.stdout, 'hi 42\n/tmp\n[a b]\n');
+    assert.equal((await run(id, 'echo "[$ONCE]"')).stdout, '[]\n', 'a run\'s env is for that run only');
+    const failed = await run(id, 'echo before; false');
+    assert.equal(failed.stdout, 'before\n');
+    assert.deepEqual(failed.error, { name: 'ExitStatus', value: '1', traceback: 'exit status 1' });
+    const stopped = await run(id, 'while :; do n=$((n + 1)); done; echo never', { timeout_s: 1 });
+    assert.equal(stopped.timed_out, true);
+    assert.equal(stopped.restarted, false);
+    assert.equal(stopped.error.name, 'KeyboardInterrupt');
+    assert.equal(stopped.stdout, '');
+    const running = api('POST', `${room()}/contexts/${id}/run`, { code: 'sleep 30; echo never' });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    assert.equal((await api('POST', `${room()}/contexts/${id}/interrupt`)).json().interrupted, true);
+    const interrupted = (await running).json();
+    assert.equal(interrupted.error.name, 'KeyboardInterrupt');
+    assert.ok(interrupted.duration_ms < 10_000, `interrupted after ${interrupted.duration_ms} ms`);
+    assert.equal((await run(id, '[ "$n" -gt 41 ] && echo kept')).stdout, 'kept\n');
+    const exited = await run(id, 'exit 3');
+    assert.equal(exited.error.name, 'ExitStatus');
+    assert.equal(exited.error.value, '3');
+    assert.match(exited.error.traceback, /the next run has a new one/);
+    const fresh = await run(id, 'echo "[$n]"; pwd');
+    assert.equal(fresh.stdout, '[]\n/home/user\n', 'a new shell, in the context\'s cwd');
+    assert.equal(fresh.error, null);
+    assert.equal((await run(id, 'word="héllo ✓"; echo "$word"')).stdout, 'héllo ✓\n', 'code that is not ASCII reaches the shell as it is');
   });
 
   it('survives a pause and resume with memory', async () => {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { type OutputMessage, Sandbox, TimeoutError } from '@e2b/code-interpreter';
+import { type BoxAndWhiskerChart, type LineChart, type OutputMessage, type PieChart, Sandbox, type SuperChart, TimeoutError } from '@e2b/code-interpreter';
 import { startTestApp, type TestApp, type TestOrg } from '../support/app.ts';
 
 let t: TestApp;
@@ -103,6 +103,35 @@ describe('the code interpreter package against roomkit', () => {
     assert.deepEqual(data?.elements.map((e) => [e.label, e.value]), [['a', 3], ['b', 5]]);
   });
 
+  it("gives a chart's units, scales, ticks and per-kind elements in the package's chart types", async () => {
+    const execution = await sbx.runCode(
+      [
+        'import matplotlib.pyplot as plt',
+        'fig, (line, pie, box) = plt.subplots(1, 3)',
+        'line.plot([1, 10, 100], [1, 2, 3], label="growth")',
+        'line.set_xscale("log")',
+        'line.set_xlabel("Time (s)")',
+        'line.set_ylabel("Size [MB]")',
+        'pie.pie([1, 3], labels=["small", "large"])',
+        'box.boxplot([[1, 2, 3, 4, 5, 40]], labels=["A"])',
+        'plt.show()',
+      ].join('\n'),
+    );
+    assert.equal(execution.error, undefined, JSON.stringify(execution.error));
+    const chart = execution.results[0]?.chart as SuperChart | undefined;
+    assert.equal(chart?.type, 'superchart');
+    const [line, pie, box] = chart!.elements as [LineChart, PieChart, BoxAndWhiskerChart];
+    assert.equal(line.type, 'line');
+    assert.deepEqual([line.x_unit, line.y_unit, line.x_scale, line.y_scale], ['s', 'MB', 'log', 'linear']);
+    assert.ok(line.x_ticks.includes(10) && line.x_ticks.includes(100), `log ticks ${JSON.stringify(line.x_ticks)}`);
+    assert.equal(line.x_tick_labels.length, line.x_ticks.length);
+    assert.deepEqual(line.elements, [{ label: 'growth', points: [[1, 1], [10, 2], [100, 3]] }]);
+    assert.equal(pie.type, 'pie');
+    assert.deepEqual(pie.elements.map((e) => [e.label, Math.round(e.angle), e.radius]), [['small', 90], ['large', 270]].map(([l, a]) => [l, a, 1]));
+    assert.equal(box.type, 'box_and_whisker');
+    assert.deepEqual(box.elements, [{ label: 'A', min: 1, first_quartile: 2.25, median: 3.5, third_quartile: 4.75, max: 5, outliers: [40] }]);
+  });
+
   it('shows a pandas table as HTML and text', async () => {
     const execution = await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2], "b": [3, 4]})');
     const table = execution.results[0];
@@ -142,6 +171,17 @@ describe('the code interpreter package against roomkit', () => {
     await sbx.removeCodeContext(context.id);
   });
 
+  it("runs bash in its default context: variables and cwd kept, a failing command as the error", async () => {
+    const first = await sbx.runCode('greeting=hello; cd /tmp', { language: 'bash' });
+    assert.equal(first.error, undefined, JSON.stringify(first.error));
+    const second = await sbx.runCode('echo "$greeting from $PWD"', { language: 'bash' });
+    assert.deepEqual(second.logs.stdout, ['hello from /tmp\n']);
+    const failed = await sbx.runCode('ls /no/such', { language: 'bash' });
+    assert.equal(failed.error?.name, 'ExitStatus');
+    assert.equal(failed.error?.value, '2');
+    assert.match(failed.logs.stderr.join(''), /No such file or directory/);
+  });
+
   it('creates, lists, restarts and removes contexts: two are apart, a restart clears one, a removed one is gone', async () => {
     const a = await sbx.createCodeContext();
     const b = await sbx.createCodeContext();
@@ -172,6 +212,19 @@ describe('the code interpreter package against roomkit', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.equal((await sbx.runCode('ticks', { context })).text, ticks, 'the loop no longer runs');
     await sbx.removeCodeContext(context);
+  });
+
+  it('lists the default Python context on a fresh sandbox, the one a run without a context uses', async () => {
+    const fresh = await create();
+    const first = await fresh.listCodeContexts();
+    assert.deepEqual(first.map((c) => [c.language, c.cwd]), [['python', '/home/user']]);
+    await fresh.runCode('seen = 1');
+    const again = await fresh.listCodeContexts();
+    assert.deepEqual(again.map((c) => c.id), [first[0]!.id], 'the run went to it');
+    assert.equal((await fresh.runCode('seen', { context: first[0]! })).text, '1');
+    await fresh.removeCodeContext(first[0]!.id);
+    assert.deepEqual(await fresh.listCodeContexts(), [], 'a default removed stays removed in the listing');
+    await Sandbox.kill(fresh.sandboxId, opts);
   });
 
   it('ends a run whose sandbox is killed during it, as the SDK expects of a sandbox gone', async () => {

@@ -30,7 +30,7 @@ describe('code context routes', () => {
     const res = await call('POST', contexts(), { language: 'cobol' });
     assert.equal(res.statusCode, 400);
     assert.equal(res.json().error, 'validation_error');
-    assert.equal(res.json().message, 'unknown language "cobol": a context runs "python", "javascript"');
+    assert.equal(res.json().message, 'unknown language "cobol": a context runs "python", "javascript", "bash"');
   });
 
   it('refuse fields a context does not take', async () => {

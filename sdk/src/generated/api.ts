@@ -180,12 +180,23 @@ export interface AuditPage {
 }
 
 export interface ChartData {
-  /** `line`, `bar`, `scatter`, `superchart` (a figure of several plots: `elements` are their charts) or `unknown` */
+  /** `line`, `scatter`, `bar`, `pie`, `box_and_whisker`, `superchart` (a figure of several plots: `elements` are their charts) or `unknown` */
   type: string;
   title: string | null;
   x_label?: string | null;
   y_label?: string | null;
-  /** line and scatter: `{label, points: [[x, y], …]}` per series; bar: `{label, group, value}` per bar; superchart: a chart per plot */
+  x_unit?: string | null;
+  y_unit?: string | null;
+  /** Line and scatter: matplotlib's scale (`linear`, `log`, `symlog`, `logit`, …), or `datetime` and `categorical` by the axis's values */
+  x_scale?: string;
+  y_scale?: string;
+  /** Line and scatter: tick positions (dates as ISO 8601 text, categories as their text) */
+  x_ticks?: (number | string)[];
+  y_ticks?: (number | string)[];
+  /** Line and scatter: the ticks' text as drawn */
+  x_tick_labels?: string[];
+  y_tick_labels?: string[];
+  /** line and scatter: `{label, points: [[x, y], …]}` per series; bar: `{label, group, value}` per bar; pie: `{label, angle, radius}` per wedge; box_and_whisker: `{label, min, first_quartile, median, third_quartile, max, outliers}` per box; superchart: a chart per plot */
   elements: unknown[];
 }
 
@@ -295,7 +306,7 @@ export interface CommandStatus {
 
 export interface Context {
   context_id: string;
-  /** The interpreter it runs: `python` or `javascript` */
+  /** The interpreter it runs: `python`, `javascript` or `bash` */
   language: string;
   /** Its working directory (absolute) */
   cwd: string;
@@ -303,7 +314,7 @@ export interface Context {
 }
 
 export interface ContextCreate {
-  /** The interpreter: `python` (the default), `javascript` */
+  /** The interpreter: `python` (the default), `javascript`, `bash` */
   language?: string;
   /** Working directory of the interpreter, absolute or relative to the home (default: the home); it must exist */
   cwd?: string;

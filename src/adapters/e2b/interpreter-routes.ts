@@ -24,7 +24,7 @@ import { sandboxGone } from './errors.ts';
 /** The language of a run that names neither a context nor a language, as in E2B. */
 const DEFAULT_LANGUAGE = 'python';
 /** E2B's short names for languages, and the names core knows them by. */
-const LANGUAGE_ALIASES: Record<string, string> = { js: 'javascript', py: 'python', python3: 'python' };
+const LANGUAGE_ALIASES: Record<string, string> = { js: 'javascript', py: 'python', python3: 'python', sh: 'bash' };
 
 const Env = Type.Record(Type.String(), Type.String({ maxLength: 32768 }), { propertyNames: { pattern: '^[A-Za-z_][A-Za-z0-9_]*$', maxLength: 128 }, maxProperties: 100 });
 const ExecuteBody = Type.Object({
@@ -67,6 +67,8 @@ export function interpreterRoutes(app: App, services: Services): void {
   const { contexts, instances } = services;
   /** A sandbox's default context per language, by instance id: core contexts, found again by id. */
   const defaults = new Map<string, Map<string, string>>();
+  /** Sandboxes whose contexts were listed: the first listing shows the default Python context, made for it. */
+  const listed = new Set<string>();
 
   // The SDK names a JSON body on requests that have none (a delete, a restart): an empty one is no body.
   app.removeContentTypeParser('application/json');
@@ -99,7 +101,10 @@ export function interpreterRoutes(app: App, services: Services): void {
     return made.context_id;
   };
   instances.onStopping((instanceId, _why, pause) => {
-    if (!pause?.keepsMemory) defaults.delete(instanceId);
+    if (!pause?.keepsMemory) {
+      defaults.delete(instanceId);
+      listed.delete(instanceId);
+    }
   });
 
   app.post('/execute', { schema: { hide: true, body: ExecuteBody }, config: { auditAction: 'context.run' } }, async (request, reply) => {
@@ -128,6 +133,18 @@ export function interpreterRoutes(app: App, services: Services): void {
 
   app.get('/contexts', { schema: { hide: true } }, async (request) => {
     const address = await runningSandbox(request);
+    // E2B's server starts with its default Python context, which a first listing shows; ours is
+    // made then (or at the first run without a context), and one deleted later stays deleted here.
+    if (!listed.has(address.instanceId)) {
+      listed.add(address.instanceId);
+      try {
+        await defaultContext(address, DEFAULT_LANGUAGE);
+      } catch (err) {
+        // An instance that cannot run one (no python3, a runtime without contexts) lists what it has.
+        if (!(err instanceof AppError)) throw err;
+        request.log.info({ err }, 'no default Python context for the first listing');
+      }
+    }
     return (await contexts.listAt(address)).map(e2bContext);
   });
 

@@ -26,6 +26,8 @@ import traceback
 PROTO_OUT = os.fdopen(os.dup(1), 'w', encoding='utf-8', buffering=1)
 PROTO_IN = os.fdopen(os.dup(0), 'rb')
 SEND_LOCK = threading.Lock()
+# The chart reader (code-context-charts.py), once a run has shown a figure.
+CHARTS = None
 
 
 def send(event):
@@ -192,60 +194,16 @@ def figure_bundle(figure, main):
     return data
 
 
-def number(v):
-    try:
-        f = float(v)
-        return f if f == f and f not in (float('inf'), float('-inf')) else None
-    except Exception:
-        return str(v)
-
-
-def shown_label(label):
-    # matplotlib names what the code left unnamed `_child0`, `_nolegend_`: no label.
-    return None if not label or label.startswith('_') else label
-
-
-def axes_chart(ax):
-    """Chart data of one plot: its kind (line, bar, scatter), labels, and what it draws."""
-    title = ax.get_title()
-    base = {'title': title or None, 'x_label': ax.get_xlabel() or None, 'y_label': ax.get_ylabel() or None}
-    containers = [c for c in ax.containers if type(c).__name__ == 'BarContainer']
-    if containers:
-        ticks = {round(float(t), 6): lab.get_text() for t, lab in zip(ax.get_xticks(), ax.get_xticklabels())}
-        elements = []
-        for container in containers:
-            label = container.get_label()
-            for patch in container.patches:
-                x = patch.get_x() + patch.get_width() / 2
-                elements.append({
-                    'label': ticks.get(round(x, 6)) or str(number(x)),
-                    'group': shown_label(label),
-                    'value': number(patch.get_height()),
-                })
-        return dict(base, type='bar', elements=elements)
-    lines = ax.get_lines()
-    if lines and not ax.collections:
-        elements = []
-        for line in lines:
-            xs, ys = line.get_xdata(), line.get_ydata()
-            elements.append({'label': shown_label(line.get_label()), 'points': [[number(x), number(y)] for x, y in zip(xs, ys)]})
-        return dict(base, type='line', elements=elements)
-    collections = [c for c in ax.collections if type(c).__name__ == 'PathCollection']
-    if collections and not lines:
-        elements = []
-        for c in collections:
-            elements.append({'label': shown_label(c.get_label()), 'points': [[number(x), number(y)] for x, y in c.get_offsets()]})
-        return dict(base, type='scatter', elements=elements)
-    return dict(base, type='unknown', elements=[])
-
-
 def chart_of(figure):
-    charts = [axes_chart(ax) for ax in figure.get_axes()]
-    if not charts:
-        return None
-    if len(charts) == 1:
-        return charts[0]
-    return {'type': 'superchart', 'title': figure._suptitle.get_text() if figure._suptitle else None, 'elements': charts}
+    """The figure's chart data, by code-context-charts.py beside this file (loaded at the first figure)."""
+    global CHARTS
+    if CHARTS is None:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location('roomkit_code_context_charts', os.path.join(os.path.dirname(os.path.abspath(__file__)), 'code-context-charts.py'))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        CHARTS = module
+    return CHARTS.chart_of(figure)
 
 
 def display(*objects, **_options):
