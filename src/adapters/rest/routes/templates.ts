@@ -9,6 +9,7 @@ import { CreateTemplateBody, Template, TEMPLATE_BODY_MAX_BYTES, TemplateBuildSta
 import type { Templates } from '../../../core/templates.ts';
 import { errorResponses } from '../../../http/schemas.ts';
 import type { App } from '../../../http/types.ts';
+import { openEventStream } from '../sse.ts';
 
 const TemplateParams = Type.Object({
   name_or_id: Type.String({ minLength: 1, maxLength: 128, description: 'The template\'s name or its template_id' }),
@@ -135,16 +136,7 @@ function streamLog(
   templates: Templates,
   options: { organizationId: string; nameOrId: string; buildId: string; text: string },
 ): void {
-  reply.hijack();
-  const raw = reply.raw;
-  raw.writeHead(200, {
-    ...Object.fromEntries(Object.entries(reply.getHeaders()).filter(([, value]) => value !== undefined)),
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-store',
-    'x-accel-buffering': 'no',
-    'x-content-type-options': 'nosniff',
-    'x-request-id': request.id,
-  });
+  const raw = openEventStream(request, reply);
   let gone = false;
   const write = (event: string, data: unknown) => {
     if (!gone) raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
