@@ -20,16 +20,16 @@ function apiPath(name: string, rest = ''): string {
 /** How its last build went, in a few words. */
 function buildSummary(t: Template): string {
   const b = t.build;
-  const cached = b.cached_steps > 0 ? `, ${b.cached_steps} cached` : '';
-  if (b.finished_at === null) return `running since ${relative(b.created_at)} · ${b.steps} steps${cached}`;
+  const steps = `${b.steps} step${b.steps === 1 ? '' : 's'}${b.cached_steps > 0 ? `, ${b.cached_steps} cached` : ''}`;
+  if (b.finished_at === null) return `running since ${relative(b.created_at)} · ${steps}`;
   const seconds = (Date.parse(b.finished_at) - Date.parse(b.created_at)) / 1000;
-  return `${b.state} in ${seconds.toFixed(1)} s · ${b.steps} steps${cached}`;
+  return `${b.state} in ${seconds.toFixed(1)} s · ${steps}`;
 }
 
 function listPage(main: HTMLElement, go: Navigate): Stop {
   const problem = errorBox();
   const body = h('tbody');
-  const name = h('input', { id: 'template-name', name: 'name', required: true, maxlength: '63', pattern: '[a-z0-9][a-z0-9._\\-]*', placeholder: 'e.g. py-app', spellcheck: 'false' });
+  const name = h('input', { id: 'template-name', name: 'name', required: true, placeholder: 'e.g. py-app', spellcheck: 'false' });
   const dockerfile = h('textarea', { id: 'template-dockerfile', name: 'dockerfile', required: true, rows: '8', spellcheck: 'false' });
   dockerfile.value = EXAMPLE;
   const buildProblem = errorBox();
