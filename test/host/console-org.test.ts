@@ -108,7 +108,7 @@ describe('templates in the console', () => {
     await page.getByRole('status').getByText('build ended').waitFor();
     const built = (await api('GET', `/api/templates/${TEMPLATE}`)).json();
     assert.equal(built.state, 'ready');
-    await page.getByRole('region', { name: 'Template' }).getByText(built.template_id).waitFor();
+    await page.getByRole('region', { name: 'Template', exact: true }).getByText(built.template_id).waitFor();
     await page.screenshot({ path: join(SCREENSHOTS, 'template.png') });
 
     // Another organization sees none of it.
