@@ -62,7 +62,7 @@ function facts(instance: Instance, profile: Profile | undefined): HTMLElement {
     ...row('Resources', `${instance.resources.memory_mb} MB memory · ${instance.resources.vcpus} vCPU · ${instance.resources.disk_mb} MB disk · ${instance.runtime}`),
     ...row('Labels', labels.length === 0 ? '—' : labels.map(([k, v]) => `${k}=${v}`).join(' ')),
     ...row('Deadline', instance.expires_at === null ? 'none' : `${dateTime(instance.expires_at)} (${relative(instance.expires_at)})`),
-    ...row('Timeout', instance.timeout_s === null ? 'none: Keep alive with a number of seconds sets one' : `${instance.timeout_s} s from the create or the last keep-alive`),
+    ...row('Timeout', instance.timeout_s === null ? 'none: Keep alive with a number of seconds sets a deadline' : `${instance.timeout_s} s from the create or the last keep-alive`),
     ...(profile === undefined
       ? []
       : [
@@ -113,7 +113,7 @@ export function instancePage(main: HTMLElement, profileId: string, roomId: strin
     );
   const pause = act('Pause', () => call('POST', path('/pause')));
   const resume = act('Resume', () => call('POST', path('/resume')));
-  // Empty: the instance's own timeout_s; a number moves the deadline that far from now and becomes its timeout.
+  // Empty: the instance's own timeout_s; a number moves the deadline that far from now (the instance's timeout_s stays).
   const keepFor = h('input', { type: 'number', min: '1', max: '2592000', class: 'short', 'aria-label': 'Keep alive for (seconds)', placeholder: 'seconds' });
   const keepAlive = act('Keep alive', () => call('POST', path('/keepalive'), keepFor.value.trim() === '' ? undefined : { timeout_s: Number(keepFor.value) }));
   const remove = act('Delete', async () => {
