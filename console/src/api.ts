@@ -37,7 +37,7 @@ async function errorOf(response: Response): Promise<ApiError> {
   return new ApiError(response.status, body);
 }
 
-async function send(method: string, path: string, body?: unknown, accept = 'application/json'): Promise<Response> {
+async function send(method: string, path: string, body?: unknown, accept = 'application/json', signal?: AbortSignal): Promise<Response> {
   const headers: Record<string, string> = { Accept: accept };
   if (csrfToken !== null) headers['X-Roomkit-CSRF'] = csrfToken;
   // Bytes (an upload) go as they are; anything else as JSON.
@@ -47,6 +47,7 @@ async function send(method: string, path: string, body?: unknown, accept = 'appl
     method,
     headers,
     credentials: 'same-origin',
+    ...(signal === undefined ? {} : { signal }),
     ...(body === undefined ? {} : { body: raw ? body : JSON.stringify(body) }),
   });
   if (response.ok) return response;
@@ -111,7 +112,21 @@ export interface StreamEvent {
  * POST nor send the CSRF header); each event is handed on as it arrives.
  */
 export async function stream(path: string, body: unknown, onEvent: (event: StreamEvent) => void): Promise<void> {
-  const response = await send('POST', path, body, 'text/event-stream');
+  await readEvents(await send('POST', path, body, 'text/event-stream'), onEvent);
+}
+
+/**
+ * A GET asking for Server-Sent Events; the answer is handed back when the server sent
+ * something else (a build's log once the build has ended is plain text).
+ */
+export async function streamGet(path: string, onEvent: (event: StreamEvent) => void, signal?: AbortSignal): Promise<string | null> {
+  const response = await send('GET', path, undefined, 'text/event-stream', signal);
+  if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) return response.text();
+  await readEvents(response, onEvent);
+  return null;
+}
+
+async function readEvents(response: Response, onEvent: (event: StreamEvent) => void): Promise<void> {
   const reader = response.body?.pipeThrough(new TextDecoderStream()).getReader();
   if (!reader) return;
   let buffered = '';

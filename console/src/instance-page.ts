@@ -1,8 +1,9 @@
 // An instance's view, addressed by its room as the REST API addresses it: its state and
-// timeline (when each step happened and why), resources, labels, deadline, the actions
-// its state allows (pause, resume, keep alive, delete), a box to run a command, a
-// terminal, the file browser, the command history with undo, and its snapshots and
-// fork. Polled while it changes. A link from the list also names the instance, so one
+// timeline (when each step happened and why), resources, labels, its deadline and what
+// moves or ends it (timeout, idle limit, lifetime), the actions its state allows (pause,
+// resume, keep alive for the instance's timeout or a number of seconds, delete), a box
+// to run a command, a terminal, the file browser, the command history with undo, and its
+// snapshots and fork. Polled while it changes. A link from the list also names the instance, so one
 // the room had before its current one is shown as it ended.
 import type { Instance, Profile } from '../../sdk/src/generated/api.ts';
 import { ApiError, call, roomPath } from './api.ts';
@@ -61,6 +62,13 @@ function facts(instance: Instance, profile: Profile | undefined): HTMLElement {
     ...row('Resources', `${instance.resources.memory_mb} MB memory · ${instance.resources.vcpus} vCPU · ${instance.resources.disk_mb} MB disk · ${instance.runtime}`),
     ...row('Labels', labels.length === 0 ? '—' : labels.map(([k, v]) => `${k}=${v}`).join(' ')),
     ...row('Deadline', instance.expires_at === null ? 'none' : `${dateTime(instance.expires_at)} (${relative(instance.expires_at)})`),
+    ...row('Timeout', instance.timeout_s === null ? 'none: Keep alive with a number of seconds sets a deadline' : `${instance.timeout_s} s from the create or the last keep-alive`),
+    ...(profile === undefined
+      ? []
+      : [
+          ...row('Idle limit', profile.idle_timeout_s === 0 ? 'none' : `${profile.idle_timeout_s} s without a request, then ${profile.idle_action === 'pause' ? 'paused' : 'stopped'}`),
+          ...row('Lifetime', profile.max_lifetime_s === 0 ? 'no limit' : `until ${dateTime(new Date(Date.parse(instance.created_at) + profile.max_lifetime_s * 1000).toISOString())} (at most ${profile.max_lifetime_s} s)`),
+        ]),
     ...(instance.pause === null
       ? []
       : row('Paused', `${relative(instance.pause.paused_at)}, ${instance.pause.memory_kept ? 'memory kept' : 'files only'}${instance.pause.remove_after === null ? '' : `; removed ${relative(instance.pause.remove_after)}`}`)),
@@ -105,13 +113,16 @@ export function instancePage(main: HTMLElement, profileId: string, roomId: strin
     );
   const pause = act('Pause', () => call('POST', path('/pause')));
   const resume = act('Resume', () => call('POST', path('/resume')));
-  const keepAlive = act('Keep alive', () => call('POST', path('/keepalive')));
+  // Empty: the instance's own timeout_s; a number moves the deadline that far from now (the instance's timeout_s stays).
+  const keepFor = h('input', { type: 'number', min: '1', max: '2592000', class: 'short', 'aria-label': 'Keep alive for (seconds)', placeholder: 'seconds' });
+  const keepAlive = act('Keep alive', () => call('POST', path('/keepalive'), keepFor.value.trim() === '' ? undefined : { timeout_s: Number(keepFor.value) }));
   const remove = act('Delete', async () => {
     if (!confirm(`Delete the instance of room ${roomId}? Its files go with it.`)) return;
     await call('DELETE', path());
     go('/console/instances');
   });
-  const actions = h('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' }, pause, resume, keepAlive, remove);
+  const keeping = h('span', { class: 'keep-alive' }, keepAlive, keepFor);
+  const actions = h('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' }, pause, resume, keeping, remove);
 
   const terminal = terminalPanel(profileId, roomId);
   const files = fileBrowser(profileId, roomId);
@@ -188,7 +199,8 @@ export function instancePage(main: HTMLElement, profileId: string, roomId: strin
     const live = !['stopping', 'stopped', 'failed'].includes(current.state);
     pause.hidden = current.state !== 'ready';
     resume.hidden = current.state !== 'paused';
-    keepAlive.hidden = !live || current.timeout_s === null;
+    // Without a timeout, a keep-alive still restarts the idle time, and with seconds sets a deadline.
+    keeping.hidden = !live;
     remove.hidden = current.state === 'stopping' || current.state === 'stopped';
   }
 

@@ -4,7 +4,8 @@
 //
 // Paths: /console and /console/instances (the list, its filters in the query),
 // /console/profile/{profile_id}/room/{room_id} (an instance, addressed as the REST API
-// addresses it), the organization's pages (/console/profiles[/new|/{id}[/edit]], /snapshots,
+// addresses it), the organization's pages (/console/profiles[/new|/{id}[/edit]],
+// /templates[/{name}], /snapshots,
 // /usage, /audit, /keys), /console/sign-in; signed in as the operator, the operator's
 // pages instead (/console/operator, /console/operator/nodes, /console/operator/orgs).
 import './console.css';
@@ -18,6 +19,7 @@ import { operatorPage } from './operator-pages.ts';
 import { profilesPage } from './profiles-page.ts';
 import { signInPage } from './sign-in.ts';
 import { snapshotsPage } from './snapshots.ts';
+import { templatesPage } from './templates-page.ts';
 import { usagePage } from './usage-page.ts';
 
 export type Stop = () => void;
@@ -56,6 +58,7 @@ onSignedOut(() => {
 const ORGANIZATION_NAV = [
   ['/console/instances', 'Instances'],
   ['/console/profiles', 'Profiles'],
+  ['/console/templates', 'Templates'],
   ['/console/snapshots', 'Snapshots'],
   ['/console/usage', 'Usage'],
   ['/console/audit', 'Audit'],
@@ -118,6 +121,8 @@ function route(path: string, main: HTMLElement, go: Navigate): Stop {
   if (path === '/console' || path === '/console/' || path === '/console/instances') return instancesPage(main, go);
   const profiles = /^\/console\/profiles(?:\/([^/]+(?:\/edit)?))?\/?$/.exec(path);
   if (profiles) return profilesPage(main, profiles[1] ?? '', go);
+  const templates = /^\/console\/templates(?:\/([^/]+))?\/?$/.exec(path);
+  if (templates) return templatesPage(main, templates[1] ?? '', go);
   if (path === '/console/snapshots') return snapshotsPage(main, go);
   if (path === '/console/usage') return usagePage(main);
   if (path === '/console/audit') return auditPage(main);

@@ -1,8 +1,8 @@
 // The operator's pages, for a session signed in with the operator token: the host
-// (/console/operator: host admission's memory, disk and CPU figures, GET
-// /operator/capacity, polled), the nodes sharing the store (/console/operator/nodes),
-// and an organization's usage and quotas, changed from a form (/console/operator/orgs,
-// the organization named in ?org=). They call the operator API with the session, as a
+// (/console/operator: host admission's memory, disk and CPU figures and the warm pools,
+// GET /operator/capacity, polled), the nodes sharing the store (/console/operator/nodes),
+// and the organizations (/console/operator/orgs: the list, GET /operator/organizations,
+// and the usage and quotas of the one named in ?org=, changed from a form). They call the operator API with the session, as a
 // script would with the token.
 import type { Usage } from '../../sdk/src/generated/api.ts';
 import { call } from './api.ts';
@@ -16,6 +16,57 @@ interface Capacity {
   disk: { limit_mb: number; committed_mb: number; free_mb: number; floor_mb: number };
   cpu: { busy_percent: number | null; freeze_percent: number; frozen_instances: number; pressure_freezes: number };
   admissible_default_instances: number;
+  warm_pools: { max_instances: number; pools: { organization_id: string; profile_id: string; profile_name: string | null; size: number; ready: number; starting: number; leaving: number }[] };
+}
+
+interface OrganizationOverview {
+  organization_id: string;
+  name: string;
+  created_at: string;
+  live_instances: number;
+  keys: number;
+}
+
+function orgLink(idOrName: string, text: string): HTMLElement {
+  return h('a', { href: `/console/operator/orgs?${new URLSearchParams({ org: idOrName })}`, 'data-nav': true }, text);
+}
+
+/** The warm pools of this node: a row per profile with a pool. */
+function warmPools(c: Capacity): HTMLElement {
+  const pools = c.warm_pools.pools;
+  return h(
+    'section',
+    { class: 'card', 'aria-label': 'Warm pools' },
+    h('h2', {}, 'Warm pools'),
+    h('p', { class: 'help' }, c.warm_pools.max_instances === 0 ? 'Off on this host (ROOMKIT_WARM_POOL_MAX_INSTANCES is 0): profiles keep their size, nothing is pooled.' : `This host keeps up to ${c.warm_pools.max_instances} pooled instances, all pools together.`),
+    pools.length === 0
+      ? h('p', {}, 'No profile has a warm pool.')
+      : h(
+          'div',
+          { class: 'table-wrap' },
+          h(
+            'table',
+            { 'aria-label': 'Warm pools' },
+            h('thead', {}, h('tr', {}, ...['Organization', 'Profile', 'Size', 'Ready', 'Starting', 'Leaving'].map((col) => h('th', { scope: 'col' }, col)))),
+            h(
+              'tbody',
+              {},
+              ...pools.map((p) =>
+                h(
+                  'tr',
+                  { 'data-profile-id': p.profile_id },
+                  h('td', {}, orgLink(p.organization_id, p.organization_id.slice(0, 8))),
+                  h('td', {}, p.profile_name ?? h('span', { class: 'help' }, 'deleted')),
+                  h('td', { class: 'num' }, String(p.size)),
+                  h('td', { class: 'num' }, String(p.ready)),
+                  h('td', { class: 'num' }, String(p.starting)),
+                  h('td', { class: 'num' }, String(p.leaving)),
+                ),
+              ),
+            ),
+          ),
+        ),
+  );
 }
 
 interface Node {
@@ -79,6 +130,7 @@ function hostPage(main: HTMLElement): Stop {
           ]),
           figures('Admission', [['Default instances admissible now', String(c.admissible_default_instances)]]),
         ),
+        warmPools(c),
       );
       updated.textContent = `updated ${clock(new Date())}`;
     } catch (err) {
@@ -135,6 +187,10 @@ function nodesPage(main: HTMLElement): Stop {
 
 function orgsPage(main: HTMLElement): Stop {
   const problem = errorBox();
+  const listProblem = errorBox();
+  const listed = h('tbody');
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'More organizations');
+  let cursor: string | null = null;
   const org = h('input', { id: 'operator-org', name: 'org', required: true, value: new URLSearchParams(location.search).get('org') ?? '', placeholder: 'a name or an id' });
   const shown = h('div', {});
 
@@ -174,7 +230,7 @@ function orgsPage(main: HTMLElement): Stop {
       h('button', { type: 'submit' }, 'Save quotas'),
     );
     shown.replaceChildren(
-      h('h2', {}, `Organization ${usage.organization_id}`),
+      h('h3', {}, `Organization ${usage.organization_id}`),
       usage.memory_in_use_mb === undefined ? '' : h('p', {}, `Its running instances use ${usage.memory_in_use_mb} MB of host memory now.`),
       form,
     );
@@ -193,8 +249,41 @@ function orgsPage(main: HTMLElement): Stop {
     }
   }
 
+  async function list(): Promise<void> {
+    listProblem.clear();
+    try {
+      const page = await call<{ organizations: OrganizationOverview[]; next_cursor: string | null }>('GET', `/operator/organizations?${new URLSearchParams({ limit: '100', ...(cursor === null ? {} : { cursor }) })}`);
+      listed.append(
+        ...page.organizations.map((o) =>
+          h(
+            'tr',
+            { 'data-organization-id': o.organization_id },
+            h('td', {}, orgLink(o.organization_id, o.name)),
+            h('td', {}, h('code', {}, o.organization_id.slice(0, 8))),
+            h('td', { title: dateTime(o.created_at) }, relative(o.created_at)),
+            h('td', { class: 'num' }, String(o.live_instances)),
+            h('td', { class: 'num' }, String(o.keys)),
+          ),
+        ),
+      );
+      cursor = page.next_cursor;
+      more.hidden = cursor === null;
+    } catch (err) {
+      listProblem.show(err);
+    }
+  }
+  more.addEventListener('click', () => void list());
+
   main.append(
     h('h1', {}, 'Organizations'),
+    listProblem.el,
+    h(
+      'div',
+      { class: 'table-wrap' },
+      h('table', { 'aria-label': 'Organizations' }, h('thead', {}, h('tr', {}, ...['Name', 'Id', 'Created', 'Live instances', 'Keys'].map((c) => h('th', { scope: 'col' }, c)))), listed),
+    ),
+    more,
+    h('h2', {}, 'Usage and quotas'),
     h('p', { class: 'help' }, 'An organization’s usage against its quotas, and the quotas set for it; name it as roomkit keys create --org does, or by its id.'),
     h(
       'form',
@@ -206,6 +295,7 @@ function orgsPage(main: HTMLElement): Stop {
     problem.el,
     shown,
   );
+  void list();
   void look();
   return () => {};
 }

@@ -7,7 +7,8 @@
 // moves it into the room in one transaction and records when; the pool then refills in
 // the background. The pool never refuses anyone: it fills only while the organization's
 // quotas and the host admit one more, and when a create needs what pooled instances
-// hold, one of them is removed for it (giveWay).
+// hold, one of them is removed for it (giveWay). figures() says what each pool holds,
+// for the operator.
 import type { Logger } from 'pino';
 import { AppError } from '../errors.ts';
 import { nowIso } from '../lib/time.ts';
@@ -41,6 +42,18 @@ export interface PoolInstances {
   launch(runtime: Runtime, row: InstanceRecord, spec: ProfileSpec): Promise<void>;
   /** Stops an instance and removes what it holds. */
   stop(row: InstanceRecord, why: EndReason): Promise<void>;
+}
+
+/** One profile's warm pool on this node, as the operator's capacity answer shows it. */
+export interface WarmPoolFigures {
+  organization_id: string;
+  profile_id: string;
+  /** Null once the profile is deleted (its pooled instances are being removed). */
+  profile_name: string | null;
+  size: number;
+  ready: number;
+  starting: number;
+  leaving: number;
 }
 
 /** The room a pooled instance holds while it waits: never a valid room id (no `~`), and unique per instance. */
@@ -217,9 +230,14 @@ export class WarmPool {
 
   /** Every profile that has a pool or should have one. */
   private async refillAll(): Promise<void> {
+    for (const [profileId, organizationId] of await this.pooledProfiles()) this.refill(organizationId, profileId);
+  }
+
+  /** The profiles with a pool size above 0, and those whose instances still sit in this node's pools: profile id to organization id. */
+  private async pooledProfiles(): Promise<Map<string, string>> {
     const sized = await this.db
       .selectFrom('profiles')
-      .select(['id', 'organization_id', 'spec'])
+      .select(['id', 'organization_id'])
       .where('deleted_at', 'is', null)
       .where('spec', 'like', '%"warm_pool":%')
       .where('spec', 'not like', '%"warm_pool":0,%')
@@ -229,7 +247,32 @@ export class WarmPool {
     const profiles = new Map<string, string>();
     for (const p of sized) profiles.set(p.id, p.organization_id);
     for (const i of holding) profiles.set(i.profile_id, i.organization_id);
-    for (const [profileId, organizationId] of profiles) this.refill(organizationId, profileId);
+    return profiles;
+  }
+
+  /**
+   * What each pool holds on this node now, for the operator: the profile's size (0 for a
+   * deleted profile whose instances are still being removed), and its instances made from
+   * the profile as it is now, ready or starting (others are on their way out).
+   */
+  async figures(): Promise<WarmPoolFigures[]> {
+    const figures: WarmPoolFigures[] = [];
+    const members = await poolMembers(this.db, this.nodeId, '*', RETIRED);
+    for (const [profileId, organizationId] of await this.pooledProfiles()) {
+      const profile = await this.profiles.find(organizationId, profileId);
+      const key = profile ? warmPoolKey(specOf(profile)) : undefined;
+      const current = members.filter((m) => m.profile_id === profileId && m.warm_pool_key === key);
+      figures.push({
+        organization_id: organizationId,
+        profile_id: profileId,
+        profile_name: profile?.name ?? null,
+        size: this.maxInstances === 0 ? 0 : (profile?.warm_pool ?? 0),
+        ready: current.filter((m) => m.state === 'ready').length,
+        starting: current.filter((m) => m.state !== 'ready').length,
+        leaving: members.filter((m) => m.profile_id === profileId && m.warm_pool_key !== key).length,
+      });
+    }
+    return figures.sort((a, b) => a.organization_id.localeCompare(b.organization_id) || (a.profile_name ?? '').localeCompare(b.profile_name ?? ''));
   }
 
   /**

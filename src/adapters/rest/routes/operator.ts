@@ -1,5 +1,5 @@
-// The operator API under /operator/: an organization's quotas and use, what this host
-// has committed, and the nodes sharing the store. Registered only when ROOMKIT_OPERATOR_TOKEN is set, and guarded by
+// The operator API under /operator/: the organizations, an organization's quotas and use,
+// what this host has committed and its warm pools, and the nodes sharing the store. Registered only when ROOMKIT_OPERATOR_TOKEN is set, and guarded by
 // that token (not by API keys, which belong to tenants), compared in constant time, or
 // by the web console's operator session (its cookie beside its CSRF token), made with it.
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -15,6 +15,7 @@ import { errorResponses } from '../../../http/schemas.ts';
 import type { App } from '../../../http/types.ts';
 import { usageWithMemory } from './usage.ts';
 import { NodeInfo, NodeList } from '../../../cluster/node-schema.ts';
+import { listOrganizations } from '../../../core/org-overview.ts';
 
 const OrgParams = Type.Object({
   org: Type.String({ minLength: 1, maxLength: 64, description: "The organization's name or id" }),
@@ -45,6 +46,21 @@ const Capacity = Type.Object(
       pressure_freezes: Type.Integer({ description: 'Idle instances frozen for CPU pressure since the service started' }),
     }),
     admissible_default_instances: Type.Integer({ description: 'How many more instances of the default profile this host admits now, each counted at its runtime\'s starting estimate' }),
+    warm_pools: Type.Object({
+      max_instances: Type.Integer({ description: 'ROOMKIT_WARM_POOL_MAX_INSTANCES: what all pools may keep booted on this host together (0: pools are off)' }),
+      pools: Type.Array(
+        Type.Object({
+          organization_id: Type.String(),
+          profile_id: Type.String(),
+          profile_name: Type.Union([Type.String(), Type.Null()], { description: 'Null once the profile is deleted: its pooled instances are being removed' }),
+          size: Type.Integer({ description: 'The profile\'s warm_pool (0 when pools are off or the profile is deleted)' }),
+          ready: Type.Integer({ description: 'Pooled instances on this node made from the profile as it is now, booted and waiting for a room' }),
+          starting: Type.Integer({ description: 'Such instances still being made' }),
+          leaving: Type.Integer({ description: 'Pooled instances on this node made from an older version of the profile, being removed' }),
+        }),
+        { description: 'Every profile with a pool size above 0, or with instances still in a pool on this node; by organization, then profile name' },
+      ),
+    }),
   },
   { title: 'HostCapacity' },
 );
@@ -73,6 +89,45 @@ export function operatorRoutes(app: App, services: Services): void {
     }
   };
   const { organizations, quotas } = services;
+
+  app.get(
+    '/operator/organizations',
+    {
+      onRequest: authenticate,
+      schema: {
+        operationId: 'listOrganizations',
+        summary: 'The organizations, with their live instances and keys',
+        description: 'By name. Pass `next_cursor` back as `cursor` for the next page.',
+        tags: ['operator'],
+        querystring: Type.Object({
+          limit: Type.Optional(Type.String({ pattern: '^(500|[1-4][0-9]{2}|[1-9][0-9]?)$', description: '1-500, default 100' })),
+          cursor: Type.Optional(Type.String({ maxLength: 512 })),
+        }),
+        response: {
+          200: Type.Object(
+            {
+              organizations: Type.Array(
+                Type.Object({
+                  organization_id: Type.String(),
+                  name: Type.String(),
+                  created_at: Type.String({ format: 'date-time' }),
+                  live_instances: Type.Integer({ description: 'Its instances in rooms that are not stopped nor failed, on every node (warm pool instances are not counted)' }),
+                  keys: Type.Integer({ description: 'Its API keys not revoked' }),
+                }),
+              ),
+              next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'Null on the last page' }),
+            },
+            { title: 'OrganizationList' },
+          ),
+          ...errorResponses(400, 401),
+        },
+      },
+    },
+    async (request) => {
+      const { limit, cursor } = request.query;
+      return listOrganizations(services.db, { limit: limit === undefined ? 100 : Number(limit), cursor });
+    },
+  );
 
   app.get(
     '/operator/orgs/:org/usage',
@@ -183,6 +238,7 @@ export function operatorRoutes(app: App, services: Services): void {
           pressure_freezes: cpu.frozenCount,
         },
         admissible_default_instances: admissible(PROFILE_DEFAULTS),
+        warm_pools: { max_instances: services.config.warmPoolMaxInstances, pools: await services.instances.warmPool.figures() },
       };
     },
   );
